@@ -1,0 +1,65 @@
+"""The interface every backend implements (simulator, NI-DAQmx, serial, composite).
+
+Shaped after ros2_control's hardware interface: the loop owns the arrays, the backend fills them;
+each call reports OK/ERROR instead of raising inside the cycle. See docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+
+class BackendError(RuntimeError):
+    """A backend could not be opened or configured (raised outside the cycle only)."""
+
+
+class BackendStatus(enum.IntEnum):
+    OK = 0
+    ERROR = 1
+
+
+class Backend(ABC):
+    """A source of input counts and a sink of D/A voltages at the loop rate."""
+
+    #: True when `wait_next_cycle` blocks on a device clock (NI sample clock).
+    paced_by_hardware: bool = False
+
+    def __init__(self, n_inputs: int, n_outputs: int) -> None:
+        self.n_inputs = n_inputs
+        self.n_outputs = n_outputs
+        # Per input channel: 0 = fine, nonzero = the backend could not read it this cycle.
+        self.channel_fault = np.zeros(n_inputs, dtype=np.uint8)
+
+    @abstractmethod
+    def open(self) -> None:
+        """Acquire and configure devices; raise BackendError with a clear message."""
+
+    def start(self) -> None:
+        """Begin acquisition with outputs at null."""
+
+    def wait_next_cycle(self) -> int:
+        """Block until the next hardware sample clock; return sample clocks missed since the last."""
+        raise NotImplementedError(f"{type(self).__name__} is not paced by hardware")
+
+    @abstractmethod
+    def read(self, t: float, raw_out: np.ndarray) -> BackendStatus:
+        """Fill `raw_out` (float64, one per input channel) with converter counts."""
+
+    @abstractmethod
+    def write(self, t: float, volts: np.ndarray) -> BackendStatus:
+        """Send one D/A voltage per output channel."""
+
+    @abstractmethod
+    def write_null(self) -> None:
+        """Every output to its null voltage now. Must not raise."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Outputs to null, then release devices. Idempotent."""
+
+    def advance(self, dt: float) -> None:
+        """Virtual time only: move the plant on by `dt` seconds."""
+        raise NotImplementedError(f"{type(self).__name__} has no virtual time")

@@ -1,0 +1,15 @@
+"""Hardware profiles: the rig described as validated data."""
+
+from daq.profile.loader import ProfileError, load_profile, parse_profile
+from daq.profile.schema import Channel, Converter, Joint, Plant, Profile
+
+__all__ = [
+    "Channel",
+    "Converter",
+    "Joint",
+    "Plant",
+    "Profile",
+    "ProfileError",
+    "load_profile",
+    "parse_profile",
+]

@@ -1,0 +1,1 @@
+"""Parameter identification: online RLS (its own process) and batch least squares."""
