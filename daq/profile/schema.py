@@ -241,10 +241,20 @@ class NiBackend(Strict):
 
 
 class SerialBackend(Strict):
+    """Resolver front-end board on a serial line (docs/serial_protocol.md)."""
+
+    #: Device path ("/dev/ttyUSB0", or the emulator's pty / link path).
     port: str
+    #: 8N1; at 921600 baud a 2-resolver request + response (7 + 17 bytes) takes 260 µs.
     baudrate: Annotated[int, Field(ge=9600)] = 921600
+    #: Cycle deadline for one SAMPLE response; a miss is a channel fault (never a wait).
     timeout_s: Annotated[float, Field(gt=0.0, lt=0.001)] = 0.0006
+    #: Resolver inputs the board is configured for (AD2S1210 channels, at most 8).
     resolvers: Annotated[int, Field(ge=1, le=8)] = 2
+    #: Per-try response timeout of the IDENTIFY/CONFIGURE handshake (open and reconnect only).
+    open_timeout_s: Annotated[float, Field(gt=0.0, le=5.0)] = 0.2
+    #: How often the background thread retries a lost port (never from inside the cycle).
+    reconnect_interval_s: Annotated[float, Field(gt=0.0, le=60.0)] = 1.0
 
 
 class Backend(Strict):
