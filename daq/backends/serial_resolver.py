@@ -65,9 +65,9 @@ class SerialResolverBackend(Backend):
             raise BackendError(f"the serial resolver board has no outputs; got {names}")
         self.cfg = cfg
         self.timeout_s = cfg.timeout_s if timeout_s is None else timeout_s
+        self._resolver = _resolver_indices(inputs, cfg.resolvers)
         self.bits = _common_bits(inputs)
         self._full = 1 << self.bits
-        self._resolver = _resolver_indices(inputs, cfg.resolvers)
         n = cfg.resolvers
         # Offsets of each channel's position code in the response buffer.
         self._offset = [sp.HEADER_LEN + sp.SAMPLE_HEAD.size + 3 * k for k in self._resolver]

@@ -1,0 +1,230 @@
+"""The serial resolver backend against the board emulator (and a scripted peer) on a pty."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from daq.backends import serial_protocol as sp
+from daq.backends import serial_resolver as sr
+from daq.backends.base import BackendError, BackendStatus
+from daq.backends.serial_emulator import BoardEmulator
+from daq.scaling import eng_to_counts
+from tests.serial.conftest import ExpectedProtocol, make_profile, open_backend, serial_inputs
+
+
+def home_counts(port: str) -> list[float]:
+    prof = make_profile(port)
+    homes = {j.name: math.radians(j.home_deg) for j in prof.joints}
+    return [eng_to_counts(c, homes[c.joint]) for c in serial_inputs(prof) if c.joint]
+
+
+def test_exact_byte_conversation_of_open_and_one_cycle() -> None:
+    ident = sp.Identity(1, 8, 2, 14, 0x0100, 0x52443031).encode()
+    sample = sp.Sample(0, 0x1234, (10012, 9557), (0, 0)).encode()
+    peer = ExpectedProtocol([
+        (bytes.fromhex("a55a0001018cef"), sp.encode_frame(sp.IDENTIFY_RSP, 1, ident)),
+        (bytes.fromhex("a55a020202020e2b51"),
+         sp.encode_frame(sp.CONFIGURE_RSP, 2, sp.encode_configure(2, 14))),
+        (bytes.fromhex("a55a000303aca9"), sp.encode_frame(sp.SAMPLE_RSP, 3, sample)),
+    ])
+    try:
+        b = open_backend(peer.port)
+        raw = np.full(2, -1.0)
+        assert b.read(0.0, raw) == BackendStatus.OK
+        peer.check()
+        assert raw.tolist() == [10012.0, 9557.0]
+        assert b.channel_fault.tolist() == [0, 0]
+        assert b.identity == sp.Identity(1, 8, 2, 14, 0x0100, 0x52443031)
+        b.close()
+    finally:
+        peer.close()
+
+
+def test_nak_at_configure_fails_open_with_a_clear_message() -> None:
+    ident = sp.Identity(1, 8, 2, 14, 0x0100, 1).encode()
+    peer = ExpectedProtocol([
+        (sp.encode_frame(sp.IDENTIFY, 1), sp.encode_frame(sp.IDENTIFY_RSP, 1, ident)),
+        (sp.encode_frame(sp.CONFIGURE, 2, sp.encode_configure(2, 14)),
+         sp.encode_frame(sp.NAK, 2, sp.encode_nak(sp.NAK_BAD_PARAMETER, sp.CONFIGURE))),
+    ])
+    try:
+        with pytest.raises(BackendError, match=r"refused request 0x02: NAK 0302"):
+            open_backend(peer.port)
+        peer.check()
+    finally:
+        peer.close()
+
+
+def test_missing_port_fails_open_naming_it(tmp_path: Path) -> None:
+    port = str(tmp_path / "no-such-tty")
+    prof = make_profile(port)
+    b = sr.SerialResolverBackend(prof, serial_inputs(prof), [])
+    with pytest.raises(BackendError, match="no-such-tty"):
+        b.open()
+    b.close()
+
+
+def test_reads_home_pose_counts_every_cycle(backend: sr.SerialResolverBackend,
+                                            emulator: BoardEmulator) -> None:
+    raw = np.zeros(2)
+    for _ in range(50):
+        assert backend.read(0.0, raw) == BackendStatus.OK
+    assert raw.tolist() == home_counts(emulator.port)
+    assert emulator.parser.crc_errors == 0
+    assert backend.counters["cycles"] == 50
+
+
+def test_motion_is_reported(backend: sr.SerialResolverBackend, emulator: BoardEmulator) -> None:
+    emulator.set_motion(amplitude_deg=30.0, period_s=0.2)
+    raw = np.zeros(2)
+    seen = set()
+    deadline = time.monotonic() + 2.0
+    while len(seen) < 10 and time.monotonic() < deadline:
+        assert backend.read(0.0, raw) == BackendStatus.OK
+        seen.add(raw[0])
+        time.sleep(0.002)
+    assert len(seen) >= 10
+    lo, hi = (210.0 - 30.0) / 360 * 16384, (220.0 + 30.0) / 360 * 16384
+    assert all(lo - 1 <= c <= hi + 1 for c in seen)
+
+
+def test_crc_error_is_a_channel_fault_then_recovers(backend: sr.SerialResolverBackend,
+                                                    emulator: BoardEmulator) -> None:
+    raw = np.zeros(2)
+    assert backend.read(0.0, raw) == BackendStatus.OK
+    good = raw.copy()
+    emulator.inject_crc_errors(1)
+    assert backend.read(0.0, raw) == BackendStatus.ERROR
+    assert backend.channel_fault.tolist() == [sr.FAULT_CRC] * 2
+    assert raw.tolist() == good.tolist()  # last good counts kept, flagged
+    assert backend.read(0.0, raw) == BackendStatus.OK
+    assert backend.channel_fault.tolist() == [0, 0]
+    assert backend.counters["crc_errors"] == 1
+
+
+def test_timeout_within_the_cycle_and_late_answer_flushed(emulator: BoardEmulator) -> None:
+    b = open_backend(emulator.port, timeout_s=None)  # the profile's sub-millisecond timeout
+    try:
+        raw = np.zeros(2)
+        emulator.inject_delay(0.1)
+        t0 = time.perf_counter()
+        assert b.read(0.0, raw) == BackendStatus.ERROR
+        assert time.perf_counter() - t0 < 0.09  # gave up long before the late answer
+        assert b.channel_fault.tolist() == [sr.FAULT_TIMEOUT] * 2
+        time.sleep(0.2)  # the late response is now in the input buffer
+        b.timeout_s = 0.25
+        assert b.read(0.0, raw) == BackendStatus.OK  # flushed: the answer is to *this* request
+        assert raw.tolist() == home_counts(emulator.port)
+    finally:
+        b.close()
+
+
+def test_stale_response_is_rejected_by_sequence(backend: sr.SerialResolverBackend,
+                                                emulator: BoardEmulator) -> None:
+    raw = np.zeros(2)
+    backend.timeout_s = 0.02
+    emulator.inject_delay(0.1)
+    assert backend.read(0.0, raw) == BackendStatus.ERROR
+    backend.timeout_s = 0.5
+    # The delayed answer to the previous request arrives first: wrong SEQ → protocol fault.
+    assert backend.read(0.0, raw) == BackendStatus.ERROR
+    assert backend.channel_fault.tolist() == [sr.FAULT_PROTOCOL] * 2
+    assert backend.read(0.0, raw) == BackendStatus.OK
+
+
+def test_dropped_response_times_out(backend: sr.SerialResolverBackend,
+                                    emulator: BoardEmulator) -> None:
+    raw = np.zeros(2)
+    backend.timeout_s = 0.01
+    emulator.drop_responses(1)
+    assert backend.read(0.0, raw) == BackendStatus.ERROR
+    assert backend.channel_fault.tolist() == [sr.FAULT_TIMEOUT] * 2
+    backend.timeout_s = 0.25
+    assert backend.read(0.0, raw) == BackendStatus.OK
+
+
+def test_resolver_fault_bits_flag_only_that_channel(backend: sr.SerialResolverBackend,
+                                                    emulator: BoardEmulator) -> None:
+    raw = np.zeros(2)
+    emulator.set_fault(1, sp.FAULT_LOS | sp.FAULT_DOS_OVERRANGE)
+    assert backend.read(0.0, raw) == BackendStatus.ERROR
+    assert backend.channel_fault.tolist() == [0, sr.FAULT_RESOLVER]
+    emulator.set_fault(1, 0)
+    emulator.set_status(sp.STATUS_EXCITATION)
+    assert backend.read(0.0, raw) == BackendStatus.ERROR
+    assert backend.channel_fault.tolist() == [sr.FAULT_BOARD] * 2
+
+
+def test_stuck_values_keep_answering(backend: sr.SerialResolverBackend,
+                                     emulator: BoardEmulator) -> None:
+    emulator.set_motion(amplitude_deg=30.0, period_s=0.05)
+    emulator.set_stuck(True)
+    raw = np.zeros(2)
+    values = set()
+    for _ in range(20):
+        assert backend.read(0.0, raw) == BackendStatus.OK
+        values.add(tuple(raw))
+        time.sleep(0.003)
+    assert len(values) == 1  # a seized converter is for the following-error interlock
+
+
+def test_port_removed_mid_run_is_a_fault_not_an_exception(
+    backend: sr.SerialResolverBackend, emulator: BoardEmulator
+) -> None:
+    raw = np.zeros(2)
+    assert backend.read(0.0, raw) == BackendStatus.OK
+    emulator.remove_port()
+    for _ in range(3):
+        assert backend.read(0.0, raw) == BackendStatus.ERROR
+        assert backend.channel_fault.tolist() == [sr.FAULT_PORT] * 2
+    assert backend.counters["port_losses"] == 1
+    backend.close()
+    backend.close()  # idempotent
+
+
+def test_reconnects_from_outside_the_cycle(tmp_path: Path) -> None:
+    link = tmp_path / "resolvers"
+    first = BoardEmulator()
+    first.open_pty(link)
+    first.start()
+    b = open_backend(str(link), reconnect_interval_s=0.05)
+    second = BoardEmulator(angles_deg=(100.0, 110.0))
+    try:
+        raw = np.zeros(2)
+        assert b.read(0.0, raw) == BackendStatus.OK
+        first.remove_port()
+        assert b.read(0.0, raw) == BackendStatus.ERROR
+        second.open_pty(link)
+        second.start()
+        deadline = time.monotonic() + 5.0
+        while b.read(0.0, raw) != BackendStatus.OK and time.monotonic() < deadline:
+            assert b.channel_fault.tolist() == [sr.FAULT_PORT] * 2
+            time.sleep(0.01)
+        assert b.channel_fault.tolist() == [0, 0]
+        assert raw.tolist() == [round(100 / 360 * 16384), round(110 / 360 * 16384)]
+        assert b.counters["reconnects"] == 1
+    finally:
+        b.close()
+        first.stop()
+        second.stop()
+
+
+def test_profile_mistakes_are_named() -> None:
+    prof = make_profile("/dev/null")
+    q = serial_inputs(prof)
+    valves = prof.outputs
+    with pytest.raises(BackendError, match="no outputs; got valve_1"):
+        sr.SerialResolverBackend(prof, q, valves)
+    p_cap = next(c for c in prof.inputs if c.name == "p_cap_1")
+    with pytest.raises(BackendError, match="'p_cap_1'.*only provides resolver channels"):
+        sr.SerialResolverBackend(prof, [*q, p_cap], [])
+    one = make_profile("/dev/null", resolvers=1)
+    with pytest.raises(BackendError, match="'q_2' is on resolver1, but .* resolvers = 1"):
+        sr.SerialResolverBackend(one, serial_inputs(one), [])
+    with pytest.raises(BackendError, match="resolver0 is used twice"):
+        sr.SerialResolverBackend(prof, [q[0], q[0]], [])
