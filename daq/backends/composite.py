@@ -45,11 +45,14 @@ class CompositeBackend(Backend):
     def __init__(
         self,
         profile: Profile,
-        inputs: list[Channel],
-        outputs: list[Channel],
+        inputs: list[Channel] | None = None,
+        outputs: list[Channel] | None = None,
         *,
         make_device: MakeDevice | None = None,
     ) -> None:
+        # Default: the whole profile (what `factory.make_backend` passes).
+        inputs = profile.inputs if inputs is None else inputs
+        outputs = profile.outputs if outputs is None else outputs
         super().__init__(len(inputs), len(outputs))
         if make_device is None:
             from daq.backends.factory import make_device_backend  # the factory imports us

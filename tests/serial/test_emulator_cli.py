@@ -1,0 +1,70 @@
+"""`python -m daq.backends.serial_emulator` as a process: prints its port, serves, injects."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from daq.backends import serial_resolver as sr
+from daq.backends.base import BackendStatus
+from tests.serial.conftest import COMPOSITE, ROOT, open_backend
+
+
+@contextmanager
+def emulator_process(*args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "daq.backends.serial_emulator", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        port = proc.stdout.readline().strip()
+        assert port, proc.stderr.read() if proc.stderr else ""
+        yield proc, port
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=10)
+
+
+def test_cli_pty_with_link_reports_the_profile_home_pose(tmp_path: Path) -> None:
+    link = tmp_path / "resolvers"
+    with emulator_process("--pty", "--link", str(link), "--profile", str(COMPOSITE)) as (p, port):
+        assert port.startswith("/dev/")
+        assert link.resolve() == Path(port).resolve()
+        b = open_backend(str(link))
+        raw = np.zeros(2)
+        assert b.read(0.0, raw) == BackendStatus.OK
+        # Home j1 = 40°, j2 = 30°, mounted 180° off → 220°, 210° on the 14-bit converter.
+        assert raw.tolist() == [round(220 / 360 * 16384), round(210 / 360 * 16384)]
+        b.close()
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=10) == 0
+    assert not link.exists()
+
+
+def test_cli_injects_crc_errors_and_removes_the_port() -> None:
+    with emulator_process("--pty", "--crc-error-every", "3", "--remove-after", "1.0") as (p, port):
+        b = open_backend(port)
+        raw = np.zeros(2)
+        codes = []
+        for _ in range(6):
+            b.read(0.0, raw)
+            codes.append(int(b.channel_fault[0]))
+        # The handshake used responses 1 and 2; every third response after that is corrupted.
+        assert codes == [sr.FAULT_CRC, 0, 0, sr.FAULT_CRC, 0, 0]
+        deadline = time.monotonic() + 10.0
+        while b.read(0.0, raw) != BackendStatus.ERROR or b.channel_fault[0] != sr.FAULT_PORT:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        b.close()
+        assert p.wait(timeout=10) == 0
