@@ -31,8 +31,9 @@ FAULT_DEVICE_EXCEPTION = 255
 class _Part:
     """One device: its backend, the caller-array indices it serves and its own buffers."""
 
-    def __init__(self, device: DeviceName, backend: Backend, in_idx: list[int],
-                 out_idx: list[int]) -> None:
+    def __init__(
+        self, device: DeviceName, backend: Backend, in_idx: list[int], out_idx: list[int]
+    ) -> None:
         self.device = device
         self.backend = backend
         self.in_idx = np.asarray(in_idx, dtype=np.intp)
@@ -157,7 +158,9 @@ class CompositeBackend(Backend):
 
     def advance(self, dt: float) -> None:
         if self._sim is None:
-            raise NotImplementedError("a composite backend without the simulator has no virtual time")
+            raise NotImplementedError(
+                "a composite backend without the simulator has no virtual time"
+            )
         self._sim.advance(dt)
 
 

@@ -5,9 +5,9 @@
 
 The first line on stdout is the port the host should open. Faults can be injected from the
 command line (`--crc-error-every`, `--delay-every`, `--stuck-after`, `--fault-after`,
-`--remove-after`) or, in tests, through the `BoardEmulator` methods. By default the angles are the
-reference rig's home pose, so a composite profile (simulated analog + these resolvers) starts at
-rest where the simulated plant starts.
+`--remove-after`, `--remove-after-requests`) or, in tests, through the `BoardEmulator` methods.
+By default the angles are the reference rig's home pose, so a composite profile (simulated
+analog + these resolvers) starts at rest where the simulated plant starts.
 """
 
 from __future__ import annotations
@@ -63,6 +63,8 @@ class BoardEmulator:
         self.delay_s, self.delays_pending, self.delay_every = 0.0, 0, 0
         self.drops_pending = 0
         self.served = 0
+        #: Vanish (like `remove_port`) when request `remove_after + 1` arrives; 0 = never.
+        self.remove_after = 0
         self.record = record
         self.rx = bytearray()  # everything received (when `record`)
         self.tx = bytearray()  # everything sent (when `record`)
@@ -179,13 +181,21 @@ class BoardEmulator:
     def respond(self, f: sp.Frame) -> bytes:
         """The response frame to request `f` (the board's whole protocol logic)."""
         if f.msg_type == sp.IDENTIFY and not f.payload:
-            ident = sp.Identity(sp.PROTOCOL_VERSION, sp.MAX_RESOLVERS, self.resolvers, self.bits,
-                                self.firmware, self.board_id)
+            ident = sp.Identity(
+                sp.PROTOCOL_VERSION,
+                sp.MAX_RESOLVERS,
+                self.resolvers,
+                self.bits,
+                self.firmware,
+                self.board_id,
+            )
             return sp.encode_frame(sp.IDENTIFY_RSP, f.seq, ident.encode())
         if f.msg_type == sp.CONFIGURE and len(f.payload) == 2:
             n, bits = sp.decode_configure(f.payload)
             if not 1 <= n <= sp.MAX_RESOLVERS or bits not in sp.RESOLUTIONS:
-                return sp.encode_frame(sp.NAK, f.seq, sp.encode_nak(sp.NAK_BAD_PARAMETER, f.msg_type))
+                return sp.encode_frame(
+                    sp.NAK, f.seq, sp.encode_nak(sp.NAK_BAD_PARAMETER, f.msg_type)
+                )
             with self._lock:
                 self.resolvers, self.bits, self.configured = n, bits, True
                 self._frozen = None
@@ -208,12 +218,15 @@ class BoardEmulator:
         if self.drops_pending:
             self.drops_pending -= 1
             return None
-        delay = self.delays_pending > 0 or (self.delay_every and self.served % self.delay_every == 0)
+        delay = self.delays_pending > 0 or (
+            self.delay_every and self.served % self.delay_every == 0
+        )
         if delay:
             self.delays_pending = max(0, self.delays_pending - 1)
             time.sleep(self.delay_s)
-        if self.crc_errors_pending or (self.crc_error_every
-                                       and self.served % self.crc_error_every == 0):
+        if self.crc_errors_pending or (
+            self.crc_error_every and self.served % self.crc_error_every == 0
+        ):
             self.crc_errors_pending = max(0, self.crc_errors_pending - 1)
             frame = frame[:-2] + bytes((frame[-2] ^ 0xFF, frame[-1]))
         return frame
@@ -230,6 +243,10 @@ class BoardEmulator:
             if self.record:
                 self.rx += data
             for f in self.parser.feed(data):
+                if self.remove_after and self.served >= self.remove_after:
+                    self._stop.set()  # vanish instead of answering request remove_after + 1
+                    self._close_port()
+                    return
                 out = self._mangle(self.respond(f))
                 if out is None:
                     continue
@@ -272,8 +289,11 @@ def _floats(text: str) -> list[float]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m daq.backends.serial_emulator", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m daq.backends.serial_emulator",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     where = ap.add_mutually_exclusive_group(required=True)
     where.add_argument("--pty", action="store_true", help="serve on a new pseudo-terminal")
     where.add_argument("--port", help="serve on this serial port (null-modem to the host)")
@@ -289,6 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--stuck-after", type=float, metavar="S")
     ap.add_argument("--fault-after", type=_floats, metavar="S,RESOLVER,BITS")
     ap.add_argument("--remove-after", type=float, metavar="S")
+    ap.add_argument("--remove-after-requests", type=int, default=0, metavar="N")
     ap.add_argument("-v", "--verbose", action="count", default=0)
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING - 10 * a.verbose)
@@ -297,6 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.motion:
         emu.set_motion(a.motion[0], a.motion[1])
     emu.crc_error_every = a.crc_error_every
+    emu.remove_after = a.remove_after_requests
     if a.delay_every:
         emu.delay_every, emu.delay_s = int(a.delay_every[0]), a.delay_every[1]
     port = emu.open_pty(a.link) if a.pty else emu.open_port(a.port, a.baudrate)
@@ -322,8 +344,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if emu._fd < 0:
             break
     emu.stop()
-    print(f"served {emu.served} requests, {emu.parser.crc_errors} bad request CRCs",
-          file=sys.stderr)
+    print(
+        f"served {emu.served} requests, {emu.parser.crc_errors} bad request CRCs", file=sys.stderr
+    )
     return 0
 
 

@@ -161,7 +161,11 @@ class Identity:
 
     def encode(self) -> bytes:
         return _IDENTIFY_FMT.pack(
-            self.version, self.max_resolvers, self.resolvers, self.bits, self.firmware,
+            self.version,
+            self.max_resolvers,
+            self.resolvers,
+            self.bits,
+            self.firmware,
             self.board_id,
         )
 

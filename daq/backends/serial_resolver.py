@@ -2,11 +2,12 @@
 
 The hot path (`read`) sends one of 256 precomputed SAMPLE requests (one per sequence number),
 then reads the response straight from the port's file descriptor into a preallocated buffer with
-`select` against a deadline of `timeout_s` (< 1 ms): no numpy allocation, no logging, no wait
-beyond the deadline. Every failure — timeout, CRC error, malformed or stale frame, a vanished
-port — becomes a per-channel fault code and `BackendStatus.ERROR`, never an exception; the daq
-interlocks act on it. Reconnecting happens on a background thread (never in the cycle), which
-re-runs the IDENTIFY/CONFIGURE handshake and hands the new port over to `read`.
+`select` against a deadline of `timeout_s` (< 1 ms): no array, buffer or frame is created per
+cycle (only `select`'s transient result tuple, freed at once; spinning instead would cost a core),
+no logging, no wait beyond the deadline. Every failure — timeout, CRC error, malformed or stale
+frame, a vanished port — becomes a per-channel fault code and `BackendStatus.ERROR`, never an
+exception; the daq interlocks act on it. Reconnecting happens on a background thread (never in
+the cycle), which re-runs the IDENTIFY/CONFIGURE handshake and hands the new port to `read`.
 
 pyserial is imported in `open()` only, so `import daq` works without it. The hot path uses POSIX
 file-descriptor calls (the rig PC is Linux; pyserial still opens and configures the port).
@@ -106,8 +107,9 @@ class SerialResolverBackend(Backend):
             ser.close()
             raise
         self._adopt(ser)
-        self._thread = threading.Thread(target=self._reconnector, name="serial-reconnect",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._reconnector, name="serial-reconnect", daemon=True
+        )
         self._thread.start()
         log.info("serial resolver board on %s: %s", self.cfg.port, self.identity)
 
@@ -169,7 +171,8 @@ class SerialResolverBackend(Backend):
                 termios.tcflush(self._fd, termios.TCIFLUSH)
                 self._dirty = False
             seq = self._seq = (self._seq + 1) & 0xFF
-            os.write(self._fd, self._requests[seq])
+            if os.write(self._fd, self._requests[seq]) != sp.OVERHEAD:
+                raise BlockingIOError  # partial write: the line is stalled
             deadline = time.perf_counter() + self.timeout_s
             got, need = 0, sp.HEADER_LEN
             while got < need:
@@ -191,7 +194,11 @@ class SerialResolverBackend(Backend):
                     if buf[0] != 0xA5 or buf[1] != 0x5A:
                         return self._protocol_error()
                     need = sp.OVERHEAD + buf[2]
-        except OSError:
+        except BlockingIOError:  # output buffer full: the board stopped reading; not a loss
+            self._dirty = True
+            self.counters["timeouts"] += 1
+            return FAULT_TIMEOUT
+        except (OSError, termios.error):  # EIO/ENXIO/EOF: the port is gone
             self._lose_port()
             return FAULT_PORT
         if got > need:
@@ -244,8 +251,11 @@ class SerialResolverBackend(Backend):
             raise BackendError("the serial backend needs pyserial (pip install pyserial)") from e
         try:
             return serial.Serial(
-                self.cfg.port, self.cfg.baudrate, timeout=self.cfg.open_timeout_s,
-                write_timeout=self.cfg.open_timeout_s, exclusive=True,
+                self.cfg.port,
+                self.cfg.baudrate,
+                timeout=self.cfg.open_timeout_s,
+                write_timeout=self.cfg.open_timeout_s,
+                exclusive=True,
             )
         except (OSError, serial.SerialException, ValueError) as e:
             log.debug("cannot open %s: %s", self.cfg.port, e)
@@ -292,10 +302,13 @@ class SerialResolverBackend(Backend):
             ser, sp.CONFIGURE, sp.encode_configure(n, self.bits), sp.CONFIGURE_RSP
         )
         if sp.decode_configure(payload) != (n, self.bits):
-            raise BackendError(f"board on {port} applied {sp.decode_configure(payload)}, "
-                               f"asked for ({n}, {self.bits})")
-        return sp.Identity(ident.version, ident.max_resolvers, n, self.bits, ident.firmware,
-                           ident.board_id)
+            raise BackendError(
+                f"board on {port} applied {sp.decode_configure(payload)}, "
+                f"asked for ({n}, {self.bits})"
+            )
+        return sp.Identity(
+            ident.version, ident.max_resolvers, n, self.bits, ident.firmware, ident.board_id
+        )
 
     def _transact(self, ser: Any, msg_type: int, payload: bytes, rsp_type: int) -> bytes:
         """Slow-path request/response with retries (open and reconnect only)."""
@@ -319,7 +332,8 @@ class SerialResolverBackend(Backend):
                 continue
             if f.msg_type == sp.NAK:
                 raise BackendError(
-                    f"board on {self.cfg.port} refused request 0x{msg_type:02x}: NAK {f.payload.hex()}"
+                    f"board on {self.cfg.port} refused request 0x{msg_type:02x}: "
+                    f"NAK {f.payload.hex()}"
                 )
             if f.msg_type != rsp_type:
                 last = f"response type 0x{f.msg_type:02x}, expected 0x{rsp_type:02x}"
@@ -333,7 +347,9 @@ class SerialResolverBackend(Backend):
 def _common_bits(inputs: list[Channel]) -> int:
     bits = {c.converter.bits for c in inputs}
     if len(bits) > 1:
-        raise BackendError(f"serial resolvers must share one resolution; profile has {sorted(bits)}")
+        raise BackendError(
+            f"serial resolvers must share one resolution; profile has {sorted(bits)}"
+        )
     b = bits.pop() if bits else 16
     if b not in sp.RESOLUTIONS:
         raise BackendError(f"resolver resolution {b} bits not one of {list(sp.RESOLUTIONS)}")

@@ -49,8 +49,9 @@ def emulator() -> Iterator[BoardEmulator]:
     emu.stop()
 
 
-def open_backend(port: str, timeout_s: float | None = RELAXED_TIMEOUT_S,
-                 **serial: Any) -> SerialResolverBackend:
+def open_backend(
+    port: str, timeout_s: float | None = RELAXED_TIMEOUT_S, **serial: Any
+) -> SerialResolverBackend:
     prof = make_profile(port, **serial)
     b = SerialResolverBackend(prof, serial_inputs(prof), [], timeout_s=timeout_s)
     b.open()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from tests.serial.conftest import RELAXED_TIMEOUT_S, make_profile
 class Fake(Backend):
     """Reads a distinct count per channel (device base + channel index); records writes."""
 
-    instances: dict[str, Fake] = {}
+    instances: ClassVar[dict[str, Fake]] = {}
 
     def __init__(self, device: str, inputs: list[Channel], outputs: list[Channel]) -> None:
         super().__init__(len(inputs), len(outputs))
@@ -59,8 +60,9 @@ class Fake(Backend):
         self.log.append(f"advance {dt}")
 
 
-def fake_factory(profile: Profile, device: str, inputs: list[Channel],
-                 outputs: list[Channel]) -> Backend:
+def fake_factory(
+    profile: Profile, device: str, inputs: list[Channel], outputs: list[Channel]
+) -> Backend:
     return Fake(device, inputs, outputs)
 
 

@@ -23,7 +23,10 @@ def emulator_process(*args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "daq.backends.serial_emulator", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     try:
         assert proc.stdout is not None
@@ -66,5 +69,16 @@ def test_cli_injects_crc_errors_and_removes_the_port() -> None:
         while b.read(0.0, raw) != BackendStatus.ERROR or b.channel_fault[0] != sr.FAULT_PORT:
             assert time.monotonic() < deadline
             time.sleep(0.01)
+        b.close()
+        assert p.wait(timeout=10) == 0
+
+
+def test_cli_vanishes_after_a_request_count() -> None:
+    with emulator_process("--pty", "--remove-after-requests", "5") as (p, port):
+        b = open_backend(port)  # IDENTIFY and CONFIGURE are requests 1 and 2
+        raw = np.zeros(2)
+        statuses = [b.read(0.0, raw) for _ in range(5)]
+        assert statuses == [BackendStatus.OK] * 3 + [BackendStatus.ERROR] * 2
+        assert b.channel_fault.tolist() == [sr.FAULT_PORT] * 2
         b.close()
         assert p.wait(timeout=10) == 0

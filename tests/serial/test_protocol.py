@@ -78,7 +78,8 @@ def test_timing_table_of_the_document() -> None:
 
 
 @given(
-    st.integers(0, 255), st.integers(0, 0xFFFF),
+    st.integers(0, 255),
+    st.integers(0, 0xFFFF),
     st.lists(st.tuples(st.integers(0, 0xFFFF), st.integers(0, 255)), min_size=1, max_size=8),
     st.integers(0, 255),
 )

@@ -1,0 +1,239 @@
+"""System tier: the daq service (`python -m daq.service … --virtual-time`) on the composite profile
+(simulated analog + emulated serial resolvers on a pty).
+
+- 60 s of rig time with the same recording and telemetry guarantees as the simulator alone: one
+  check, parametrised over both profiles.
+- A serial fault (port gone, CRC error, timeout) trips the loop's interlocks: FAULT latched and
+  every valve at null from that cycle on.
+
+These need the loop, the recorder and telemetry (issues 3 and 4); `recorded_rows` is the one
+integration point on the recorder's reader API.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgpack
+import numpy as np
+import pytest
+import zmq
+
+from daq.profile import load_profile
+from daq.sample_layout import SampleLayout
+from tests.serial.conftest import COMPOSITE, ROOT
+
+pytestmark = pytest.mark.slow
+SIM = ROOT / "hw_profiles" / "sim-2dof.toml"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def patched_profile(src: Path, tmp: Path, serial_port: str | None) -> tuple[Path, str]:
+    """Copy of `src` with free loopback ports, a private run directory, no real-time setup and
+    the emulator's port; returns (path, telemetry endpoint)."""
+    text = src.read_text()
+    tel = f"tcp://127.0.0.1:{_free_port()}"
+    subs = {
+        r'telemetry = "[^"]*"': f'telemetry = "{tel}"',
+        r'commands = "[^"]*"': f'commands = "tcp://127.0.0.1:{_free_port()}"',
+        r'estimates = "[^"]*"': f'estimates = "tcp://127.0.0.1:{_free_port()}"',
+        r'directory = "[^"]*"': f'directory = "{tmp / "runs"}"',
+        r"priority = \d+": "priority = 0",
+        r"cpu = -?\d+": "cpu = -1",
+        r"lock_memory = true": "lock_memory = false",
+    }
+    if serial_port is not None:
+        subs[r'port = "[^"]*"'] = f'port = "{serial_port}"'
+    for pat, rep in subs.items():
+        text, n = re.subn(pat, rep, text, count=1)
+        assert n == 1, f"{src.name}: no line matches {pat}"
+    out = tmp / src.name
+    out.write_text(text)
+    return out, tel
+
+
+@contextmanager
+def emulator(tmp: Path, *flags: str) -> Iterator[str]:
+    link = tmp / "resolvers"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "daq.backends.serial_emulator",
+            "--pty",
+            "--link",
+            str(link),
+            "--profile",
+            str(COMPOSITE),
+            *flags,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip()
+        yield str(link)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=10)
+
+
+@dataclass
+class Telemetry:
+    """Every `samples` batch and the last `meta` seen by a SUB socket during the run."""
+
+    endpoint: str
+    batches: list[tuple[int, np.ndarray]] = field(default_factory=list)
+    meta: dict | None = None
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+        sub = ctx.socket(zmq.SUB)
+        sub.setsockopt(zmq.SUBSCRIBE, b"samples")
+        sub.setsockopt(zmq.SUBSCRIBE, b"meta")
+        sub.setsockopt(zmq.RCVHWM, 0)
+        sub.connect(self.endpoint)
+        try:
+            while not self._stop.is_set():
+                if not sub.poll(50):
+                    continue
+                parts = sub.recv_multipart()
+                head = msgpack.unpackb(parts[1])
+                if parts[0] == b"meta":
+                    self.meta = head
+                    continue
+                n, width = head["n"], head["width"]
+                data = np.frombuffer(parts[2], dtype="<f8").reshape(width, n).T.copy()
+                self.batches.append((head["seq0"], data))
+        finally:
+            sub.close(linger=0)
+
+
+def run_service(profile: Path, tel: str, duration: float, tmp: Path) -> Telemetry:
+    telem = Telemetry(tel)
+    t = threading.Thread(target=telem.run, daemon=True)
+    t.start()
+    try:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "daq.service",
+                "--profile",
+                str(profile),
+                "--virtual-time",
+                "--duration",
+                str(duration),
+            ],
+            cwd=tmp,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=170,
+        )
+    finally:
+        telem._stop.set()
+        t.join(timeout=5)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return telem
+
+
+def recorded_rows(runs_dir: Path) -> tuple[list[str], np.ndarray]:
+    """Integration point: the one run the service wrote, via daq.recording's reader."""
+    from daq.recording import read_run  # type: ignore[import-not-found,unused-ignore]
+
+    runs = sorted(runs_dir.iterdir())
+    assert len(runs) == 1, runs
+    run = read_run(runs[0])
+    return list(run.columns), np.asarray(run.data)
+
+
+def check_guarantees(profile_path: Path, tmp: Path, telem: Telemetry, duration: float) -> None:
+    prof = load_profile(profile_path)
+    layout = SampleLayout.from_profile(prof)
+    n_cycles = round(duration * prof.rig.loop_rate_hz)
+    names, rows = recorded_rows(tmp / "runs")
+    assert names == list(layout.names)
+    seq = rows[:, layout.index("seq")]
+    assert len(rows) == n_cycles
+    np.testing.assert_array_equal(seq, np.arange(n_cycles))  # N contiguous samples
+    np.testing.assert_allclose(rows[:, layout.index("t")], seq * prof.period, atol=1e-9)
+    # Telemetry: the layout is announced; every batch is whole and equal to the recording; the
+    # stream is contiguous from the first batch the subscriber caught to the run's last cycle.
+    assert telem.meta is not None and [c["name"] for c in telem.meta["columns"]] == names
+    assert telem.batches
+    expect = telem.batches[0][0]
+    for seq0, data in telem.batches:
+        assert seq0 == expect, f"telemetry gap: batch at {seq0}, expected {expect}"
+        np.testing.assert_array_equal(data, rows[seq0 : seq0 + len(data)])
+        expect = seq0 + len(data)
+    assert expect == n_cycles
+
+
+@pytest.mark.parametrize("which", ["sim-alone", "composite"])
+def test_sixty_seconds_of_rig_time_recorded_and_published(which: str, tmp_path: Path) -> None:
+    duration = 60.0
+    if which == "sim-alone":
+        prof, tel = patched_profile(SIM, tmp_path, None)
+        telem = run_service(prof, tel, duration, tmp_path)
+    else:
+        with emulator(tmp_path) as port:
+            prof, tel = patched_profile(COMPOSITE, tmp_path, port)
+            telem = run_service(prof, tel, duration, tmp_path)
+    check_guarantees(prof, tmp_path, telem, duration)
+    if which == "composite":
+        # The resolver columns carry the emulator's counts (home pose), not the simulator's.
+        names, rows = recorded_rows(tmp_path / "runs")
+        q = rows[:, names.index("raw.q_1")]
+        assert np.count_nonzero(q == round(220 / 360 * 16384)) > 0.9 * len(q)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ("--remove-after-requests", "3000"),
+        ("--crc-error-every", "3000"),
+        ("--delay-every", "3000,0.05"),
+    ],
+    ids=["port-removed", "crc-error", "timeout"],
+)
+def test_serial_fault_trips_and_nulls_the_valves(flags: tuple[str, str], tmp_path: Path) -> None:
+    from daq.state import State  # type: ignore[import-not-found,unused-ignore]
+
+    with emulator(tmp_path, *flags) as port:
+        prof_path, tel = patched_profile(COMPOSITE, tmp_path, port)
+        run_service(prof_path, tel, 10.0, tmp_path)
+    prof = load_profile(prof_path)
+    names, rows = recorded_rows(tmp_path / "runs")
+    fault = rows[:, names.index("fault")]
+    tripped = np.flatnonzero(fault)
+    assert tripped.size, "the serial fault did not trip the interlocks"
+    k = int(tripped[0])
+    assert k <= 3000  # at the latest in the cycle of the injected fault (2 handshake requests)
+    assert (fault[k:] == fault[k]).all(), "the fault must stay latched"
+    assert (rows[k:, names.index("state")] == float(State.FAULT)).all()
+    for c in prof.outputs:
+        np.testing.assert_array_equal(rows[k:, names.index(f"cmd.{c.name}")], c.null_volts)
