@@ -17,8 +17,8 @@ from nidaqmx.constants import (
 
 from daq.backends.base import BackendError
 from daq.backends.ni import NiBackend
-from daq.profile import Profile, parse_profile
-from tests.ni.conftest import AI_HANDLE, AO_HANDLE, WD_HANDLE, ni_channels
+from daq.profile import Profile, load_profile, parse_profile
+from tests.ni.conftest import AI_HANDLE, AO_HANDLE, PROFILES, WD_HANDLE, ni_channels
 
 V = VoltageUnits.VOLTS.value
 DIFF, RSE, NRSE = (TerminalConfiguration[t].value for t in ("DIFF", "RSE", "NRSE"))
@@ -83,7 +83,9 @@ def test_ni_only_profile_reads_resolvers_on_ai(interpreter: Any, ni_profile: Pro
     got = [c.args[1:6] for c in interpreter.create_ai_voltage_chan.call_args_list]
     # Profile order: the nine analog channels above, then the resolvers' DC outputs.
     q = [("Dev1/ai6", "q_1", DIFF, -10.0, 10.0), ("Dev1/ai7", "q_2", DIFF, -10.0, 10.0)]
-    assert got == sorted(COMPOSITE_AI + q, key=lambda r: [c.name for c in ni_profile.inputs].index(r[1]))
+    assert got == sorted(
+        COMPOSITE_AI + q, key=lambda r: [c.name for c in ni_profile.inputs].index(r[1])
+    )
     interpreter.create_task.assert_has_calls([mock.call("rig2dofni_ai"), mock.call("rig2dofni_ao")])
     backend.close()
 
@@ -150,9 +152,6 @@ def test_an_output_line_on_an_input_channel_is_refused(composite_profile: Profil
 def test_profiles_wire_the_card_consistently(name: str) -> None:
     """Each AI line is used once, counting the second line of every differential pair
     (aiN+8 on an X Series card), and the AO lines exist on a PCIe-6353 (ao0…ao3)."""
-    from tests.ni.conftest import PROFILES
-    from daq.profile import load_profile
-
     p = load_profile(PROFILES / name)
     used: dict[int, str] = {}
     for c in p.channels:
