@@ -14,7 +14,7 @@ from nidaqmx.errors import DaqError, DaqReadError
 
 from daq.backends.base import BackendError, BackendStatus
 from daq.backends.ni import NiBackend
-from daq.profile import Profile
+from daq.profile import Profile, load_profile
 from tests.ni.conftest import AI_HANDLE, AO_HANDLE, PROFILES, WD_HANDLE, ni_channels
 
 ON_DEMAND = SampleTimingType.ON_DEMAND.value
@@ -227,3 +227,30 @@ def test_importing_daq_and_the_ni_modules_does_not_import_nidaqmx() -> None:
     )
     assert r.returncode == 0, r.stderr
     assert PROFILES.is_dir()
+
+
+def test_factory_on_this_machine_fails_at_open_with_the_clear_message(ni_profile: Profile) -> None:
+    """Loading the NI-only profile and building its backend through the factory works anywhere;
+    opening it without the NI-DAQmx driver is the start-up failure the operator sees."""
+    from nidaqmx._lib import lib_importer
+
+    from daq.backends.factory import make_backend, make_device_backend
+
+    try:
+        lib_importer.windll  # noqa: B018 - probing whether the driver is installed
+    except Exception:
+        pass
+    else:  # pragma: no cover - a rig PC
+        pytest.skip("the NI-DAQmx driver is installed here")
+    backend = make_backend(ni_profile)
+    assert isinstance(backend, NiBackend) and backend.paced_by_hardware
+    assert (backend.n_inputs, backend.n_outputs) == (11, 2)
+    with pytest.raises(BackendError, match=r"^NI device 'Dev1': .*NI-DAQmx driver .*not installed"):
+        backend.open()
+    backend.close()
+    # The NI share of the composite rig, as the composite backend will build it.
+    comp = load_profile(PROFILES / "ni-serial-2dof.toml")
+    part = make_device_backend(comp, "ni", *ni_channels(comp))
+    assert isinstance(part, NiBackend) and (part.n_inputs, part.n_outputs) == (9, 2)
+    with pytest.raises(BackendError, match="not installed"):
+        part.open()
