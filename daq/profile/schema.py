@@ -7,6 +7,7 @@ degrees in the file and converted to radians by the accessors that the loop uses
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Annotated, Literal
 
@@ -87,10 +88,10 @@ class TableScaling(Strict):
     def _monotonic(self) -> TableScaling:
         xs = [p[0] for p in self.points]
         ys = [p[1] for p in self.points]
-        if any(b <= a for a, b in zip(xs, xs[1:], strict=False)):
+        if any(b <= a for a, b in itertools.pairwise(xs)):
             raise ValueError("table x values must be strictly increasing")
-        up = all(b > a for a, b in zip(ys, ys[1:], strict=False))
-        down = all(b < a for a, b in zip(ys, ys[1:], strict=False))
+        up = all(b > a for a, b in itertools.pairwise(ys))
+        down = all(b < a for a, b in itertools.pairwise(ys))
         if not (up or down):
             raise ValueError("table eng values must be strictly monotonic")
         return self
