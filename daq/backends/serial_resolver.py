@@ -65,6 +65,7 @@ class SerialResolverBackend(Backend):
             names = ", ".join(c.name for c in outputs)
             raise BackendError(f"the serial resolver board has no outputs; got {names}")
         self.cfg = cfg
+        self.inputs = inputs
         self.timeout_s = cfg.timeout_s if timeout_s is None else timeout_s
         self._resolver = _resolver_indices(inputs, cfg.resolvers)
         self.bits = _common_bits(inputs)

@@ -184,3 +184,31 @@ def test_factory_builds_sim_plus_serial_on_the_emulator() -> None:
     finally:
         comp.close()
         emu.stop()
+
+
+def test_ni_plus_serial_profile_is_paced_by_the_ni_clock() -> None:
+    from daq.backends.serial_resolver import SerialResolverBackend
+    from daq.profile import load_profile
+    from tests.serial.conftest import ROOT
+
+    prof = load_profile(ROOT / "hw_profiles" / "ni-serial-2dof.toml")
+    made: dict[str, Backend] = {}
+
+    def factory(p: Profile, dev: str, ins: list[Channel], outs: list[Channel]) -> Backend:
+        # The real serial backend (construction needs no port); a paced fake for the NI card.
+        b: Backend = (
+            SerialResolverBackend(p, ins, outs) if dev == "serial" else Fake(dev, ins, outs)
+        )
+        if dev == "ni":
+            b.paced_by_hardware = True
+            b.wait_next_cycle = lambda: 3  # type: ignore[method-assign]
+        made[dev] = b
+        return b
+
+    comp = CompositeBackend(prof, make_device=factory)
+    assert set(made) == {"ni", "serial"}
+    assert comp.paced_by_hardware and comp.wait_next_cycle() == 3
+    assert [c.name for c in made["serial"].inputs] == ["q_1", "q_2"]  # type: ignore[attr-defined]
+    assert [c.name for c in made["ni"].outputs] == [c.name for c in prof.outputs]  # type: ignore[attr-defined]
+    with pytest.raises(NotImplementedError, match="no virtual time"):
+        comp.advance(prof.period)
