@@ -82,3 +82,31 @@ def test_cli_vanishes_after_a_request_count() -> None:
         assert b.channel_fault.tolist() == [sr.FAULT_PORT] * 2
         b.close()
         assert p.wait(timeout=10) == 0
+
+
+def test_cli_fault_bits_and_stuck_values() -> None:
+    flags = ("--pty", "--motion", "20,0.5", "--fault-after", "0,1,64", "--stuck-after", "2.0")
+    with emulator_process(*flags) as (_p, port):
+        b = open_backend(port)
+        t_open = time.monotonic()
+        raw = np.zeros(2)
+        deadline = t_open + 10.0
+        while b.read(0.0, raw) == BackendStatus.OK:  # until the LOS bit shows up
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        assert b.channel_fault.tolist() == [0, sr.FAULT_RESOLVER]
+        moving = set()
+        for _ in range(10):  # before --stuck-after: the programmed motion shows
+            b.read(0.0, raw)
+            moving.add(raw[0])
+            time.sleep(0.02)
+        if time.monotonic() - t_open < 1.5:  # a loaded machine may have been too slow to tell
+            assert len(moving) > 1
+        time.sleep(max(0.0, t_open + 2.5 - time.monotonic()))
+        stuck = set()
+        for _ in range(10):
+            b.read(0.0, raw)
+            stuck.add(raw[0])
+            time.sleep(0.02)
+        assert len(stuck) == 1
+        b.close()
