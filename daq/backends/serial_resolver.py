@@ -204,14 +204,16 @@ class SerialResolverBackend(Backend):
             return FAULT_PORT
         if got > need:
             self._dirty = True  # trailing bytes: flush before the next request
-        if buf[2] != self._rsp_payload or buf[3] != sp.SAMPLE_RSP or buf[4] != seq:
+        if buf[2] != self._rsp_payload:  # a NAK, or a corrupted LEN byte
             return self._protocol_error()
+        # CRC before the other header fields, so that line noise counts as a CRC error.
         end = sp.HEADER_LEN + self._rsp_payload
         if sp.crc16(self._crc_view) != buf[end] | (buf[end + 1] << 8):
+            self._dirty = True
             self.counters["crc_errors"] += 1
             return FAULT_CRC
-        if buf[sp.HEADER_LEN + 1] != self.cfg.resolvers:
-            return self._protocol_error()
+        if buf[3] != sp.SAMPLE_RSP or buf[4] != seq or buf[sp.HEADER_LEN + 1] != self.cfg.resolvers:
+            return self._protocol_error()  # a stale answer (SEQ) or a misconfigured board
         return 0
 
     def _protocol_error(self) -> int:

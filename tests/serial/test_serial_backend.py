@@ -245,3 +245,43 @@ def test_profile_mistakes_are_named() -> None:
         sr.SerialResolverBackend(one, serial_inputs(one), [])
     with pytest.raises(BackendError, match="resolver0 is used twice"):
         sr.SerialResolverBackend(prof, [q[0], q[0]], [])
+
+
+def test_line_noise_nak_and_position_range_at_the_wire() -> None:
+    ident = sp.Identity(1, 8, 2, 14, 0x0100, 1).encode()
+    good = sp.Sample(0, 7, (100, 200), (0, 0)).encode()
+    noisy = bytearray(sp.encode_frame(sp.SAMPLE_RSP, 3, good))
+    noisy[9] ^= 0x04  # one flipped bit in resolver 0's position
+    nak = sp.encode_frame(sp.NAK, 4, sp.encode_nak(sp.NAK_NOT_CONFIGURED, sp.SAMPLE))
+    out_of_range = sp.Sample(0, 7, (1 << 14, 200), (0, 0)).encode()  # 14-bit code overflow
+    peer = ExpectedProtocol(
+        [
+            (sp.encode_frame(sp.IDENTIFY, 1), sp.encode_frame(sp.IDENTIFY_RSP, 1, ident)),
+            (
+                sp.encode_frame(sp.CONFIGURE, 2, sp.encode_configure(2, 14)),
+                sp.encode_frame(sp.CONFIGURE_RSP, 2, sp.encode_configure(2, 14)),
+            ),
+            (sp.encode_frame(sp.SAMPLE, 3), bytes(noisy)),
+            (sp.encode_frame(sp.SAMPLE, 4), nak),
+            (sp.encode_frame(sp.SAMPLE, 5), sp.encode_frame(sp.SAMPLE_RSP, 5, out_of_range)),
+            (sp.encode_frame(sp.SAMPLE, 6), sp.encode_frame(sp.SAMPLE_RSP, 6, good)),
+        ]
+    )
+    try:
+        b = open_backend(peer.port)
+        raw = np.zeros(2)
+        faults = []
+        for _ in range(4):
+            b.read(0.0, raw)
+            faults.append(b.channel_fault.tolist())
+        peer.check()
+        assert faults == [
+            [sr.FAULT_CRC] * 2,
+            [sr.FAULT_PROTOCOL] * 2,
+            [sr.FAULT_PROTOCOL, 0],
+            [0, 0],
+        ]
+        assert raw.tolist() == [100.0, 200.0]
+        b.close()
+    finally:
+        peer.close()
