@@ -18,7 +18,6 @@ ownership, `systemctl daemon-reload`) are printed as skipped when `--root` is no
 from __future__ import annotations
 
 import argparse
-import grp
 import os
 import pwd
 import re
@@ -73,9 +72,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--source",
         type=Path,
         default=None,
-        help="project to pip-install into <prefix>/venv (default: this checkout)",
+        help="source checkout: pip-installed into <prefix>/venv; units and docs come from it "
+        "(default: the checkout this rigctl runs from)",
     )
-    p.add_argument("--units", type=Path, default=REPO / "systemd", help="unit templates")
+    p.add_argument(
+        "--units",
+        type=Path,
+        default=None,
+        help="directory of the unit templates (default: <source>/systemd)",
+    )
     p.add_argument("--no-venv", action="store_true", help="leave <prefix>/venv alone")
     p.add_argument("--no-enable", action="store_true", help="do not enable rig.target")
     p.set_defaults(func=run)
@@ -153,14 +158,17 @@ def plan(args: argparse.Namespace) -> list[Step]:
     steps += _dir_steps(at, user, prefix, live)
     steps += _venv_steps(args, prefix, live)
     steps += _file_steps(Path(args.profile), at(CONF_DIR + "/profile.toml"), 0o644, backup=True)
-    units = Path(args.units)
+    source = Path(args.source).resolve() if args.source is not None else REPO
+    units = Path(args.units) if args.units is not None else source / "systemd"
     for name in UNIT_NAMES:
         src = units / name
         if not src.is_file():
-            raise InstallError(f"unit template {src} not found (pass --units DIR)")
+            raise InstallError(
+                f"unit template {src} not found (pass --source CHECKOUT or --units DIR)"
+            )
         text = render_unit(src.read_text(encoding="utf-8"), user=user, prefix=prefix)
         steps += _write_steps(text, at(UNIT_DIR + "/" + name), 0o644)
-    doc = REPO / "docs" / "operations.md"
+    doc = source / "docs" / "operations.md"
     if doc.is_file():
         steps += _file_steps(doc, at(prefix + "/share/doc/operations.md"), 0o644)
     steps += _systemctl_steps(root, live, enable=not args.no_enable)
@@ -193,8 +201,7 @@ def _user_steps(user: str, live: bool) -> list[Step]:
         "--comment",
         "hydraulic rig services",
     ]
-    if _group_exists("dialout"):
-        cmd += ["--groups", "dialout"]  # serial ports of the resolver front-end
+    # No --groups dialout: the unit's SupplementaryGroups= gives the service the serial ports.
     cmd.append(user)
     shown = shlex.join(cmd)
     if not live:
@@ -238,7 +245,7 @@ def _dir_steps(at: Callable[[str], Path], user: str, prefix: str, live: bool) ->
 
 def _venv_steps(args: argparse.Namespace, prefix: str, live: bool) -> list[Step]:
     venv = Path(prefix) / "venv"
-    source = args.source if args.source is not None else REPO
+    source = Path(args.source).resolve() if args.source is not None else REPO
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--upgrade", str(source)]
     if args.no_venv:
         return [Step("skip", f"{venv} (--no-venv)")]
@@ -322,14 +329,6 @@ def _check_call(cmd: list[str]) -> None:
 def _user_exists(name: str) -> bool:
     try:
         pwd.getpwnam(name)
-    except KeyError:
-        return False
-    return True
-
-
-def _group_exists(name: str) -> bool:
-    try:
-        grp.getgrnam(name)
     except KeyError:
         return False
     return True
