@@ -94,6 +94,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.dry_run:
         print("rigctl install: dry run, nothing is changed")
+    elif Path(args.root).resolve() == Path("/") and os.geteuid() != 0:
+        print(
+            "rigctl install: installing on / needs root (sudo), or use --dry-run or --root DIR",
+            file=sys.stderr,
+        )
+        return 2
     for step in steps:
         print(step.line(), flush=True)
         if args.dry_run or step.action is None:

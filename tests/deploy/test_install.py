@@ -213,3 +213,17 @@ def test_plan_on_the_live_system_creates_user_venv_and_reloads(tmp_path: Path) -
             "run        systemctl enable rig.target",
         ]
     assert not any("skip " in line and "--root is not /" in line for line in lines)
+
+
+def test_live_install_without_root_privileges_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ran: list[str] = []
+    # Whatever the plan, nothing may run: stand-in steps record what would have been done.
+    monkeypatch.setattr(
+        cmd_install, "plan", lambda args: [cmd_install.Step("run", "x", lambda: ran.append("x"))]
+    )
+    monkeypatch.setattr(cmd_install.os, "geteuid", lambda: 1000)
+    assert rigctl("install", "--profile", PROFILE) == 2
+    assert "needs root" in capsys.readouterr().err
+    assert ran == []
