@@ -152,6 +152,10 @@ class WatchdogFeeder:
         status_period: float = 1.0,
         check_period: float | None = None,
     ) -> None:
+        if status_period <= 0 or (check_period is not None and check_period <= 0):
+            raise ValueError(
+                f"status_period ({status_period}) and check_period ({check_period}) must be > 0"
+            )
         self._notifier = notifier
         self._heartbeat = heartbeat
         self._status_text = status_text

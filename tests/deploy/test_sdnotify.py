@@ -219,3 +219,9 @@ def test_feeder_without_watchdog_sends_status_only(notify_listener: NotifyListen
     assert "WATCHDOG=1" not in got
     assert "STATUS=IDLE" in got
     notifier.close()
+
+
+@pytest.mark.parametrize("kwargs", [{"status_period": 0.0}, {"check_period": -1.0}])
+def test_feeder_rejects_non_positive_periods(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="must be > 0"):
+        WatchdogFeeder(Notifier(None), lambda: 0, lambda: "", **kwargs)
