@@ -15,7 +15,7 @@ Steps per model (Gautier §II; the same models as online, `estimator.models`):
      1 in n_d, which also whitens the residual so eq. 17–19 hold;
   4. OLS (eq. 15), σ² (eq. 17), Cov (eq. 18), %σ (eq. 19); then WLS weighting each output
      equation by 1/σ_j from the OLS residuals of that equation (eq. 20–21);
-  5. identifiability by SVD of the column-normalised observation matrix (UBC thesis §4.3.5):
+  5. identifiability by SVD of the observation matrix in normalised units (UBC thesis §4.3.5):
      singular values, condition number, and the parameter combinations of the directions whose
      singular value is below `rank_tol`·σ_max (unidentifiable).
 """
@@ -152,10 +152,10 @@ def fit_model(
     sig_j = np.where(sig_j > 0, sig_j, 1.0)
     w = np.repeat(1.0 / sig_j, r)
     th_w, _, cov_w = _ls(W * w[:, None], Y * w)
-    # Identifiability (thesis §4.3.5): SVD of W with unit-norm columns.
-    norms = np.linalg.norm(W, axis=0)
-    norms = np.where(norms > 0, norms, 1.0)
-    _, sv, Vt = np.linalg.svd(W / norms, full_matrices=False)
+    # Identifiability (thesis §4.3.5): SVD of W in the model's normalised units (parameters
+    # scaled by their typical magnitude). Not unit-norm columns: that would make a column of
+    # 1e-20 (a joint that never accelerates) look as informative as any other.
+    _, sv, Vt = np.linalg.svd(W, full_matrices=False)
     weak = []
     for s_i, v in zip(sv, Vt, strict=True):
         if s_i < rank_tol * sv[0]:

@@ -205,8 +205,10 @@ class Rls:
     # ------------------------------------------------------------------ read-outs
     @property
     def P(self) -> np.ndarray:
-        """Covariance factor product U·D·Uᵀ (symmetric by construction)."""
-        return (self.U * self.d) @ self.U.T
+        """Covariance factor product U·D·Uᵀ (SPD by construction; symmetrised against the
+        rounding of the product itself)."""
+        P = (self.U * self.d) @ self.U.T
+        return 0.5 * (P + P.T)
 
     @property
     def samples(self) -> int:
