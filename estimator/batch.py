@@ -159,7 +159,9 @@ def fit_model(
     weak = []
     for s_i, v in zip(sv, Vt, strict=True):
         if s_i < rank_tol * sv[0]:
-            terms = [f"{c:+.3f}·{nm}" for c, nm in zip(v, model.names, strict=True) if abs(c) > 0.05]
+            terms = [
+                f"{c:+.3f}·{nm}" for c, nm in zip(v, model.names, strict=True) if abs(c) > 0.05
+            ]
             weak.append(" ".join(terms) + f" (σ = {s_i:.2e})")
     theta = th_w * scale
     cov = cov_w * S

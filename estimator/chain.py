@@ -22,7 +22,7 @@ def sample_from(block: np.ndarray, nj: int, derivs: np.ndarray | None = None) ->
         d1 = d2 = None
     else:
         v, d1, d2 = derivs[:, 0], derivs[:, 1], derivs[:, 2]
-        z = np.zeros(0)
+        z = np.zeros((0, 0))
 
     def sig(a: np.ndarray | None, k: int) -> np.ndarray:
         return z if a is None else a[:, k * nj : (k + 1) * nj]

@@ -96,9 +96,7 @@ class Conditioner:
     from a fresh state; both give identical numbers.
     """
 
-    def __init__(
-        self, width: int, fs: float, cutoff_hz: float, taps: int, orders: int = 3
-    ) -> None:
+    def __init__(self, width: int, fs: float, cutoff_hz: float, taps: int, orders: int = 3) -> None:
         if width < 1:
             raise ValueError(f"width must be ≥ 1, got {width}")
         if orders not in (1, 2, 3):
@@ -128,7 +126,9 @@ class Conditioner:
         if X.ndim != 2 or X.shape[1] != self.width:
             raise ValueError(f"expected rows of width {self.width}, got shape {X.shape}")
         if out.shape != (X.shape[0], self.kernels.shape[0], self.width):
-            raise ValueError(f"out must have shape {(X.shape[0], self.kernels.shape[0], self.width)}")
+            raise ValueError(
+                f"out must have shape {(X.shape[0], self.kernels.shape[0], self.width)}"
+            )
         return int(_fir_block(self._buf, self._state, X, self.kernels, out))
 
     def batch(self, X: np.ndarray) -> np.ndarray:

@@ -24,7 +24,7 @@ filtering; only the derivative-dependent remainder comes from the conditioned si
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -192,4 +192,3 @@ def static_sample(x: Sample) -> Sample:
     """The same sample with every derivative zero (the static part of the regression)."""
     z = np.zeros_like(x.q)
     return replace(x, qd=z, qdd=z, sd=z, pd_cap=z, pd_rod=z)
-

@@ -92,9 +92,7 @@ class OnlineIdentifier:
             rls_config = RlsConfig(forgetting=cfg.forgetting, trace_max=cfg.trace_max)
         self.fs = profile.rig.loop_rate_hz
         self.chains = [
-            ModelChain(
-                m, self.fs, self.nj, rls_config, *(prior or {}).get(m.name, (None, None))
-            )
+            ModelChain(m, self.fs, self.nj, rls_config, *(prior or {}).get(m.name, (None, None)))
             for m in models
         ]
         self._index = self._map_columns(profile, column_names(layout_columns))

@@ -68,7 +68,7 @@ def write_param_file(
         "# Written by rig-estimator; see docs/estimator.md.",
         f"format = {_val(FORMAT)}",
         f"rig = {_val(rig)}",
-        f'source = "rig-estimator"',
+        'source = "rig-estimator"',
         f"written_utc = {_val(now)}",
         f"samples = {int(samples)}",
     ]

@@ -106,8 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-resume", action="store_true", help="ignore an existing param file")
     ap.add_argument("-v", "--verbose", action="count", default=0)
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING - 10 * min(args.verbose, 2),
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING - 10 * min(args.verbose, 2),
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
     try:
         profile = load_profile(args.profile)
     except ProfileError as exc:
@@ -173,8 +175,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     next_pub = now + period
                     est = ident.estimate()
                     try:
-                        pub.send_multipart(estimate_message(profile.rig.id, out_seq, est,
-                                                            (next_seq or 0) - 1), zmq.NOBLOCK)
+                        pub.send_multipart(
+                            estimate_message(profile.rig.id, out_seq, est, (next_seq or 0) - 1),
+                            zmq.NOBLOCK,
+                        )
                     except zmq.Again:
                         pass
                     out_seq += 1

@@ -49,8 +49,12 @@ def decode(frames: list[bytes]) -> Meta | Samples | None:
     if not isinstance(head, dict) or head.get("v") != SUPPORTED_VERSION:
         raise TelemetryError(f"{topic!r} header version {head!r} unsupported")
     if topic == b"meta":
-        return Meta(head.get("layout_id"), list(head["columns"]), float(head["period"]),
-                    str(head.get("rig", "")))
+        return Meta(
+            head.get("layout_id"),
+            list(head["columns"]),
+            float(head["period"]),
+            str(head.get("rig", "")),
+        )
     if len(frames) < 3:
         raise TelemetryError("samples message without a payload frame")
     n, width = int(head["n"]), int(head["width"])

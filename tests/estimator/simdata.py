@@ -9,16 +9,27 @@ from daq.profile.loader import load_profile
 from daq.sample_layout import SampleLayout
 
 
-def excite(profile_path, seconds: float, seed: int | None = None, amp_deg: float = 8.0, gain: float = 8.0, dither: float = 0.2):
-    """PD tracking of a multisine about home plus a valve dither; returns (profile, layout, rows)."""
+def excite(
+    profile_path,
+    seconds: float,
+    seed: int | None = None,
+    amp_deg: float = 8.0,
+    gain: float = 8.0,
+    dither: float = 0.2,
+):
+    """PD tracking of a multisine about home plus a valve dither.
+
+    Returns (profile, layout, rows, rig)."""
     profile = load_profile(profile_path)
     if seed is not None:
         sim = profile.backend.sim.model_copy(update={"seed": seed})
-        profile = profile.model_copy(update={"backend": profile.backend.model_copy(update={"sim": sim})})
+        profile = profile.model_copy(
+            update={"backend": profile.backend.model_copy(update={"sim": sim})}
+        )
     rig = SimRig(profile)
     layout = SampleLayout.from_profile(profile)
     names = layout.names
-    N = int(round(seconds / profile.period))
+    N = round(seconds / profile.period)
     rows = np.zeros((N, layout.width))
     inputs = [c.name for c in profile.inputs]
     eng0 = names.index(f"eng.{inputs[0]}")

@@ -29,8 +29,9 @@ def test_matches_direct_convolution() -> None:
     K = design_kernels(1000.0, 50.0, 31)
     out = Conditioner(1, 1000.0, 50.0, 31).batch(x[:, None])
     for k in range(3):
-        np.testing.assert_allclose(out[32:, k, 0], lfilter(K[k], [1.0], x)[32:], rtol=1e-10,
-                                   atol=1e-9 * np.abs(K[k]).sum())
+        np.testing.assert_allclose(
+            out[32:, k, 0], lfilter(K[k], [1.0], x)[32:], rtol=1e-10, atol=1e-9 * np.abs(K[k]).sum()
+        )
 
 
 def test_derivatives_of_a_slow_signal_are_delayed_exact_derivatives() -> None:
@@ -55,9 +56,9 @@ def test_reset_restarts_warmup_and_bad_arguments() -> None:
     c.reset()
     assert not c.ready
     assert c.push(np.ones((5, 2)), out[:5]) == 5
-    with pytest.raises(ValueError, match="odd"):
+    with pytest.raises(ValueError, match=r"odd"):
         Conditioner(1, 1000.0, 20.0, 10)
-    with pytest.raises(ValueError, match="cutoff_hz"):
+    with pytest.raises(ValueError, match=r"cutoff_hz"):
         Conditioner(1, 1000.0, 600.0, 11)
-    with pytest.raises(ValueError, match="width 2"):
+    with pytest.raises(ValueError, match=r"width 2"):
         c.push(np.ones((3, 3)), np.empty((3, 3, 3)))

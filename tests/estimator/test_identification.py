@@ -16,7 +16,9 @@ USER = "estimator.examples.one_joint:models"
 @pytest.mark.parametrize("spec", ["reference", USER])
 def test_online_1dof_recovers_truth(sim1dof_run, spec: str) -> None:
     profile, layout, rows = sim1dof_run
-    ident = OnlineIdentifier(profile, layout.to_dict(), models=load_models(spec, plant_params(profile)))
+    ident = OnlineIdentifier(
+        profile, layout.to_dict(), models=load_models(spec, plant_params(profile))
+    )
     for k in range(0, len(rows), 20):
         ident.update_rows(rows[k : k + 20])
     est = ident.estimate()
@@ -65,7 +67,7 @@ def test_batch_reports_unidentifiable_direction(sim1dof_run) -> None:
 
 
 def test_missing_column_is_named(sim1dof_run) -> None:
-    profile, layout, rows = sim1dof_run
+    profile, layout, _rows = sim1dof_run
     names = [n for n in layout.names if n != "eng.spool_1"]
-    with pytest.raises(ValueError, match="eng.spool_1"):
+    with pytest.raises(ValueError, match=r"eng\.spool_1"):
         OnlineIdentifier(profile, names)

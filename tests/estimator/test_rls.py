@@ -93,9 +93,9 @@ def test_shape_and_config_errors_are_clear() -> None:
     r = Rls(3, 2)
     with pytest.raises(ValueError, match=r"expected Phi \(N, 2, 3\)"):
         r.update(np.zeros((4, 2, 2)), np.zeros((4, 2)))
-    with pytest.raises(ValueError, match="forgetting"):
+    with pytest.raises(ValueError, match=r"forgetting"):
         RlsConfig(forgetting=1.5)
-    with pytest.raises(ValueError, match="theta0 must have 3"):
+    with pytest.raises(ValueError, match=r"theta0 must have 3"):
         r.reset(theta0=np.zeros(2))
 
 
