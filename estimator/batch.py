@@ -11,6 +11,8 @@ Steps per model (Gautier §II; the same models as online, `estimator.models`):
      differences for ṡ, ṗ, q̇, q̈ (no phase shift: exact alignment of all columns);
   2. the derivative-free part of Φ and y is evaluated on the raw samples and filtered with the
      same zero-phase filter (exact parallel filtering), the rest on the filtered signals;
+  2b. samples where the model does not hold (`LinearModel.valid`, e.g. relief valve open) are
+     dropped together with everything the filters smeared them into;
   3. parallel decimation: every column of Φ and y low-passed (0.8·f_s/(2·n_d)) and resampled
      1 in n_d, which also whitens the residual so eq. 17–19 hold;
   4. OLS (eq. 15), σ² (eq. 17), Cov (eq. 18), %σ (eq. 19); then WLS weighting each output
@@ -117,13 +119,24 @@ def observation(
         Phis, ys = evaluate(model, sample_from(raw, nj))
         Phi = Phi - Phi0 + sosfiltfilt(sos, Phis, axis=0)
         y = y - y0 + sosfiltfilt(sos, ys, axis=0)
+    keep = _valid_rows(model, raw, nj, int(3 * fs / cutoff_hz) + 4 * nd)
     Phi = Phi * model.param_scale[None, None, :] / model.output_scale[None, :, None]
     y = y / model.output_scale[None, :]
     if nd > 1:
         Phi = decimate(Phi, nd, axis=0, zero_phase=True)
         y = decimate(y, nd, axis=0, zero_phase=True)
     k = max(1, trim // max(nd, 1))
-    return Phi[k:-k], y[k:-k]
+    keep = keep[::nd][k:-k]
+    return Phi[k:-k][keep], y[k:-k][keep]
+
+
+def _valid_rows(model: LinearModel, raw: np.ndarray, nj: int, halfwidth: int) -> np.ndarray:
+    """Rows with no invalid raw sample within ±halfwidth (the filters' reach)."""
+    if model.valid is None:
+        return np.ones(raw.shape[0], dtype=bool)
+    bad = ~np.asarray(model.valid(sample_from(raw, nj)), dtype=bool)
+    near = np.convolve(bad.astype(float), np.ones(2 * halfwidth + 1), mode="same")
+    return near < 0.5
 
 
 def _ls(W: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:

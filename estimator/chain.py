@@ -60,6 +60,9 @@ class ModelChain:
         self.weight = 1.0 / np.asarray(model.output_scale, dtype=float)
         self.rls = Rls(n, m, rls_config)
         self.set_prior(theta0, cov0)
+        self.rejected = 0
+        self._seen = 0  # raw rows since the last continuity reset
+        self._last_bad = -(10**12)  # index (in that count) of the last invalid raw row
         self._out = np.zeros((0, 3, N_SIGNALS * n_joints))
         self._sout = np.zeros((0, 1, m * n + m))
 
@@ -86,6 +89,8 @@ class ModelChain:
         """A gap in the data: the filters restart; the estimate is kept."""
         self.cond.reset()
         self.static.reset()
+        self._seen = 0
+        self._last_bad = -(10**12)
 
     def push(self, raw: np.ndarray) -> int:
         """Feed raw rows (N, 5·nj); returns how many regression samples reached the RLS."""
@@ -101,6 +106,7 @@ class ModelChain:
             flat = np.concatenate([Phi_s.reshape(N, m * n), y_s], axis=1)
             sout = self._sout[:N]
             self.static.push(flat, sout)
+        ok = self._valid_mask(raw)
         if first >= N:
             return 0
         x = sample_from(raw[first:], self.nj, out[first:])
@@ -110,10 +116,29 @@ class ModelChain:
             sf = self._sout[first:N, 0]
             Phi = Phi - Phi0 + sf[:, : m * n].reshape(-1, m, n)
             y = y - y0 + sf[:, m * n :]
+        if ok is not None:
+            keep = ok[first:]
+            self.rejected += int(keep.size - np.count_nonzero(keep))
+            Phi, y = Phi[keep], y[keep]
+            if Phi.shape[0] == 0:
+                return 0
         Phi_n = Phi * self.scale[None, None, :] * self.weight[None, :, None]
         y_n = y * self.weight[None, :]
         self.rls.update(Phi_n, y_n)
-        return N - first
+        return int(Phi_n.shape[0])
+
+    def _valid_mask(self, raw: np.ndarray) -> np.ndarray | None:
+        """Per row: no invalid raw sample among the last L (the FIR history it depends on)."""
+        if self.model.valid is None:
+            self._seen += raw.shape[0]
+            return None
+        N = raw.shape[0]
+        bad = ~np.asarray(self.model.valid(sample_from(raw, self.nj)), dtype=bool)
+        idx = np.arange(self._seen, self._seen + N)
+        last = np.maximum.accumulate(np.where(bad, idx, self._last_bad))
+        self._last_bad = int(last[-1])
+        self._seen += N
+        return (idx - last) >= self.cond.length
 
     # ------------------------------------------------------------------ read-outs
     def theta(self) -> np.ndarray:

@@ -75,6 +75,10 @@ class LinearModel:
     taps: int = 201
     #: Evaluate the derivative-free part on raw samples and filter it (exact); see module doc.
     split_static: bool = True
+    #: Where the model holds: `valid(raw_sample) -> bool (N,)` on raw samples. A regression
+    #: sample is used only if every raw sample its filters saw was valid (e.g. the fluid model
+    #: is void while a relief valve or the anti-cavitation check flows). None = always.
+    valid: Callable[[Sample], np.ndarray] | None = None
     #: True values if known (simulator), for reports only; never used by the estimator.
     truth: np.ndarray | None = field(default=None, compare=False)
 
@@ -135,6 +139,16 @@ def fluid_model(params: PlantParams) -> LinearModel:
         return fluid_regressor(params, x.s, x.sd, x.u, x.p_cap, x.p_rod, x.pd_cap, x.pd_rod)
 
     n = params.n
+    # The equations ignore the relief valve (cracking at relief_ratio·ps) and the
+    # anti-cavitation check (p < 0): samples near those bounds are left out. The margin is
+    # ~7σ of the reference pressure noise (DESIGN §1.4).
+    margin = 0.005 * params.supply_pressure
+    p_hi = params.relief_ratio * params.supply_pressure - margin
+
+    def valid(x: Sample) -> np.ndarray:
+        p = np.concatenate([x.p_cap, x.p_rod], axis=1)
+        return np.all((p > margin) & (p < p_hi), axis=1)
+
     # 1/b of oil is ~1e-9 1/Pa, flow gains ~1e-6 m²/(s·V·√Pa); equations are flows, m³/s,
     # of the order of an area times 1 cm/s.
     scale = np.array([1.0e-9] + [1.0e-6] * 4 * n)
@@ -150,6 +164,7 @@ def fluid_model(params: PlantParams) -> LinearModel:
         output_scale=area * 0.01,
         cutoff_hz=40.0,
         taps=101,
+        valid=valid,
         truth=params.theta_fluid(),
     )
 

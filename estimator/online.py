@@ -178,6 +178,7 @@ class OnlineIdentifier:
                 "output_residual_var": c.rls.output_residual_variance().tolist(),
                 "samples": c.rls.samples,
                 "skipped": c.rls.skipped,
+                "rejected": c.rejected,
                 "info_min_eig": emin,
                 "info_cond": cond,
                 "frozen": c.rls.frozen,
