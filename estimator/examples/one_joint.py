@@ -47,6 +47,14 @@ def models(params: PlantParams) -> list[LinearModel]:
         y = np.stack([acap * x.sd[:, 0], -arod * x.sd[:, 0]], axis=1)
         return Phi, y
 
+    margin = 0.005 * ps
+    p_hi = params.relief_ratio * ps - margin
+
+    def fluid_holds(x: Sample) -> np.ndarray:
+        # No relief-valve or anti-cavitation flow in the equations: leave those samples out.
+        p = np.concatenate([x.p_cap, x.p_rod], axis=1)
+        return np.all((p > margin) & (p < p_hi), axis=1)
+
     return [
         LinearModel(
             name="mechanical",
@@ -68,6 +76,7 @@ def models(params: PlantParams) -> list[LinearModel]:
             output_scale=np.array([acap, arod]) * 0.01,
             cutoff_hz=40.0,
             taps=101,
+            valid=fluid_holds,
             truth=params.theta_fluid(),
         ),
     ]

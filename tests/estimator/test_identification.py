@@ -27,7 +27,13 @@ def test_online_1dof_recovers_truth(sim1dof_run, spec: str) -> None:
     assert err.max() < 0.02, dict(zip(est.names, err, strict=True))
     assert np.all(np.isfinite(est.sigma_pct)) and np.all(est.sigma_pct < 5)
     assert est.history_theta.shape == (len(est.history_t), 8)
-    assert est.gaps == 0 and est.samples > 0.9 * len(rows)
+    assert est.gaps == 0
+    mech, fluid = est.models["mechanical"], est.models["fluid"]
+    assert mech["samples"] > 0.95 * len(rows) and mech["rejected"] == 0
+    # Samples with a pressure at the relief valve or the tank bound are left out of the fluid
+    # model; this excitation is rough enough to have both kinds.
+    assert fluid["rejected"] > 0 and fluid["samples"] > 0.2 * len(rows)
+    assert fluid["samples"] + fluid["rejected"] > 0.95 * len(rows)
 
 
 def test_gap_restarts_filters_and_is_counted(sim1dof_run) -> None:
