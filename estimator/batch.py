@@ -61,8 +61,8 @@ class ModelFit:
 class BatchResult:
     fits: list[ModelFit]
     fs: float
-    decimation: int
-    cutoff_hz: float
+    #: (cutoff Hz, decimation factor) used for each model, in `fits` order.
+    conditioning: list[tuple[float, int]]
     names: list[str] = field(init=False)
     theta: np.ndarray = field(init=False)
     sigma_pct: np.ndarray = field(init=False)
@@ -202,26 +202,36 @@ def identify_run(
     *,
     profile: Profile,
     models: Sequence[LinearModel] | None = None,
-    cutoff_hz: float = 20.0,
-    decimation: int = 10,
+    cutoff_hz: float | None = None,
+    decimation: int | None = None,
     trim_s: float = 0.5,
     rank_tol: float = 1e-6,
 ) -> BatchResult:
-    """IDIM-LS/WLS of every model on a recorded run (see the module docstring)."""
+    """IDIM-LS/WLS of every model on a recorded run (see the module docstring).
+
+    `cutoff_hz` None = each model's own conditioning corner (as online); `decimation` None =
+    the largest n_d whose decimation filter (0.8·f_s/(2 n_d), Gautier §II) keeps that corner.
+    """
     fs = profile.rig.loop_rate_hz
     nj = len(profile.joints)
-    if decimation < 1:
+    if decimation is not None and decimation < 1:
         raise ValueError(f"decimation must be ≥ 1, got {decimation}")
-    if not 0.0 < cutoff_hz < fs / 2:
+    if cutoff_hz is not None and not 0.0 < cutoff_hz < fs / 2:
         raise ValueError(f"cutoff_hz must be in (0, {fs / 2}), got {cutoff_hz}")
     raw = signals_from_columns(columns, profile, params_known)
     if models is None:
         models = reference_models(params_known)
     trim = int(trim_s * fs)
-    if raw.shape[0] <= 4 * trim + 30 * decimation:
-        raise ValueError(f"run too short: {raw.shape[0]} samples")
     fits = []
+    used: list[tuple[float, int]] = []
     for mdl in models:
-        Phi, y = observation(mdl, raw, fs, nj, cutoff_hz, decimation, trim)
+        fc = mdl.cutoff_hz if cutoff_hz is None else cutoff_hz
+        if not 0.0 < fc < fs / 2:
+            raise ValueError(f"model '{mdl.name}': cutoff {fc} Hz outside (0, {fs / 2})")
+        nd = decimation if decimation is not None else max(1, int(0.4 * fs / fc))
+        if raw.shape[0] <= 4 * trim + 30 * nd:
+            raise ValueError(f"run too short: {raw.shape[0]} samples")
+        Phi, y = observation(mdl, raw, fs, nj, fc, nd, trim)
         fits.append(fit_model(mdl, Phi, y, rank_tol))
-    return BatchResult(fits=fits, fs=fs, decimation=decimation, cutoff_hz=cutoff_hz)
+        used.append((fc, nd))
+    return BatchResult(fits=fits, fs=fs, conditioning=used)

@@ -50,6 +50,7 @@ class ModelChain:
         rls_config: RlsConfig | None = None,
         theta0: np.ndarray | None = None,
         cov0: np.ndarray | None = None,
+        block: int | None = None,
     ) -> None:
         self.model = model
         self.nj = n_joints
@@ -61,6 +62,10 @@ class ModelChain:
         self.rls = Rls(n, m, rls_config)
         self.set_prior(theta0, cov0)
         self.rejected = 0
+        # Batch means of the residuals (blocks of `block` samples) → correlation factor κ.
+        self.block = block or 4 * self.cond.length
+        self._carry = np.zeros((0, m))
+        self._bm = np.zeros(4)  # [Σ block-mean², blocks, Σ e², residuals]
         self._seen = 0  # raw rows since the last continuity reset
         self._last_bad = -(10**12)  # index (in that count) of the last invalid raw row
         self._out = np.zeros((0, 3, N_SIGNALS * n_joints))
@@ -84,6 +89,8 @@ class ModelChain:
 
     def reset_to_prior(self) -> None:
         self.rls.reset(*self._prior)
+        self._bm[:] = 0.0
+        self._carry = self._carry[:0]
 
     def reset_continuity(self) -> None:
         """A gap in the data: the filters restart; the estimate is kept."""
@@ -125,7 +132,30 @@ class ModelChain:
         Phi_n = Phi * self.scale[None, None, :] * self.weight[None, :, None]
         y_n = y * self.weight[None, :]
         self.rls.update(Phi_n, y_n)
+        self._batch_means(y_n - Phi_n @ self.rls.theta)
         return int(Phi_n.shape[0])
+
+    def _batch_means(self, e: np.ndarray) -> None:
+        """Accumulate residual statistics for the correlation factor (see `correlation`)."""
+        if self.rls.frozen:
+            return
+        e = np.concatenate([self._carry, e]) if self._carry.shape[0] else e
+        nb = e.shape[0] // self.block
+        if nb:
+            full = e[: nb * self.block]
+            means = full.reshape(nb, self.block, -1).mean(axis=1)
+            self._bm += (np.sum(means**2), means.size, np.sum(full**2), full.size)
+        self._carry = e[nb * self.block :].copy()
+
+    def correlation(self) -> float:
+        """κ = B·Var(block means)/Var(residual) ≥ 1: how much the residuals' correlation
+        (1 kHz samples, filtered, colored model error) inflates the variance of θ̂ over the
+        white-residual formula σ²P. Batch-means estimate of the long-run variance; 1 until
+        eight blocks have been seen."""
+        if self._bm[1] < 8 or self._bm[2] <= 0:
+            return 1.0
+        k = self.block * (self._bm[0] / self._bm[1]) / (self._bm[2] / self._bm[3])
+        return float(max(k, 1.0))
 
     def _valid_mask(self, raw: np.ndarray) -> np.ndarray | None:
         """Per row: no invalid raw sample among the last L (the FIR history it depends on)."""
@@ -145,7 +175,8 @@ class ModelChain:
         return self.rls.theta * self.scale
 
     def covariance(self) -> np.ndarray:
-        return self.rls.covariance() * np.outer(self.scale, self.scale)
+        """κ σ² P in physical units (Gautier eq. 18 with the correlation factor)."""
+        return self.correlation() * self.rls.covariance() * np.outer(self.scale, self.scale)
 
     def sigma_pct(self) -> np.ndarray:
         return sigma_pct(self.theta(), self.covariance())

@@ -179,6 +179,7 @@ class OnlineIdentifier:
                 "samples": c.rls.samples,
                 "skipped": c.rls.skipped,
                 "rejected": c.rejected,
+                "correlation_factor": c.correlation(),
                 "info_min_eig": emin,
                 "info_cond": cond,
                 "frozen": c.rls.frozen,

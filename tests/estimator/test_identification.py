@@ -51,7 +51,8 @@ def test_gap_restarts_filters_and_is_counted(sim1dof_run) -> None:
 def test_batch_1dof_recovers_truth(sim1dof_run) -> None:
     profile, layout, rows = sim1dof_run
     cols = {n: rows[:, i] for i, n in enumerate(layout.names)}
-    res = identify_run(cols, plant_params(profile), profile=profile, cutoff_hz=30.0, decimation=5)
+    res = identify_run(cols, plant_params(profile), profile=profile)
+    assert res.conditioning == [(20.0, 20), (40.0, 10)]
     err = np.abs(res.theta - res.truth) / np.abs(res.truth)
     assert err.max() < 0.015, dict(zip(res.names, err, strict=True))
     for fit in res.fits:
