@@ -26,7 +26,7 @@ def test_estimator_section_is_optional_and_checked() -> None:
     prof = parse_profile(data)
     assert prof.estimator is not None and prof.estimator.forgetting == 0.999
     data["estimator"] = {"model": "not a module spec"}
-    with pytest.raises(ProfileError, match="estimator.model"):
+    with pytest.raises(ProfileError, match=r"estimator\.model"):
         parse_profile(data)
     data["estimator"] = {"forgeting": 0.9}
     with pytest.raises(ProfileError, match="unknown key"):
