@@ -7,7 +7,8 @@ Slow subscribers. The socket is an XPUB (wire-compatible with PUB) with `XPUB_NO
 send raises EAGAIN when *any* subscriber's queue is at its (small) high-water mark; we count that
 batch as dropped and resend it in lossy mode, which delivers it to every subscriber that has room.
 Net effect: a slow subscriber loses messages, fast ones see contiguous sequence numbers, and the
-publishing side knows how many batches some subscriber lost. XPUB also tells us when a subscriber
+publishing side counts each time a subscriber's queue is found full (libzmq then skips that
+subscriber without telling us until it reads again, so the count is of stall onsets). XPUB also tells us when a subscriber
 joins, and we answer with `meta` at once, so a new client never waits for the 1 s repeat.
 """
 
@@ -51,7 +52,9 @@ EVENT_QUEUE = 1024
 class TelemetryStats:
     batches_sent: int = 0
     rows_sent: int = 0
-    #: Sample batches at least one subscriber did not get (its queue was full).
+    #: Sample batches found undeliverable to some subscriber because its queue was full. libzmq
+    #: then skips that subscriber silently until it reads again, so this counts stall onsets:
+    #: a lower bound of what slow subscribers lost (each sees its exact loss as `seq` gaps).
     dropped_batches: int = 0
     #: Rows the publisher never saw because the loop lapped its cursor in the ring.
     lost_rows: int = 0
