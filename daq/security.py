@@ -146,15 +146,27 @@ def generate_client_key(keys_dir: str | Path, name: str, role: Role) -> tuple[Pa
     cdir = d / CLIENTS_DIR
     cdir.mkdir(parents=True, exist_ok=True)
     if not (d / f"{SERVER_NAME}.key_secret").exists():
-        _, sec = zmq.auth.create_certificates(d, SERVER_NAME)
-        os.chmod(sec, 0o600)
-    if (cdir / f"{name}.key").exists() or (d / f"{name}.key_secret").exists():
-        raise SecurityError(f"a key named '{name}' already exists in {d}")
-    pub, sec = zmq.auth.create_certificates(d, name, metadata={"role": role})
-    os.chmod(sec, 0o600)
+        _write_pair(d / SERVER_NAME, d / SERVER_NAME, "server")
     listed = cdir / f"{name}.key"
-    Path(pub).replace(listed)
-    return listed, Path(sec)
+    if listed.exists() or (d / f"{name}.key_secret").exists():
+        raise SecurityError(f"a key named '{name}' already exists in {d}")
+    _write_pair(listed.with_suffix(""), d / name, role)
+    return listed, d / f"{name}.key_secret"
+
+
+def _write_pair(public_stem: Path, secret_stem: Path, role: str) -> None:
+    """Write `<public_stem>.key` and `<secret_stem>.key_secret` in zmq's certificate format
+    (readable by `zmq.auth.load_certificate`), with the role in the metadata section."""
+    public, secret = zmq.curve_keypair()
+    head = f'metadata\n    role = "{role}"\ncurve\n    public-key = "{public.decode()}"\n'
+    public_stem.with_suffix(".key").write_text(
+        "#   ZeroMQ CURVE public certificate (rig service allow-list)\n" + head
+    )
+    sec = secret_stem.with_suffix(".key_secret")
+    fd = os.open(sec, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("#   ZeroMQ CURVE secret certificate: keep private\n" + head)
+        f.write(f'    secret-key = "{secret.decode()}"\n')
 
 
 # --------------------------------------------------------------------------- ZAP handler
