@@ -1,0 +1,1 @@
+"""`rigctl`: the command-line client of the rig service."""
