@@ -105,19 +105,19 @@ class TelemetryPublisher:
         self.layout_id = layout_id(layout)
         self._seq_col = layout.index("seq")
         self._t_col = layout.index("t")
-        self._meta = pack(
-            {
-                "v": SCHEMA_VERSION,
-                "rig": rig_id,
-                "layout_id": self.layout_id,
-                "period": period,
-                "width": layout.width,
-                "columns": layout.to_dict(),
-                "joints": [],
-                "profile": {},
-                **(meta_extra or {}),
-            }
-        )
+        #: The `meta` message's header (the `describe` reply carries it too).
+        self.meta: dict[str, Any] = {
+            "v": SCHEMA_VERSION,
+            "rig": rig_id,
+            "layout_id": self.layout_id,
+            "period": period,
+            "width": layout.width,
+            "columns": layout.to_dict(),
+            "joints": [],
+            "profile": {},
+            **(meta_extra or {}),
+        }
+        self._meta = pack(self.meta)
         self.stats = TelemetryStats()
         # Poll often enough that a full batch waits at most a quarter of its span.
         self._wake_s = min(max(batch * period / 4, 5e-4), 0.05)
