@@ -3,8 +3,8 @@ error reply, the server stays up, and nothing invalid reaches the handler."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 import random
+from collections.abc import Iterator
 from typing import Any
 
 import msgpack
@@ -80,8 +80,10 @@ msgpack_values = st.recursive(
     | st.floats()
     | st.text(max_size=20)
     | st.binary(max_size=20),
-    lambda inner: st.lists(inner, max_size=5)
-    | st.dictionaries(st.text(max_size=8) | st.integers(-(2**63), 2**63 - 1), inner, max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=5)
+        | st.dictionaries(st.text(max_size=8) | st.integers(-(2**63), 2**63 - 1), inner, max_size=5)
+    ),
     max_leaves=20,
 )
 
@@ -184,12 +186,22 @@ def test_seeded_fuzz_thousands_of_messages(server, dealer) -> None:
         ([msgpack.packb({"cmd": "launch", "args": {}})], "unknown_command"),
         ([msgpack.packb({"cmd": "status", "args": {"x": 1}})], "bad_args"),
         ([msgpack.packb({"cmd": "set_gains", "args": {"joint": "j1"}})], "bad_args"),
-        ([msgpack.packb({"cmd": "set_gains", "args": {"joint": "j1", "gains": {"q": 1}}})],
-         "bad_args"),
-        ([msgpack.packb({"cmd": "set_gains", "args": {"joint": "j1", "gains": {"p": True}}})],
-         "bad_args"),
-        ([msgpack.packb({"cmd": "set_gains",
-                         "args": {"joint": "j1", "gains": {"p": float("nan")}}})], "bad_args"),
+        (
+            [msgpack.packb({"cmd": "set_gains", "args": {"joint": "j1", "gains": {"q": 1}}})],
+            "bad_args",
+        ),
+        (
+            [msgpack.packb({"cmd": "set_gains", "args": {"joint": "j1", "gains": {"p": True}}})],
+            "bad_args",
+        ),
+        (
+            [
+                msgpack.packb(
+                    {"cmd": "set_gains", "args": {"joint": "j1", "gains": {"p": float("nan")}}}
+                )
+            ],
+            "bad_args",
+        ),
         ([msgpack.packb({"cmd": "run", "args": {"experiment": "file.toml"}})], "bad_args"),
         ([msgpack.packb({"cmd": "arm", "args": {}})], "invalid_state"),
     ],

@@ -67,8 +67,10 @@ def test_commands_send_the_documented_args(service, tmp_path: Path) -> None:
     for name in ("disarm", "stop", "reset"):
         assert main([name, "--endpoint", ep]) == 0
     assert fake.calls == [
-        ("run", {"experiment": {"name": "sine", "segments": [{"kind": "sine",
-                                                                "amplitude_deg": 5.0}]}}),
+        (
+            "run",
+            {"experiment": {"name": "sine", "segments": [{"kind": "sine", "amplitude_deg": 5.0}]}},
+        ),
         ("estop", {"reason": "operator"}),
         ("record_start", {"name": "r1"}),
         ("record_stop", {}),
@@ -130,8 +132,9 @@ def test_monitor_json(make_publisher, capsys) -> None:
     writer = threading.Thread(target=loop)
     writer.start()
     try:
-        rc = main(["monitor", "--endpoint", pub.endpoint, "--json", "--duration", "1.0",
-                   "--rate", "5"])
+        rc = main(
+            ["monitor", "--endpoint", pub.endpoint, "--json", "--duration", "1.0", "--rate", "5"]
+        )
     finally:
         done.set()
         writer.join()

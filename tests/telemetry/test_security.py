@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import zmq
 
 from daq.commands import ClientIdentity, CommandClient, CommandServer, ServiceUnreachable
 from daq.security import (
