@@ -1,1 +1,1 @@
-"""`rigctl`: the command-line client of the rig service."""
+"""`rigctl`: the command-line tool that installs, drives and inspects the rig."""
