@@ -21,14 +21,26 @@ def run(args: argparse.Namespace) -> int:
 
 
 def show(reply: dict[str, Any]) -> None:
-    meta = reply.get("meta") or {}
     print(
-        f"rig {meta.get('rig', '?')}  layout {meta.get('layout_id', '?')}  "
-        f"period {meta.get('period', '?')} s"
+        f"rig {reply.get('rig', '?')}: {reply.get('description', '')}\n"
+        f"  backend {reply.get('backend', '?')}, period {reply.get('period', '?')} s, "
+        f"virtual time {reply.get('virtual_time', '?')}"
     )
-    for c in meta.get("columns", []):
-        where = c.get("joint") or ""
-        print(f"  {c['name']:<22} {c.get('unit', ''):<8} {c.get('role', ''):<7} {where}")
-    for key in ("limits", "profile"):
-        if key in reply:
-            print(f"{key}: {json.dumps(reply[key], indent=2, default=str)}")
+    channels = reply.get("channels") or []
+    if channels:
+        print("channels:")
+        for c in channels:
+            print(
+                f"  {c.get('name', ''):<12} {c.get('role', ''):<14} {c.get('joint') or '-':<4} "
+                f"{c.get('direction', ''):<7} {c.get('units', ''):<5} "
+                f"valid [{c.get('valid_min')}, {c.get('valid_max')}]"
+            )
+    for j in reply.get("joints") or []:
+        print(f"joint {j.get('name')}: home {j.get('home_deg')}°")
+        for k, v in (j.get("limits") or {}).items():
+            print(f"  {k:<32} {v}")
+    if reply.get("interlocks"):
+        print("interlocks: " + json.dumps(reply["interlocks"], default=str))
+    print(
+        f"{len(reply.get('columns') or [])} telemetry columns (rigctl describe --json lists them)"
+    )

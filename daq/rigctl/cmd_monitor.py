@@ -23,6 +23,7 @@ from daq.rigctl.common import (
     add_connection_options,
     add_json_option,
     client_keys,
+    fault_text,
 )
 from daq.telemetry import Event, Meta, SampleBatch, Status, TelemetrySubscriber
 
@@ -75,7 +76,7 @@ class View:
     def render(self, lost: int) -> Group:
         s = self.snapshot(lost)
         head = Table.grid(padding=(0, 2))
-        head.add_row("state", str(s["state"]), "fault", str(s["fault"] or "-"))
+        head.add_row("state", str(s["state"]), "fault", fault_text(s["fault"]))
         head.add_row("seq", str(s["seq"]), "lost rows", str(lost))
         timing = Table("timing", "value", title="loop timing")
         for k, v in (s["timing"] or {}).items():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from daq.rigctl.common import add_connection_options, add_json_option, call
+from daq.rigctl.common import add_connection_options, add_json_option, call, fault_text
 
 
 def register(subparsers: Any) -> None:
@@ -28,10 +28,10 @@ def _flat(prefix: str, value: Any, out: list[tuple[str, str]]) -> None:
 
 
 def show(reply: dict[str, Any]) -> None:
-    print(f"state: {reply.get('state')}   fault: {reply.get('fault') or '-'}")
+    print(f"state: {reply.get('state')}   fault: {fault_text(reply.get('fault'))}")
     rows: list[tuple[str, str]] = []
     for k, v in reply.items():
-        if k not in ("ok", "id", "state", "fault"):
+        if k not in ("ok", "id", "state", "fault") and v is not None:
             _flat(k, v, rows)
     width = max((len(k) for k, _ in rows), default=0)
     for k, v in rows:

@@ -99,6 +99,16 @@ def call(
     return EXIT_OK
 
 
+def fault_text(fault: Any) -> str:
+    """The status' `fault` (nil, or a map with name/where/message) as one short line."""
+    if not fault:
+        return "-"
+    if isinstance(fault, dict):
+        where = f" at {fault['where']}" if fault.get("where") else ""
+        return f"{fault.get('name', '?')}{where}: {fault.get('message', '')}"
+    return str(fault)
+
+
 def simple_command(subparsers: Any, name: str, cmd: str, help_text: str) -> argparse.ArgumentParser:
     """A subcommand that sends `cmd` with no arguments."""
     p: argparse.ArgumentParser = subparsers.add_parser(name, help=help_text, description=help_text)

@@ -27,7 +27,12 @@ class Fake:
         if cmd == "status":
             return {"state": "FAULT", "fault": "estop", "timing": {"overruns": 0}}
         if cmd == "describe":
-            return {"meta": {"rig": "sim2dof", "columns": [{"name": "seq", "unit": "1"}]}}
+            return {
+                "rig": "sim2dof",
+                "channels": [{"name": "q_1", "role": "resolver", "joint": "j1"}],
+                "joints": [{"name": "j1", "home_deg": 40.0, "limits": {"soft_min_deg": 22.0}}],
+                "columns": [{"name": "seq", "unit": "1"}],
+            }
         return {}
 
 
@@ -50,6 +55,8 @@ def test_status_json_and_exit_codes(service, capsys) -> None:
     assert main(["arm", "--endpoint", ep]) == 1
     assert "invalid_state" in capsys.readouterr().err
     assert main(["describe", "--endpoint", ep]) == 0
+    out = capsys.readouterr().out
+    assert "rig sim2dof" in out and "q_1" in out and "soft_min_deg" in out
     assert main(["status", "--endpoint", "tcp://127.0.0.1:9", "--timeout", "0.3"]) == 3
     assert main(["frobnicate"]) == 2
     assert [c for c, _ in fake.calls] == ["status", "status", "arm", "describe"]
@@ -147,3 +154,26 @@ def test_monitor_json(make_publisher, capsys) -> None:
     assert last["channels"]["eng.q_1"] == pytest.approx(seq + 26 / 1000.0)  # column 26
     assert any(e["kind"] == "fault" and e["cause"] == "estop" for e in last["events"])
     assert main(["monitor", "--endpoint", "tcp://127.0.0.1:9", "--timeout", "0.3"]) == 3
+
+
+def test_monitor_live_view_renders_state_channels_and_events() -> None:
+    import numpy as np
+    from rich.console import Console
+
+    from daq.rigctl.cmd_monitor import View
+    from daq.telemetry import Event, Meta, SampleBatch, Status
+
+    cols = [{"name": "seq", "unit": "1"}, {"name": "eng.q_1", "unit": "rad"}]
+    view = View()
+    view.update(Meta({"layout_id": "L", "columns": cols}))
+    view.update(
+        SampleBatch({"layout_id": "L", "seq0": 40, "n": 2}, np.array([[40, 41], [0.5, 0.7]]))
+    )
+    fault = {"name": "PRESSURE", "where": "p_cap_1", "message": "over 7.5 MPa"}
+    view.update(Status({"state": "FAULT", "fault": fault, "timing": {"overruns": 3}}))
+    view.update(Event({"seq": 41, "kind": "fault", "name": "PRESSURE"}))
+    console = Console(record=True, width=120)
+    console.print(view.render(lost=2))
+    text = console.export_text()
+    for expected in ("FAULT", "PRESSURE at p_cap_1", "eng.q_1", "0.7", "rad", "overruns", "41"):
+        assert expected in text, expected
