@@ -99,11 +99,12 @@ def encode_file_header(meta: dict[str, Any]) -> bytes:
 
 def decode_file_header(buf: ByteSource) -> tuple[dict[str, Any], int]:
     """Return (meta, size of the header in bytes); raise `RunFileError` if it is not one."""
+    start = bytes(buf[: len(MAGIC)])
+    if start != MAGIC[: len(start)]:
+        raise RunFileError("not a run file (bad magic)")
     if len(buf) < FILE_HEADER.size:
         raise RunFileError(f"file too short for a run header ({len(buf)} bytes)")
-    magic, version, _flags, meta_len, meta_crc = FILE_HEADER.unpack_from(buf, 0)
-    if magic != MAGIC:
-        raise RunFileError("not a run file (bad magic)")
+    _magic, version, _flags, meta_len, meta_crc = FILE_HEADER.unpack_from(buf, 0)
     if version != VERSION:
         raise RunFileError(f"unsupported run file version {version} (this reader: {VERSION})")
     end = FILE_HEADER.size + meta_len

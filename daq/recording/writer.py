@@ -34,6 +34,9 @@ MAX_PENDING_EVENTS = 4096
 #: How often the writer thread wakes to drain the ring (the ring must hold many times this).
 POLL_S = 0.005
 
+#: The one system call that appends to the file (a seam for fault-injection tests).
+_writev = os.writev
+
 
 @dataclass(frozen=True)
 class RecorderStats:
@@ -324,7 +327,7 @@ class Recorder:
                 raise _StopRecording(reason)
         pending = [memoryview(p).cast("B") for p in parts]
         while pending:  # writev may write less than asked (signal, nearly full disk)
-            n = os.writev(self._fd, pending)
+            n = _writev(self._fd, pending)
             while n and pending:
                 if n >= len(pending[0]):
                     n -= len(pending[0])
