@@ -5,6 +5,8 @@ Project imports are used only (through the `make_publisher` fixture) to start th
 
 from __future__ import annotations
 
+import time
+
 import msgpack
 import numpy as np
 import zmq
@@ -66,6 +68,11 @@ def test_docs_client_decodes_10_s_with_contiguous_seq(make_publisher, ctx) -> No
     c = names.index("eng.q_1")
     np.testing.assert_allclose(data[c], np.arange(ROWS) + c / 1000.0)
     sub.close()
+    # The publisher counts a batch after its send returns, which may be just after the
+    # subscriber already has it: give the counter a moment to catch up.
+    deadline = time.monotonic() + 5.0
+    while pub.stats.rows_sent < ROWS and time.monotonic() < deadline:
+        time.sleep(0.001)
     assert pub.stats.rows_sent == ROWS and pub.stats.lost_rows == 0
 
 
