@@ -1,0 +1,1 @@
+"""rigctl: the command-line tool that drives the rig service (status, runs, export, install)."""
