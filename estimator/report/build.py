@@ -83,10 +83,15 @@ class _Progress:
         self.bar: Any = None
         self.task: Any = None
         if enabled and sys.stderr.isatty():
+            from rich.console import Console
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+            # On stderr: stdout carries the result (the HTML path or the JSON summary).
             self.bar = Progress(
-                TextColumn("{task.description:<34}"), BarColumn(), TimeElapsedColumn(),
+                TextColumn("{task.description:<34}"),
+                BarColumn(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
                 transient=True,
             )
             self.task = self.bar.add_task("report", total=total)
@@ -143,8 +148,7 @@ def build_report(
 
         online, conv = online_replay(ident, dt, on_chunk)
         truth = batch.truth if ident.is_simulated else None
-        data = ReportData(ident, valid, validate is not None, batch, online, conv, truth, {},
-                          notes)
+        data = ReportData(ident, valid, validate is not None, batch, online, conv, truth, {}, notes)
         sets: dict[str, Any] = {}
         for label, names, theta in (
             ("batch", batch.names, batch.theta),

@@ -105,14 +105,31 @@ def fig_output(data: ReportData, label: str, out: Path) -> Path:
     axes = fig.subplots(nj, 1, squeeze=False, sharex=True)
     for i in range(nj):
         ax = axes[i][0]
-        ax.plot(primary.t, primary.measured[label][:, i] * scale, color=MEASURED, lw=1.0,
-                label="measured")
-        ax.plot(primary.t, primary.simulated[label][:, i] * scale, color=MODEL, lw=1.0,
-                ls="--", label="model (batch-identified θ)")
+        ax.plot(
+            primary.t,
+            primary.measured[label][:, i] * scale,
+            color=MEASURED,
+            lw=1.0,
+            label="measured",
+        )
+        ax.plot(
+            primary.t,
+            primary.simulated[label][:, i] * scale,
+            color=MODEL,
+            lw=1.0,
+            ls="--",
+            label="model (batch-identified θ)",
+        )
         if "online" in data.validation:
             on = data.validation["online"]
-            ax.plot(on.t, on.simulated[label][:, i] * scale, color=ONLINE, lw=0.8, ls=":",
-                    label="model (online θ)")
+            ax.plot(
+                on.t,
+                on.simulated[label][:, i] * scale,
+                color=ONLINE,
+                lw=0.8,
+                ls=":",
+                label="model (online θ)",
+            )
         fit = primary.fit.get(f"{label}{i + 1}")
         fit_s = "n/a" if fit is None else f"{fit:.1f} %"
         ax.set_title(f"joint {i + 1}: {title}  (FIT {fit_s})", fontsize=10)
@@ -131,10 +148,17 @@ def fig_torque(data: ReportData, out: Path) -> Path:
     for i in range(nj):
         ax = axes[i][0]
         ax.plot(r.t, r.torque_measured[:, i], color=MEASURED, lw=1.0, label="from pressures")
-        ax.plot(r.t, r.torque_predicted[:, i], color=MODEL, lw=1.0, ls="--",
-                label="inverse model (batch θ)")
-        ax.set_title(f"joint {i + 1}: torque  (RMS residual {r.torque_rms[i]:.2f} N·m)",
-                     fontsize=10)
+        ax.plot(
+            r.t,
+            r.torque_predicted[:, i],
+            color=MODEL,
+            lw=1.0,
+            ls="--",
+            label="inverse model (batch θ)",
+        )
+        ax.set_title(
+            f"joint {i + 1}: torque  (RMS residual {r.torque_rms[i]:.2f} N·m)", fontsize=10
+        )
         ax.set_ylabel("N·m")
     axes[0][0].legend(fontsize=8, loc="upper right")
     axes[-1][0].set_xlabel("time (s)")
@@ -228,7 +252,9 @@ FIGURES: tuple[tuple[str, Callable[[ReportData, Path], Path]], ...] = (
 )
 
 
-def draw_all(data: ReportData, out: Path, tick: Callable[[], None] | None = None) -> dict[str, Path]:
+def draw_all(
+    data: ReportData, out: Path, tick: Callable[[], None] | None = None
+) -> dict[str, Path]:
     """Draw every figure the data allows; returns key → PNG path."""
     paths: dict[str, Path] = {}
     have_validation = "batch" in data.validation

@@ -136,8 +136,11 @@ def load_run(
     running = state == STATE_RUNNING
     if running.any():
         seg = longest_block(running, run.seq)
-        if seg.stop - seg.start < running.sum():
-            notes.append(f"{path.name}: analysed the longest continuous RUNNING block only")
+        if seg.stop - seg.start < len(state):
+            notes.append(
+                f"{path.name}: analysed rows {seg.start}–{seg.stop - 1} of {len(state)}, the "
+                "longest continuous RUNNING block"
+            )
     else:
         seg = longest_block(np.ones(len(state), dtype=bool), run.seq)
         notes.append(f"{path.name}: no RUNNING rows; analysed the longest continuous block")
