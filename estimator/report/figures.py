@@ -37,7 +37,7 @@ def _figure(w: float, h: float) -> Any:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(w, h), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(w, h), dpi=DPI, layout="tight")
     FigureCanvasAgg(fig)
     return fig
 
@@ -45,6 +45,19 @@ def _figure(w: float, h: float) -> Any:
 def _save(fig: Any, path: Path) -> Path:
     fig.savefig(path, format="png", dpi=DPI)
     return path
+
+
+#: Time-series figures show at most this much of the run (s) at full resolution: thinning a
+#: long run to fit 1000 px would alias the hydraulic oscillations into nonsense.
+WINDOW_S = 20.0
+
+
+def _window(t: np.ndarray) -> tuple[slice, str]:
+    """The displayed part of a time series and a caption suffix saying so if it is partial."""
+    n = int(np.searchsorted(t, t[0] + WINDOW_S)) if len(t) else 0
+    if n >= len(t):
+        return slice(None), ""
+    return slice(0, n), f"  [first {WINDOW_S:.0f} s of {t[-1] - t[0]:.0f} s shown]"
 
 
 def _grid(n: int, max_cols: int = 4) -> tuple[int, int]:
@@ -103,18 +116,19 @@ def fig_output(data: ReportData, label: str, out: Path) -> Path:
     nj = primary.measured[label].shape[1]
     fig = _figure(10.0, 2.6 * nj)
     axes = fig.subplots(nj, 1, squeeze=False, sharex=True)
+    k, shown = _window(primary.t)
     for i in range(nj):
         ax = axes[i][0]
         ax.plot(
-            primary.t,
-            primary.measured[label][:, i] * scale,
+            primary.t[k],
+            primary.measured[label][k, i] * scale,
             color=MEASURED,
             lw=1.0,
             label="measured",
         )
         ax.plot(
-            primary.t,
-            primary.simulated[label][:, i] * scale,
+            primary.t[k],
+            primary.simulated[label][k, i] * scale,
             color=MODEL,
             lw=1.0,
             ls="--",
@@ -123,8 +137,8 @@ def fig_output(data: ReportData, label: str, out: Path) -> Path:
         if "online" in data.validation:
             on = data.validation["online"]
             ax.plot(
-                on.t,
-                on.simulated[label][:, i] * scale,
+                on.t[k],
+                on.simulated[label][k, i] * scale,
                 color=ONLINE,
                 lw=0.8,
                 ls=":",
@@ -132,7 +146,7 @@ def fig_output(data: ReportData, label: str, out: Path) -> Path:
             )
         fit = primary.fit.get(f"{label}{i + 1}")
         fit_s = "n/a" if fit is None else f"{fit:.1f} %"
-        ax.set_title(f"joint {i + 1}: {title}  (FIT {fit_s})", fontsize=10)
+        ax.set_title(f"joint {i + 1}: {title}  (FIT {fit_s}){shown}", fontsize=10)
         ax.set_ylabel(unit)
     axes[0][0].legend(fontsize=8, loc="upper right")
     axes[-1][0].set_xlabel("time (s)")
@@ -145,19 +159,20 @@ def fig_torque(data: ReportData, out: Path) -> Path:
     nj = r.torque_measured.shape[1]
     fig = _figure(10.0, 2.6 * nj)
     axes = fig.subplots(nj, 1, squeeze=False, sharex=True)
+    k, shown = _window(r.t)
     for i in range(nj):
         ax = axes[i][0]
-        ax.plot(r.t, r.torque_measured[:, i], color=MEASURED, lw=1.0, label="from pressures")
+        ax.plot(r.t[k], r.torque_measured[k, i], color=MEASURED, lw=1.0, label="from pressures")
         ax.plot(
-            r.t,
-            r.torque_predicted[:, i],
+            r.t[k],
+            r.torque_predicted[k, i],
             color=MODEL,
             lw=1.0,
             ls="--",
             label="inverse model (batch θ)",
         )
         ax.set_title(
-            f"joint {i + 1}: torque  (RMS residual {r.torque_rms[i]:.2f} N·m)", fontsize=10
+            f"joint {i + 1}: torque  (RMS residual {r.torque_rms[i]:.2f} N·m){shown}", fontsize=10
         )
         ax.set_ylabel("N·m")
     axes[0][0].legend(fontsize=8, loc="upper right")
@@ -235,6 +250,9 @@ def fig_timing(data: ReportData, out: Path) -> Path:
             ax.hist(x, bins=80, color=MEASURED, log=True)
             p99 = np.percentile(x, 99)
             ax.axvline(p99, color=MODEL, ls="--", lw=1.0, label=f"p99 {p99:.0f} µs")
+            if col == "compute_time":
+                period = data.ident.period * 1e6
+                ax.axvline(period, color="k", ls=":", lw=1.0, label=f"period {period:.0f} µs")
             ax.legend(fontsize=8)
         ax.set_title(col.replace("_", " "), fontsize=10)
         ax.set_xlabel("µs")
