@@ -18,6 +18,7 @@ from daq.sample_layout import SampleLayout
 from estimator.report import ReportError, build_report
 from estimator.report.runs import longest_block
 from tests.report.conftest import PROFILE
+from tests.report.simrun import record_sim_run
 
 
 def _cli(argv: list[str]) -> int:
@@ -105,3 +106,27 @@ def test_longest_block_hand_cases() -> None:
     assert longest_block(ok, seq_gap) == slice(0, 2)  # [3, 5) and [5, 7) tie with [0, 2)
     assert longest_block(np.ones(5, dtype=bool), np.array([0, 1, 5, 6, 7])) == slice(2, 5)
     assert longest_block(np.zeros(3, dtype=bool), np.arange(3)) == slice(0, 0)
+
+
+def test_user_model_report_without_validation(tmp_path: Path) -> None:
+    """A user model's parameters cannot drive the shared physics: the report still shows the
+    identification (tables, convergence, SVD, timing), says why validation is missing, and
+    draws no validation figure."""
+    profile = tmp_path / "sim-1dof-user.toml"
+    profile.write_text(
+        (PROFILE.parent / "sim-1dof.toml").read_text(encoding="utf-8")
+        + '\n[estimator]\nmodel = "estimator.examples.one_joint:models"\n',
+        encoding="utf-8",
+    )
+    run = record_sim_run(profile, tmp_path, "user", 4.0)
+    result = build_report(run, None, tmp_path / "out", progress=False)
+    assert set(result.figures) == {"convergence", "singular_values", "timing"}
+    assert [r["name"] for r in result.parameter_table] == ["M", "Fv", "W", "1/b"] + [
+        f"Cf{s}" for s in ("++", "+-", "-+", "--")
+    ]
+    assert result.fit_table == []
+    page = result.html.read_text(encoding="utf-8")
+    assert "No model validation" in page
+    assert "cannot drive the shared physics" in page
+    for path in result.figures.values():
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f'src="{path.name}"' in page
