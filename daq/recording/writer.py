@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from daq.recording import format as fmt
+from daq.recording.appender import Appender, BudgetExceeded, sync_directory
 from daq.recording.quota import DiskGuard
 from daq.ring import RingCursor, SampleRing
 from daq.sample_layout import SampleLayout
@@ -33,9 +34,6 @@ log = logging.getLogger(__name__)
 MAX_PENDING_EVENTS = 4096
 #: How often the writer thread wakes to drain the ring (the ring must hold many times this).
 POLL_S = 0.005
-
-#: The one system call that appends to the file (a seam for fault-injection tests).
-_writev = os.writev
 
 
 @dataclass(frozen=True)
@@ -50,10 +48,6 @@ class RecorderStats:
     chunks_written: int = 0
     events_written: int = 0
     events_dropped: int = 0
-
-
-class _StopRecording(Exception):
-    """Raised inside the writer thread when the disk guard refuses a write."""
 
 
 class Recorder:
@@ -98,12 +92,11 @@ class Recorder:
 
     def _reset(self, path: Path | None) -> None:
         self._path = path
-        self._fd = -1
+        self._file: Appender | None = None
         self._cursor: RingCursor | None = None
         self._fill = 0
         self._first = 0  # ring index of the row in self._buf[0]
-        self._good = 0  # file offset after the last completely written record
-        self._rows = self._lost = self._bytes = self._chunks = 0
+        self._rows = self._lost = self._chunks = 0
         self._events_written = self._events_dropped = 0
         self._error: str | None = None
         self._last_loss_log = -float("inf")
@@ -124,17 +117,17 @@ class Recorder:
             raise ValueError(f"run name must be a plain file name, got {run_name!r}")
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
+            if not self.directory.is_dir():
+                raise NotADirectoryError(f"{self.directory} is not a directory")
             path, fd = self._create(run_name)
-        except FileExistsError:
-            raise
+        except FileExistsError as exc:
+            if run_name is not None and exc.filename == str(self._named(run_name)):
+                raise  # the caller's own name is taken: bad input, not a disk failure
+            return self._not_started(run_name, exc)
         except OSError as exc:
-            path = self.directory / f"{run_name or self.meta['rig']}{fmt.SUFFIX}"
-            self._reset(path)
-            self._error = f"cannot create the run file: {exc}"
-            log.error("recording not started: %s", self._error)
-            return path
+            return self._not_started(run_name, exc)
         self._reset(path)
-        self._fd = fd
+        self._file = Appender(fd, self._guard)
         self._cursor = RingCursor(self.ring)  # from ring.published onward
         header = self._header_meta(self._cursor.position)
         self._thread = threading.Thread(
@@ -143,11 +136,22 @@ class Recorder:
         self._thread.start()
         return path
 
+    def _not_started(self, run_name: str | None, exc: OSError) -> Path:
+        path = self._named(run_name or str(self.meta["rig"]))
+        self._reset(path)
+        self._error = f"cannot create the run file: {exc}"
+        log.error("recording not started: %s", self._error)
+        return path
+
+    def _named(self, run_name: str) -> Path:
+        return self.directory / (
+            run_name if run_name.endswith(fmt.SUFFIX) else run_name + fmt.SUFFIX
+        )
+
     def _create(self, run_name: str | None) -> tuple[Path, int]:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
         if run_name is not None:
-            name = run_name if run_name.endswith(fmt.SUFFIX) else run_name + fmt.SUFFIX
-            path = self.directory / name
+            path = self._named(run_name)
             return path, os.open(path, flags, 0o644)
         stem = f"{self.meta['rig']}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
         for n in range(1, 1000):
@@ -204,7 +208,7 @@ class Recorder:
                 path=self._path,
                 rows_written=self._rows,
                 lost=self._lost,
-                bytes_written=self._bytes,
+                bytes_written=self._file.good if self._file else 0,
                 error=self._error,
                 complete=self._complete(),
                 chunks_written=self._chunks,
@@ -218,9 +222,11 @@ class Recorder:
     # -- writer thread ------------------------------------------------------------------------
 
     def _run(self, header: dict[str, Any]) -> None:
+        file = self._file
+        assert file is not None
         try:
-            self._write([fmt.encode_file_header(header)])
-            self._fsync_dir()
+            file.append([fmt.encode_file_header(header)])
+            sync_directory(self.directory)
             next_sync = time.monotonic() + self.fsync_interval_s
             while True:
                 stopping = self._stop.is_set()  # read first: rows published before stop() drain
@@ -229,20 +235,19 @@ class Recorder:
                 now = time.monotonic()
                 if stopping or now >= next_sync:
                     self._flush_chunk()
-                    os.fsync(self._fd)
+                    file.sync()
                     next_sync = now + self.fsync_interval_s
                 if stopping:
                     break
                 self._stop.wait(POLL_S)
             self._write_trailer()
-            os.fsync(self._fd)
-        except _StopRecording as exc:
-            self._fail(str(exc))
+            file.sync()
+        except BudgetExceeded as exc:
+            self._fail(file, str(exc))
         except Exception as exc:
-            self._fail(f"{type(exc).__name__}: {exc}")
+            self._fail(file, f"{type(exc).__name__}: {exc}")
         finally:
-            os.close(self._fd)
-            self._fd = -1
+            file.close()
 
     def _drain(self) -> None:
         cursor = self._cursor
@@ -320,42 +325,17 @@ class Recorder:
         self._write([fmt.encode_blob(fmt.TAG_TRAILER, trailer)], guarded=False)
 
     def _write(self, parts: list[Any], *, guarded: bool = True) -> None:
-        size = sum(memoryview(p).nbytes for p in parts)
-        if guarded:
-            reason = self._guard.check(size)
-            if reason is not None:
-                raise _StopRecording(reason)
-        pending = [memoryview(p).cast("B") for p in parts]
-        while pending:  # writev may write less than asked (signal, nearly full disk)
-            n = _writev(self._fd, pending)
-            while n and pending:
-                if n >= len(pending[0]):
-                    n -= len(pending[0])
-                    pending.pop(0)
-                else:
-                    pending[0] = pending[0][n:]
-                    n = 0
-        self._good += size
-        self._guard.wrote(size)
-        with self._lock:
-            self._bytes += size
+        assert self._file is not None
+        self._file.append(parts, guarded=guarded)
 
-    def _fsync_dir(self) -> None:
-        fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    def _fail(self, reason: str) -> None:
+    def _fail(self, file: Appender, reason: str) -> None:
         """Stop recording loudly; leave a readable file with an incomplete trailer if we can."""
         with self._lock:
             self._error = reason
         log.error("recording stopped: %s (file %s; the loop carries on)", reason, self._path)
         try:
-            os.ftruncate(self._fd, self._good)  # drop a half-written record, if any
-            os.lseek(self._fd, self._good, os.SEEK_SET)
-            if self._good == 0:  # not even the header made it: no run file to finish
+            file.cut_back()  # drop a half-written record, if any
+            if file.good == 0:  # not even the header made it: no run file to finish
                 if self._path is not None:
                     self._path.unlink(missing_ok=True)
                 return
@@ -363,6 +343,6 @@ class Recorder:
             stop["seq"] = self._first + self._fill
             self._write([fmt.encode_blob(fmt.TAG_EVENT, stop)], guarded=False)
             self._write_trailer()
-            os.fsync(self._fd)
+            file.sync()
         except OSError as exc:
             log.error("could not finish %s after the stop: %s", self._path, exc)

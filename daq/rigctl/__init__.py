@@ -1,1 +1,1 @@
-"""rigctl: the command-line tool that drives the rig service (status, runs, export, install)."""
+"""`rigctl`: the command-line tool that installs, drives and inspects the rig."""

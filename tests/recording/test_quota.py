@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from daq.recording import Recorder, read_run, writer
+from daq.recording import Recorder, appender, read_run
 from daq.recording.quota import DiskGuard, directory_size
 from daq.ring import SampleRing
 
@@ -73,7 +73,7 @@ def test_enospc_stops_recording_and_leaves_a_readable_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, partial: bool
 ) -> None:
     layout = layout_2dof()
-    real = writer._writev
+    real = appender._writev
     calls = []
 
     def disk_full_once(fd: int, parts: list) -> int:
@@ -84,7 +84,7 @@ def test_enospc_stops_recording_and_leaves_a_readable_file(
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(fd, parts)
 
-    monkeypatch.setattr(writer, "_writev", disk_full_once)
+    monkeypatch.setattr(appender, "_writev", disk_full_once)
     ring = SampleRing(4096, layout.width)
     rec = Recorder(ring, layout, tmp_path, meta(), chunk_rows=20)
     path = rec.start("enospc")

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from daq.recording import Recorder, read_run, writer
+from daq.recording import Recorder, appender, read_run
 from daq.ring import SampleRing
 from daq.sample_layout import SampleLayout
 
@@ -95,7 +95,7 @@ def test_lapped_writer_counts_lost_rows_and_marks_the_run_incomplete(
     # The writer is held inside its first chunk write while the loop laps it: deterministic.
     ring = SampleRing(64, layout.width)
     entered, release = threading.Event(), threading.Event()
-    real = writer._writev
+    real = appender._writev
     calls = []
 
     def stalled(fd: int, parts: list) -> int:
@@ -105,7 +105,7 @@ def test_lapped_writer_counts_lost_rows_and_marks_the_run_incomplete(
             release.wait(10)
         return real(fd, parts)
 
-    monkeypatch.setattr(writer, "_writev", stalled)
+    monkeypatch.setattr(appender, "_writev", stalled)
     rec = Recorder(ring, layout, tmp_path, meta(), chunk_rows=16)
     path = rec.start("lapped")
     publish_rows(ring, 16)
@@ -173,3 +173,19 @@ def test_bad_run_name_is_refused(tmp_path: Path, layout: SampleLayout) -> None:
     rec = Recorder(SampleRing(256, layout.width), layout, tmp_path, meta())
     with pytest.raises(ValueError, match="plain file name"):
         rec.start("../escape")
+
+
+def test_unusable_directory_fails_loudly_without_raising(
+    tmp_path: Path, layout: SampleLayout, caplog: pytest.LogCaptureFixture
+) -> None:
+    not_a_dir = tmp_path / "runs"
+    not_a_dir.write_text("a file where the run directory should be")
+    ring = SampleRing(256, layout.width)
+    rec = Recorder(ring, layout, not_a_dir, meta())
+    rec.start()
+    rec.event("state", new="ARMED")  # harmless
+    publish_rows(ring, 10)
+    stats = rec.stop()
+    assert stats.error is not None and "cannot create the run file" in stats.error
+    assert not stats.active and not stats.complete and stats.rows_written == 0
+    assert any("recording not started" in r.message for r in caplog.records)
