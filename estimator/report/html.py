@@ -49,7 +49,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) 
         + "</tr>"
         for r in rows
     )
-    return f"<table><tr>{head}</tr>{body}</table>"
+    head = f"<tr>{head}</tr>" if any(headers) else ""  # key/value tables: no header
+    return f"<table>{head}{body}</table>"
 
 
 def figure(path: Path, caption: str) -> str:
