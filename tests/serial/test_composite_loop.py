@@ -6,8 +6,7 @@
 - A serial fault (port gone, CRC error, timeout) trips the loop's interlocks: FAULT latched and
   every valve at null from that cycle on.
 
-These need the loop, the recorder and telemetry (issues 3 and 4); `recorded_rows` is the one
-integration point on the recorder's reader API.
+These need the loop (`daq.service`, issue 3) besides the recorder and telemetry.
 """
 
 from __future__ import annotations
@@ -30,6 +29,7 @@ import pytest
 import zmq
 
 from daq.profile import load_profile
+from daq.recording import read_run
 from daq.sample_layout import SampleLayout
 from tests.serial.conftest import COMPOSITE, ROOT
 
@@ -162,12 +162,12 @@ def run_service(profile: Path, tel: str, duration: float, tmp: Path) -> Telemetr
 
 
 def recorded_rows(runs_dir: Path) -> tuple[list[str], np.ndarray]:
-    """Integration point: the one run the service wrote, via daq.recording's reader."""
-    from daq.recording import read_run  # type: ignore[import-not-found,unused-ignore]
-
-    runs = sorted(runs_dir.iterdir())
+    """The one run the service wrote: column names and rows; the run must be complete (clean
+    stop, every row present and intact, none lost by the writer)."""
+    runs = sorted(runs_dir.rglob("*.rigrun"))
     assert len(runs) == 1, runs
     run = read_run(runs[0])
+    assert run.complete, (run.trailer, run.truncated, run.corrupt_chunks, run.lost)
     return list(run.columns), np.asarray(run.data)
 
 
