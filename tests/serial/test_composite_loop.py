@@ -23,7 +23,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import msgpack
 import numpy as np
 import pytest
 import zmq
@@ -31,6 +30,7 @@ import zmq
 from daq.profile import load_profile
 from daq.recording import read_run
 from daq.sample_layout import SampleLayout
+from daq.telemetry import wire
 from tests.serial.conftest import COMPOSITE, ROOT
 
 pytestmark = pytest.mark.slow
@@ -120,14 +120,11 @@ class Telemetry:
             while not self._stop.is_set():
                 if not sub.poll(50):
                     continue
-                parts = sub.recv_multipart()
-                head = msgpack.unpackb(parts[1])
-                if parts[0] == b"meta":
-                    self.meta = head
-                    continue
-                n, width = head["n"], head["width"]
-                data = np.frombuffer(parts[2], dtype="<f8").reshape(width, n).T.copy()
-                self.batches.append((head["seq0"], data))
+                msg = wire.decode(sub.recv_multipart())  # the documented decoder
+                if isinstance(msg, wire.Meta):
+                    self.meta = msg.header
+                elif isinstance(msg, wire.SampleBatch):
+                    self.batches.append((msg.seq0, msg.data.T.copy()))
         finally:
             sub.close(linger=0)
 
