@@ -16,8 +16,8 @@ import numpy as np
 
 from controller.feedback import Feedback
 from daq.backends.base import Backend, BackendStatus
-from daq.profile.schema import Profile
-from daq.scaling import eng_to_counts
+from daq.profile.schema import LinearScaling, Profile
+from daq.scaling import lsb
 
 
 class FakeBackend(Backend):
@@ -43,39 +43,70 @@ class FakeBackend(Backend):
         self.read_error = False
         self.write_error = False
         self.valve_joint = [self.joints.index(str(c.joint)) for c in profile.outputs]
-        self._full = {c.name: (1 << c.converter.bits) - 1 for c in self.inputs}
+        self.output_of_joint = np.array([self.valve_joint.index(j) for j in range(len(self.joints))])
+        self.names = [c.name for c in self.inputs]
+        # counts = floor((eng − off)/gain + 0.5), gain and off folding scaling and converter.
+        for c in self.inputs:
+            assert isinstance(c.scaling, LinearScaling), "the fake handles linear channels only"
+        self.gain = np.array([c.scaling.gain * lsb(c.converter) for c in self.inputs])  # type: ignore[union-attr]
+        self.off = np.array([c.scaling.gain * c.converter.min + c.scaling.offset  # type: ignore[union-attr]
+                             for c in self.inputs])
+        self.full = np.array([float(1 << c.converter.bits) for c in self.inputs])
+        self.wraps = np.array([c.converter.wraps for c in self.inputs])
+        self._eng = np.zeros(len(self.inputs))
+        self._v = np.zeros(len(self.joints))
+        self._work = np.zeros(len(self.inputs))
+        roles: dict[str, tuple[list[int], list[int]]] = {}
+        for i, c in enumerate(self.inputs):
+            chans, js = roles.setdefault(c.role, ([], []))
+            chans.append(i)
+            js.append(self.joints.index(c.joint) if c.joint else 0)
+        self.by_role = {r: (np.array(c), np.array(j)) for r, (c, j) in roles.items()}
+        self._wrapped = np.zeros(len(self.inputs))
 
     def open(self) -> None:
         self.opened = True
 
-    def _value(self, j: int, role: str) -> float:
-        v = self.last_volts[self.valve_joint.index(j)]
-        if role == "resolver":
-            return float(self.q[j])
-        if role == "pressure_cap":
-            return 3.4e6 + 2.0e5 * v
-        if role == "pressure_rod":
-            return 3.0e6 - 2.0e5 * v
-        if role == "lvdt":
-            return float(self.spool[j])
-        if role == "potentiometer":
-            return 0.03 * (float(self.q[j]) - 0.6)
-        raise AssertionError(role)
+    def _eng_values(self) -> np.ndarray:
+        """Physical value of every input channel (profile order), from the plant state."""
+        v = self._v
+        np.take(self.last_volts, self.output_of_joint, out=v)  # valve volts per joint
+        eng, w = self._eng, self._work
+        for role, (ch, j) in self.by_role.items():
+            if role == "resolver":
+                np.take(self.q, j, out=w[: len(j)])
+            elif role == "lvdt":
+                np.take(self.spool, j, out=w[: len(j)])
+            elif role == "potentiometer":
+                np.take(self.q, j, out=w[: len(j)])
+                w[: len(j)] -= 0.6
+                w[: len(j)] *= 0.03
+            elif role in ("pressure_cap", "pressure_rod"):
+                np.take(v, j, out=w[: len(j)])
+                w[: len(j)] *= 2.0e5 if role == "pressure_cap" else -2.0e5
+                w[: len(j)] += 3.4e6 if role == "pressure_cap" else 3.0e6
+            else:
+                w[: len(j)] = 40.0
+            np.put(eng, ch, w[: len(j)])
+        for name, value in self.override.items():
+            eng[self.names.index(name)] = value
+        return eng
 
     def read(self, t: float, raw_out: np.ndarray) -> BackendStatus:
         if self.read_error:
             return BackendStatus.ERROR
-        for i, c in enumerate(self.inputs):
-            if c.name in self.override:
-                value = self.override[c.name]
-            elif c.role == "temperature":
-                value = 40.0
-            else:
-                value = self._value(self.joints.index(str(c.joint)), c.role)
-            raw_out[i] = eng_to_counts(c, value)
+        # Quantise like the converter (scaling.eng_to_counts, vectorised for linear channels).
+        eng = self._eng_values()
+        np.subtract(eng, self.off, out=raw_out)
+        np.divide(raw_out, self.gain, out=raw_out)
+        np.add(raw_out, 0.5, out=raw_out)
+        np.floor(raw_out, out=raw_out)
+        np.mod(raw_out, self.full, out=self._wrapped)
+        np.clip(raw_out, 0.0, self.full - 1.0, out=raw_out)
+        np.copyto(raw_out, self._wrapped, where=self.wraps)
         self.channel_fault[:] = 0
         if self.flag_channel is not None:
-            self.channel_fault[[c.name for c in self.inputs].index(self.flag_channel)] = 1
+            self.channel_fault[self.names.index(self.flag_channel)] = 1
         return BackendStatus.OK
 
     def write(self, t: float, volts: np.ndarray) -> BackendStatus:
