@@ -7,6 +7,7 @@ degrees in the file and converted to radians by the accessors that the loop uses
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Annotated, Literal
 
@@ -78,18 +79,19 @@ class TableScaling(Strict):
     strictly monotonic (so that it inverts)."""
 
     kind: Literal["table"]
-    points: Annotated[list[Annotated[list[float], Field(min_length=2, max_length=2)]],
-                      Field(min_length=2)]
+    points: Annotated[
+        list[Annotated[list[float], Field(min_length=2, max_length=2)]], Field(min_length=2)
+    ]
     units: str
 
     @model_validator(mode="after")
     def _monotonic(self) -> TableScaling:
         xs = [p[0] for p in self.points]
         ys = [p[1] for p in self.points]
-        if any(b <= a for a, b in zip(xs, xs[1:], strict=False)):
+        if any(b <= a for a, b in itertools.pairwise(xs)):
             raise ValueError("table x values must be strictly increasing")
-        up = all(b > a for a, b in zip(ys, ys[1:], strict=False))
-        down = all(b < a for a, b in zip(ys, ys[1:], strict=False))
+        up = all(b > a for a, b in itertools.pairwise(ys))
+        down = all(b < a for a, b in itertools.pairwise(ys))
         if not (up or down):
             raise ValueError("table eng values must be strictly monotonic")
         return self
@@ -216,9 +218,6 @@ class Plant(Strict):
     supply_pressure_pa: Positive
     bulk_modulus_pa: Positive
     coupling: NonNegative = 0.0  # R12, kg·m² (2-DOF only)
-    #: End stop: stiff spring and damper on the piston beyond ±stroke/2.
-    end_stop_stiffness: Positive = 5.0e7  # N/m
-    end_stop_damping: Positive = 2.0e5  # N·s/m
     joints: Annotated[list[PlantJoint], Field(min_length=1, max_length=2)]
 
 
