@@ -166,8 +166,27 @@ class Loop:
             "virtual_time": self.virtual_time,
             "clamped_cycles": self.interlocks.clamped,
             "flags": self.last_flags,
+            "runner": self._runner_progress(),
             "timing": self.timing.snapshot(),
         }
+
+    def _runner_progress(self) -> dict[str, Any] | None:
+        runner = self.active
+        if runner is None:
+            return None
+        out: dict[str, Any] = {"kind": type(runner).__name__}
+        for name in ("segment_index", "segment_name", "elapsed", "total_duration"):
+            value = getattr(runner, name, None)
+            if isinstance(value, int | float | str):
+                out[name] = value
+        return out
+
+    def warm_up(self) -> None:
+        """One read and one null write outside the loop, before timing matters: the first call
+        into a backend may compile (numba) or open lazily, which must not count as overruns."""
+        scratch = np.zeros(self.backend.n_inputs)
+        self.backend.read(0.0, scratch)
+        self.backend.write_null()
 
     @staticmethod
     def collect_garbage() -> None:
@@ -382,7 +401,7 @@ class Loop:
         try:
             action = Action[req.kind.upper()] if req.kind != "set_gains" else None
         except KeyError:
-            req.finish(False, f"unknown loop command '{req.kind}'")
+            req.finish(False, f"unknown loop command '{req.kind}'", code="internal")
             return
         try:
             if action is None:
@@ -390,7 +409,7 @@ class Loop:
                 return
             target = next_state(self.state, action)
         except TransitionError as exc:
-            req.finish(False, exc.reason)
+            req.finish(False, exc.reason, code="invalid_state")
             return
         if action == Action.ESTOP:
             self._enter_latched(State.ESTOP, TripInfo(Trip.ESTOP, str(req.payload or ""), 0, 0))
@@ -401,7 +420,7 @@ class Loop:
         elif action == Action.ARM:
             reason = self._arm_refusal()
             if reason:
-                req.finish(False, reason)
+                req.finish(False, reason, code="rejected")
                 return
             self._switch_runner(self.hold)
             self._set_state(target)
@@ -434,7 +453,7 @@ class Loop:
 
     def _set_gains(self, req: Request) -> None:
         if self.state == State.RUNNING:
-            req.finish(False, "set_gains refused in RUNNING: stop first")
+            req.finish(False, "set_gains refused in RUNNING: stop first", code="invalid_state")
             return
         self.hold = req.payload
         if self.state == State.ARMED:
