@@ -133,6 +133,7 @@ class Loop:
         self.finished = threading.Event()
         self._thread: threading.Thread | None = None
         self.rt_setup: Any = None  # called in the loop thread before the first cycle
+        self.started_ns = self.stopped_ns = 0  # monotonic wall clock around run()
 
     # ------------------------------------------------------------------ public, any thread
 
@@ -164,6 +165,8 @@ class Loop:
             "seq": self.seq,
             "t": self.t,
             "virtual_time": self.virtual_time,
+            "wall_s": ((self.stopped_ns or time.monotonic_ns()) - self.started_ns) * 1e-9
+            if self.started_ns else 0.0,
             "clamped_cycles": self.interlocks.clamped,
             "flags": self.last_flags,
             "runner": self._runner_progress(),
@@ -210,6 +213,7 @@ class Loop:
         gc.freeze()
         gc_was_enabled = gc.isenabled()
         gc.disable()
+        self.started_ns = time.monotonic_ns()
         try:
             if self.backend.paced_by_hardware and not self.virtual_time:
                 self._run_hardware(end_k)
@@ -224,6 +228,7 @@ class Loop:
             raise LoopError(f"cycle {self.seq}: {exc!r}") from exc
         finally:
             self.backend.write_null()
+            self.stopped_ns = time.monotonic_ns()
             if gc_was_enabled:
                 gc.enable()
             self.finished.set()

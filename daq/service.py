@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import logging
 import signal
 import sys
@@ -259,6 +260,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-network", action="store_true", help="no telemetry, no command socket")
     p.add_argument("--telemetry", default=None, help="telemetry endpoint (overrides the profile)")
     p.add_argument("--commands", default=None, help="command endpoint (overrides the profile)")
+    p.add_argument("--status-out", default=None,
+                   help="write the final status (timing statistics) as JSON here at exit")  # fmt: skip
     p.add_argument("-v", "--verbose", action="count", default=0)
     return p
 
@@ -331,7 +334,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.info("running %s (%s)", profile.rig.id,
              "virtual time" if args.virtual_time else "real time")  # fmt: skip
     service.wait(stop)
-    return service.shutdown()
+    code = service.shutdown()
+    if args.status_out:
+        Path(args.status_out).write_text(json.dumps(service.status(), default=str, indent=1))
+    return code
 
 
 if __name__ == "__main__":
