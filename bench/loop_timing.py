@@ -84,7 +84,7 @@ def _command(endpoint: str, cmd: str, alive: Any, timeout_s: float = 60.0) -> di
     import msgpack
     import zmq
 
-    ctx = zmq.Context.instance()
+    ctx: Any = zmq.Context.instance()
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and alive():
         sock = ctx.socket(zmq.REQ)
@@ -99,20 +99,36 @@ def _command(endpoint: str, cmd: str, alive: Any, timeout_s: float = 60.0) -> di
     return {"ok": False, "error": "timeout", "message": f"no reply to {cmd} from {endpoint}"}
 
 
-def run_service(profile: Path, seconds: float, virtual: bool, extra: list[str],
-                arm: bool = False) -> dict[str, Any]:  # fmt: skip
+def run_service(
+    profile: Path, seconds: float, virtual: bool, extra: list[str], arm: bool = False
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         status = Path(tmp) / "status.json"
         commands = f"tcp://127.0.0.1:{_free_port()}"
-        cmd = [sys.executable, "-m", "daq.service", "--profile", str(profile), "--duration",
-               str(seconds), "--status-out", str(status), "--run-dir", tmp,
-               "--telemetry", f"tcp://127.0.0.1:{_free_port()}", "--commands", commands,
-               *extra]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "daq.service",
+            "--profile",
+            str(profile),
+            "--duration",
+            str(seconds),
+            "--status-out",
+            str(status),
+            "--run-dir",
+            tmp,
+            "--telemetry",
+            f"tcp://127.0.0.1:{_free_port()}",
+            "--commands",
+            commands,
+            *extra,
+        ]
         if virtual:
             cmd.append("--virtual-time")
         env = dict(os.environ, PYTHONPATH=str(ROOT))
-        proc = subprocess.Popen(cmd, env=env, cwd=tmp, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        proc = subprocess.Popen(
+            cmd, env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         armed = _command(commands, "arm", lambda: proc.poll() is None) if arm else None
         _, stderr = proc.communicate(timeout=seconds * 5 + 300)
         if proc.returncode != 0 or not status.exists():
@@ -136,14 +152,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"cyclictest: {cyc}", flush=True)
     # Armed: the hold controller runs every cycle (compute time includes it). If the service
     # cannot arm (no controller package), the reply says why and it is measured in IDLE.
-    real = run_service(args.profile, args.seconds, False, ["--spin-us", str(args.spin_us)],
-                       arm=True)  # fmt: skip
+    real = run_service(
+        args.profile, args.seconds, False, ["--spin-us", str(args.spin_us)], arm=True
+    )
     t = real["timing"]
     print(f"service (real time): {t}  rt={real.get('rt')}", flush=True)
     virt = run_service(args.profile, args.virtual_seconds, True, [])
     speedup = args.virtual_seconds / virt["wall_s"]
-    print(f"service (virtual time): {args.virtual_seconds} s of rig time in "
-          f"{virt['wall_s']:.2f} s", flush=True)  # fmt: skip
+    print(
+        f"service (virtual time): {args.virtual_seconds} s of rig time in {virt['wall_s']:.2f} s",
+        flush=True,
+    )
 
     wake, comp = t["wake_latency_us"], t["compute_time_us"]
     ratio = wake["p99"] / cyc["p99"] if "p99" in cyc and cyc["p99"] > 0 else None

@@ -72,9 +72,12 @@ def joint_limits(profile: Profile) -> list[Any]:
 
     return [
         JointLimits.from_degrees(
-            j.limits.soft_min_deg, j.limits.soft_max_deg, j.limits.max_velocity_deg_s,
-            j.limits.max_acceleration_deg_s2, j.limits.valve_max_v,
-        )  # fmt: skip
+            j.limits.soft_min_deg,
+            j.limits.soft_max_deg,
+            j.limits.max_velocity_deg_s,
+            j.limits.max_acceleration_deg_s2,
+            j.limits.valve_max_v,
+        )
         for j in profile.joints
     ]
 
@@ -117,8 +120,12 @@ def describe_profile(profile: Profile, loop: Loop) -> dict[str, Any]:
             for c in profile.channels
         ],
         "joints": [
-            {"name": j.name, "home_deg": j.home_deg, "limits": j.limits.model_dump(),
-             "pid": j.pid.model_dump()}  # fmt: skip
+            {
+                "name": j.name,
+                "home_deg": j.home_deg,
+                "limits": j.limits.model_dump(),
+                "pid": j.pid.model_dump(),
+            }
             for j in profile.joints
         ],
         "interlocks": profile.interlocks.model_dump(),
@@ -147,9 +154,7 @@ class ControlApi:
         self.recorder = recorder
         self.on_describe = on_describe
         self.params = params
-        self.gains: list[Any] | None = (
-            joint_gains(self.profile) if controller_available() else None
-        )
+        self.gains: list[Any] | None = joint_gains(self.profile) if controller_available() else None
         self._handlers: dict[str, Callable[[dict[str, Any], Any], dict[str, Any]]] = {
             "status": lambda a, c: self._status(),
             "describe": self._describe,
@@ -214,7 +219,9 @@ class ControlApi:
         violations = self._check(exp, limits)
         if violations:
             more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
-            raise CommandError("rejected", f"run: outside the profile's limits: {violations[0]}{more}")
+            raise CommandError(
+                "rejected", f"run: outside the profile's limits: {violations[0]}{more}"
+            )
         try:
             runner = ExperimentRunner(exp, self.gains, limits, self.profile.period, self.params)
         except (ExperimentError, ValueError) as exc:
@@ -241,7 +248,9 @@ class ControlApi:
             raise CommandError("bad_args", f"set_gains: no joint '{joint}' (joints: {names})")
         j = names.index(joint)
         try:
-            new = dataclasses.replace(self.gains[j], **{k: float(v) for k, v in args["gains"].items()})
+            new = dataclasses.replace(
+                self.gains[j], **{k: float(v) for k, v in args["gains"].items()}
+            )
         except (TypeError, ValueError) as exc:
             raise CommandError("bad_args", f"set_gains: {exc}") from None
         gains = list(self.gains)
@@ -290,5 +299,7 @@ def recorder_stats_dict(stats: Any) -> dict[str, Any]:
         d = dataclasses.asdict(stats)
     else:
         d = dict(stats)
-    return {k: (str(v) if v is not None and not isinstance(v, int | float | str | bool) else v)
-            for k, v in d.items()}  # fmt: skip
+    return {
+        k: (str(v) if v is not None and not isinstance(v, int | float | str | bool) else v)
+        for k, v in d.items()
+    }

@@ -149,8 +149,9 @@ class Interlocks:
         if self.first is None:
             self.first = TripInfo(code, where, float(value), float(limit))
 
-    def trip(self, code: Trip, where: str = "", value: float = math.nan,
-             limit: float = math.nan) -> None:
+    def trip(
+        self, code: Trip, where: str = "", value: float = math.nan, limit: float = math.nan
+    ) -> None:
         """Record a trip decided by the loop (backend error, overruns, estop)."""
         self._trip(code, where, value, limit)
 
@@ -240,6 +241,8 @@ class Interlocks:
         if bad.any():
             o = int(np.argmax(bad))
             self._trip(
-                Trip.VALVE_RATE, self.output_names[o], step[o] / self.period,
+                Trip.VALVE_RATE,
+                self.output_names[o],
+                step[o] / self.period,
                 self.v_step[o] / self.period,
             )

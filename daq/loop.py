@@ -166,7 +166,8 @@ class Loop:
             "t": self.t,
             "virtual_time": self.virtual_time,
             "wall_s": ((self.stopped_ns or time.monotonic_ns()) - self.started_ns) * 1e-9
-            if self.started_ns else 0.0,
+            if self.started_ns
+            else 0.0,
             "clamped_cycles": self.interlocks.clamped,
             "flags": self.last_flags,
             "runner": self._runner_progress(),
@@ -311,8 +312,12 @@ class Loop:
         self.scaler.scale(raw, eng)
         self.fbmap.fill(eng, self.fb, t)
         if self._pending_trip:
-            il.trip(self._pending_trip, "", self.timing.consecutive_overruns,
-                    self.profile.interlocks.overrun_limit)
+            il.trip(
+                self._pending_trip,
+                "",
+                self.timing.consecutive_overruns,
+                self.profile.interlocks.overrun_limit,
+            )
             self._pending_trip = Trip.NONE
         req = self.mailbox.take()
         if req is not None:

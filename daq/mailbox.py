@@ -1,7 +1,7 @@
 """Single-slot mailbox carrying commands from the command thread to the real-time loop.
 
-The loop calls `take()` once per cycle: one `deque.popleft()` on an empty deque (atomic in
-CPython, never blocks) — and only when the slot is not empty — no lock is acquired by the loop to look. When it
+The loop calls `take()` once per cycle: a length check of a `deque`, and a `popleft()` (atomic
+in CPython, never blocks) only when the slot is not empty; no lock is acquired to look. When it
 finishes a request it calls `Request.finish()`, which sets a `threading.Event`; that takes the
 event's internal lock for a few instructions and the waiting thread never holds it across its
 wait, so the loop cannot be made to wait on it in practice.

@@ -32,8 +32,14 @@ from typing import Any
 
 from daq import rt
 from daq.backends.base import Backend, BackendError
-from daq.control_api import ControlApi, controller_available, describe_profile, joint_gains
-from daq.control_api import make_hold_runner, recorder_stats_dict
+from daq.control_api import (
+    ControlApi,
+    controller_available,
+    describe_profile,
+    joint_gains,
+    make_hold_runner,
+    recorder_stats_dict,
+)
 from daq.loop import DEFAULT_RING_CAPACITY, Loop
 from daq.profile.loader import ProfileError, load_profile
 from daq.profile.schema import Profile
@@ -69,8 +75,14 @@ class Service:
         hold = make_hold_runner(profile, joint_gains(profile)) if controller_available() else None
         if hold is None:
             log.warning("controller package not available: the rig can be monitored, not armed")
-        self.loop = Loop(profile, backend, hold=hold, virtual_time=virtual_time,
-                         ring_capacity=DEFAULT_RING_CAPACITY, spin_us=spin_us)  # fmt: skip
+        self.loop = Loop(
+            profile,
+            backend,
+            hold=hold,
+            virtual_time=virtual_time,
+            ring_capacity=DEFAULT_RING_CAPACITY,
+            spin_us=spin_us,
+        )
         self.rt_report: dict[str, list[str]] | None = None
         if rt_settings is not None:
             self.loop.rt_setup = lambda: self._apply_rt(rt_settings)
@@ -79,12 +91,14 @@ class Service:
         self._zmq_ctx: Any = None
         self.telemetry: Any = None
         self.commands: Any = None
-        self.api = ControlApi(self.loop, status=self.status, recorder=self.recorder,
-                              on_describe=self._request_meta)  # fmt: skip
+        self.api = ControlApi(
+            self.loop, status=self.status, recorder=self.recorder, on_describe=self._request_meta
+        )
         if network:
             self._make_network(telemetry_endpoint, command_endpoint)
-        self.housekeeping = Housekeeping(self.loop, sinks=[s for s in (self.recorder,
-                                         self.telemetry) if s is not None])  # fmt: skip
+        self.housekeeping = Housekeeping(
+            self.loop, sinks=[s for s in (self.recorder, self.telemetry) if s is not None]
+        )
         self.notifier: Any = None
         self.watchdog: Any = None
 
@@ -99,10 +113,15 @@ class Service:
             return None
         p = self.profile
         meta = {"rig": p.rig.id, "period": p.period, "virtual_time": self.loop.virtual_time}
-        return mod.Recorder(self.loop.ring, self.loop.layout, directory, meta,
-                            quota_bytes=p.recording.quota_bytes,
-                            min_free_bytes=p.recording.min_free_bytes,
-                            profile_text=profile_text)  # fmt: skip
+        return mod.Recorder(
+            self.loop.ring,
+            self.loop.layout,
+            directory,
+            meta,
+            quota_bytes=p.recording.quota_bytes,
+            min_free_bytes=p.recording.min_free_bytes,
+            profile_text=profile_text,
+        )
 
     def _make_network(self, telemetry_endpoint: str | None, command_endpoint: str | None) -> None:
         tel_mod = optional("daq.telemetry", "telemetry")
@@ -120,13 +139,20 @@ class Service:
         desc = describe_profile(self.profile, self.loop)
         if tel_mod is not None:
             self.telemetry = tel_mod.TelemetryPublisher(
-                self._zmq_ctx, telemetry_endpoint or net.telemetry, self.loop.ring,
-                self.loop.layout, rig_id=self.profile.rig.id, period=self.profile.period,
-                batch=net.telemetry_batch, status_fn=self.status,
-                meta_extra={"joints": desc["joints"],
-                            "profile": {k: v for k, v in desc.items() if k != "columns"}},
+                self._zmq_ctx,
+                telemetry_endpoint or net.telemetry,
+                self.loop.ring,
+                self.loop.layout,
+                rig_id=self.profile.rig.id,
+                period=self.profile.period,
+                batch=net.telemetry_batch,
+                status_fn=self.status,
+                meta_extra={
+                    "joints": desc["joints"],
+                    "profile": {k: v for k, v in desc.items() if k != "columns"},
+                },
                 auth=auth,
-            )  # fmt: skip
+            )
         if cmd_mod is not None:
             self.commands = cmd_mod.CommandServer(
                 self._zmq_ctx, command_endpoint or net.commands, self.api.handle, auth=auth
@@ -235,8 +261,12 @@ class Service:
         if self.loop.error is not None:
             log.error("the loop failed: %s", self.loop.error)
         timing = self.loop.timing.snapshot()
-        log.info("stopped: %d cycles, state %s, overruns %d", self.loop.seq,
-                 self.loop.state.name, timing["overruns"])  # fmt: skip
+        log.info(
+            "stopped: %d cycles, state %s, overruns %d",
+            self.loop.seq,
+            self.loop.state.name,
+            timing["overruns"],
+        )
         return 1 if failed else 0
 
 
@@ -246,22 +276,33 @@ class Service:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rig-daq", description=__doc__.split("\n\n")[0])
     p.add_argument("--profile", required=True, help="hardware profile (TOML)")
-    p.add_argument("--virtual-time", action="store_true",
-                   help="no waiting: the simulated plant advances one period per cycle")  # fmt: skip
-    p.add_argument("--duration", type=float, default=None,
-                   help="stop after this many seconds of loop time")  # fmt: skip
+    p.add_argument(
+        "--virtual-time",
+        action="store_true",
+        help="no waiting: the simulated plant advances one period per cycle",
+    )
+    p.add_argument(
+        "--duration", type=float, default=None, help="stop after this many seconds of loop time"
+    )
     p.add_argument("--record", action="store_true", help="record from the first cycle")
     p.add_argument("--run-dir", default=None, help="recording directory (overrides the profile)")
     p.add_argument("--rt-priority", type=int, default=None, help="SCHED_FIFO priority (0 = off)")
     p.add_argument("--cpu", type=int, default=None, help="pin the loop thread (-1 = any)")
     p.add_argument("--no-mlock", action="store_true", help="do not lock memory")
-    p.add_argument("--spin-us", type=float, default=0.0,
-                   help="busy-wait the last µs before each deadline (costs a CPU)")  # fmt: skip
+    p.add_argument(
+        "--spin-us",
+        type=float,
+        default=0.0,
+        help="busy-wait the last µs before each deadline (costs a CPU)",
+    )
     p.add_argument("--no-network", action="store_true", help="no telemetry, no command socket")
     p.add_argument("--telemetry", default=None, help="telemetry endpoint (overrides the profile)")
     p.add_argument("--commands", default=None, help="command endpoint (overrides the profile)")
-    p.add_argument("--status-out", default=None,
-                   help="write the final status (timing statistics) as JSON here at exit")  # fmt: skip
+    p.add_argument(
+        "--status-out",
+        default=None,
+        help="write the final status (timing statistics) as JSON here at exit",
+    )
     p.add_argument("-v", "--verbose", action="count", default=0)
     return p
 
@@ -309,11 +350,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.virtual_time and backend.paced_by_hardware:
             raise BackendError("--virtual-time needs a simulated backend, not hardware")
         service = Service(
-            profile, backend, profile_text=profile_text, virtual_time=args.virtual_time,
-            run_dir=args.run_dir, rt_settings=_rt_settings(args, profile), spin_us=args.spin_us,
-            network=not args.no_network, telemetry_endpoint=args.telemetry,
+            profile,
+            backend,
+            profile_text=profile_text,
+            virtual_time=args.virtual_time,
+            run_dir=args.run_dir,
+            rt_settings=_rt_settings(args, profile),
+            spin_us=args.spin_us,
+            network=not args.no_network,
+            telemetry_endpoint=args.telemetry,
             command_endpoint=args.commands,
-        )  # fmt: skip
+        )
     except (BackendError, ValueError, OSError) as exc:
         log.error("cannot start: %s", exc)
         return 2
@@ -331,8 +378,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.error("cannot start: %s", exc)
         service.shutdown()
         return 2
-    log.info("running %s (%s)", profile.rig.id,
-             "virtual time" if args.virtual_time else "real time")  # fmt: skip
+    log.info(
+        "running %s (%s)", profile.rig.id, "virtual time" if args.virtual_time else "real time"
+    )
     service.wait(stop)
     code = service.shutdown()
     if args.status_out:

@@ -88,8 +88,9 @@ class Housekeeping:
             if kind == "fault":
                 log.error("FAULT at seq %s: %s", ev.get("seq"), ev.get("message"))
             elif kind == "state":
-                log.info("state %s → %s (seq %s)", ev.get("previous"), ev.get("state"),
-                         ev.get("seq"))  # fmt: skip
+                log.info(
+                    "state %s → %s (seq %s)", ev.get("previous"), ev.get("state"), ev.get("seq")
+                )
             else:
                 log.info("%s (seq %s)", kind, ev.get("seq"))
             for sink in self.sinks:
@@ -105,7 +106,9 @@ class Housekeeping:
         if overruns != self._last_overruns:
             log.warning(
                 "%d overrun(s), %d cycle(s) skipped in the last second (max run %d; total %d)",
-                overruns - self._last_overruns, skipped - self._last_skipped,
-                timing.max_consecutive_overruns, overruns,
-            )  # fmt: skip
+                overruns - self._last_overruns,
+                skipped - self._last_skipped,
+                timing.max_consecutive_overruns,
+                overruns,
+            )
             self._last_overruns, self._last_skipped = overruns, skipped

@@ -43,14 +43,20 @@ class FakeBackend(Backend):
         self.read_error = False
         self.write_error = False
         self.valve_joint = [self.joints.index(str(c.joint)) for c in profile.outputs]
-        self.output_of_joint = np.array([self.valve_joint.index(j) for j in range(len(self.joints))])
+        self.output_of_joint = np.array(
+            [self.valve_joint.index(j) for j in range(len(self.joints))]
+        )
         self.names = [c.name for c in self.inputs]
         # counts = floor((eng − off)/gain + 0.5), gain and off folding scaling and converter.
         for c in self.inputs:
             assert isinstance(c.scaling, LinearScaling), "the fake handles linear channels only"
         self.gain = np.array([c.scaling.gain * lsb(c.converter) for c in self.inputs])  # type: ignore[union-attr]
-        self.off = np.array([c.scaling.gain * c.converter.min + c.scaling.offset  # type: ignore[union-attr]
-                             for c in self.inputs])
+        self.off = np.array(
+            [
+                c.scaling.gain * c.converter.min + c.scaling.offset  # type: ignore[union-attr]
+                for c in self.inputs
+            ]
+        )
         self.full = np.array([float(1 << c.converter.bits) for c in self.inputs])
         self.wraps = np.array([c.converter.wraps for c in self.inputs])
         self._eng = np.zeros(len(self.inputs))

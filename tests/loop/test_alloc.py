@@ -24,8 +24,11 @@ def _growth(loop: Loop, n: int) -> tuple[int, list[str]]:
         before, _ = tracemalloc.get_traced_memory()
         cycles(loop, n)
         after, _ = tracemalloc.get_traced_memory()
-        where = [str(s) for s in tracemalloc.take_snapshot().compare_to(before_snap, "lineno")
-                 if s.size_diff > 0][:5]
+        where = [
+            str(s)
+            for s in tracemalloc.take_snapshot().compare_to(before_snap, "lineno")
+            if s.size_diff > 0
+        ][:5]
     finally:
         tracemalloc.stop()
     return after - before, where

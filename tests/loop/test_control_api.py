@@ -62,7 +62,7 @@ def test_invalid_transitions_refused_with_reason_and_code(
 def test_arm_then_estop_acts_in_the_next_cycle(
     running: tuple[Loop, ControlApi, FakeBackend],
 ) -> None:
-    loop, api, backend = running
+    loop, api, _ = running
     armed = api.handle("arm", {}, None)
     assert armed["state"] == "ARMED"
     out = api.handle("estop", {"reason": "test"}, None)

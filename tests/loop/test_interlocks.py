@@ -119,8 +119,9 @@ def test_channel_range_trips_in_idle_too(make_loop: MakeLoop) -> None:
     assert loop.fault.limit == 9.5e6
 
 
-@pytest.mark.parametrize(("volts", "code"), [(5.0, Trip.VALVE_RATE), (math.nan,
-                                                                       Trip.COMMAND_INVALID)])
+@pytest.mark.parametrize(
+    ("volts", "code"), [(5.0, Trip.VALVE_RATE), (math.nan, Trip.COMMAND_INVALID)]
+)
 def test_bad_commands_trip(make_loop: MakeLoop, volts: float, code: Trip) -> None:
     loop, backend = make_loop(hold=Scripted(volts, after=5))
     post(loop, "arm")
@@ -178,7 +179,9 @@ def test_estop_acts_in_the_next_cycle(make_loop: MakeLoop) -> None:
     assert req.ok and req.data["seq"] == before
     assert col(loop, before, "state") == State.ESTOP
     assert col(loop, before, "fault") == Trip.ESTOP
-    assert col(loop, before, "cmd.valve_1") == 0.0 and col(loop, before - 1, "cmd.valve_1") == LIVE_V
+    assert (
+        col(loop, before, "cmd.valve_1") == 0.0 and col(loop, before - 1, "cmd.valve_1") == LIVE_V
+    )
     assert np.all(backend.last_written == 0.0)
     # A fault after an e-stop does not replace it.
     backend.override["p_cap_1"] = 8.0e6
@@ -198,7 +201,7 @@ def test_consecutive_overruns_trip_in_real_time(profile: Any) -> None:
     loop.run(0.05)
     assert loop.fault is not None and loop.fault.code == Trip.OVERRUN
     assert loop.fault.seq == 3  # cycles 0, 1, 2 overran; cycle 3 trips
-    timing = loop.timing.snapshot()
+    timing: dict[str, Any] = loop.timing.snapshot()
     assert timing["overruns"] >= 3 and timing["skipped_cycles"] >= 3
     # Skipped, not bunched: consecutive rows are at least two periods apart.
     t = loop.ring.data[: loop.seq, 1]

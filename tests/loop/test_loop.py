@@ -105,8 +105,11 @@ def test_virtual_time_is_deterministic(make_loop: MakeLoop) -> None:
         post(loop, "run", Ramp(rate=0.2, steps=300))
         cycles(loop, 500)
         data = loop.ring.data[:520].copy()
-        keep = [i for i, c in enumerate(loop.layout.columns) if c.name not in
-                ("wake_latency", "compute_time")]
+        keep = [
+            i
+            for i, c in enumerate(loop.layout.columns)
+            if c.name not in ("wake_latency", "compute_time")
+        ]
         return data[:, keep]
 
     a, b = once(), once()

@@ -62,8 +62,12 @@ def _assert_latched_then_reset(loop: Loop, code: Trip) -> None:
 
 
 @pytest.mark.parametrize(
-    ("spec", "where"), [("p_cap_1:rail_high", "p_cap_1"), ("q_2:rail_low", "q_2"),
-                        ("spool_1:rail_high", "spool_1")]  # fmt: skip
+    ("spec", "where"),
+    [
+        ("p_cap_1:rail_high", "p_cap_1"),
+        ("q_2:rail_low", "q_2"),
+        ("spool_1:rail_high", "spool_1"),
+    ],
 )
 def test_broken_wire_trips_channel_range(profile: Profile, spec: str, where: str) -> None:
     loop, sim = _sim_loop(profile, HoldP())
@@ -125,7 +129,7 @@ def test_a_stalled_read_trips_the_overrun_interlock_in_real_time(profile: Profil
     sim.inject_fault("q_1:stall_read:0.05@0.05")
     loop.run(0.3)
     assert loop.fault is not None and loop.fault.code == Trip.OVERRUN
-    timing = loop.timing.snapshot()
+    timing: dict[str, Any] = loop.timing.snapshot()
     assert timing["skipped_cycles"] >= 40  # a 50 ms stall skips ~50 deadlines, not bunched
     t = loop.ring.data[: loop.seq, 1]
     assert np.max(np.diff(t)) >= 0.045
