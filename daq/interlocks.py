@@ -45,6 +45,7 @@ class Trip(enum.IntEnum):
     BACKEND_WRITE = 10  # backend.write returned ERROR
     ESTOP = 11  # emergency stop requested
     LOOP_ERROR = 12  # an exception inside the cycle (a bug): the loop stops
+    CONTROLLER_ERROR = 13  # the runner raised in enable/step: valves null, the loop goes on
 
 
 def flag(code: Trip) -> int:
@@ -67,7 +68,13 @@ class TripInfo:
     @property
     def message(self) -> str:
         c = self.code
-        if c in (Trip.ESTOP, Trip.BACKEND_READ, Trip.BACKEND_WRITE, Trip.LOOP_ERROR):
+        if c in (
+            Trip.ESTOP,
+            Trip.BACKEND_READ,
+            Trip.BACKEND_WRITE,
+            Trip.LOOP_ERROR,
+            Trip.CONTROLLER_ERROR,
+        ):
             return c.name.lower().replace("_", " ") + (f": {self.where}" if self.where else "")
         if c == Trip.CHANNEL_FAULT:
             return f"channel {self.where} flagged faulty by the backend"

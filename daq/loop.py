@@ -359,8 +359,16 @@ class Loop:
 
     def _step_runner(self) -> None:
         runner = self.active
-        assert runner is not None
-        running = runner.step(self.fb, self.ref, self.joint_volts)
+        if runner is None:  # cannot happen by construction; never drive valves without a law
+            self.interlocks.trip(Trip.CONTROLLER_ERROR, "no active runner in a live state")
+            return
+        try:  # free when nothing is raised (CPython 3.11 zero-cost exceptions)
+            running = runner.step(self.fb, self.ref, self.joint_volts)
+        except Exception as exc:
+            # A broken control law must not take the safety layer down with it: the valves go
+            # to null in this cycle and the loop keeps reading, recording and answering.
+            self.interlocks.trip(Trip.CONTROLLER_ERROR, f"step: {exc!r}")
+            return
         self.fbmap.to_channels(self.joint_volts, self.volts)
         if self._ref_fresh:
             self.ref_velocity.fill(0.0)
@@ -373,8 +381,8 @@ class Loop:
         self.interlocks.limit_outputs(self.volts, self.prev_volts)
         if not running and self.state == State.RUNNING and self.interlocks.first is None:
             self._event("experiment_done")
-            self._switch_runner(self.hold)
             self._set_state(State.ARMED)
+            self._hold_or_fault()
 
     # ------------------------------------------------------------------ rare paths
 
@@ -386,21 +394,35 @@ class Loop:
             old, self.state = self.state, new
             self._event("state", state=new.name, previous=old.name)
 
-    def _switch_runner(self, runner: Runner | None) -> None:
+    def _switch_runner(self, runner: Runner | None) -> str | None:
+        """Disable the active runner, enable `runner`; the error text if either raised (then
+        no runner is active and the caller decides: refuse the command or fault)."""
+        error = None
         if self.active is not None:
-            self.active.disable()
-        self.active = runner
+            try:
+                self.active.disable()
+            except Exception as exc:
+                error = f"disable: {exc!r}"
+        self.active = None
         self.ref.fill(np.nan)
         self._ref_fresh = True
-        if runner is not None:
-            runner.enable(self.fb)
+        if runner is not None and error is None:
+            try:
+                runner.enable(self.fb)
+                self.active = runner
+            except Exception as exc:
+                error = f"enable: {exc!r}"
+        return error
+
+    def _hold_or_fault(self) -> None:
+        """Switch to the hold runner; if even that fails, fault (valves null this cycle)."""
+        error = self._switch_runner(self.hold)
+        if error is not None:
+            self.interlocks.trip(Trip.CONTROLLER_ERROR, error)
 
     def _enter_latched(self, state: State, info: TripInfo) -> None:
         """FAULT/ESTOP: valves to null in this very cycle (the caller writes `self.volts`)."""
-        if self.active is not None:
-            self.active.disable()
-            self.active = None
-        self.ref.fill(np.nan)
+        self._switch_runner(None)
         np.copyto(self.volts, self.null)
         if self.fault is None or state == State.ESTOP:
             self.fault = TripInfo(info.code, info.where, info.value, info.limit, self.seq, self.t)
@@ -432,14 +454,21 @@ class Loop:
             if reason:
                 req.finish(False, reason, code="rejected")
                 return
-            self._switch_runner(self.hold)
+            error = self._switch_runner(self.hold)
+            if error is not None:
+                req.finish(False, f"arm refused: the controller failed to {error}", code="rejected")
+                return
             self._set_state(target)
         elif action == Action.RUN:
-            self._switch_runner(req.payload if req.payload is not None else self.hold)
+            error = self._switch_runner(req.payload if req.payload is not None else self.hold)
+            if error is not None:
+                self._hold_or_fault()  # stays ARMED, holding (or faults if hold fails too)
+                req.finish(False, f"run refused: the runner failed to {error}", code="rejected")
+                return
             self._set_state(target)
         elif action == Action.STOP:
-            self._switch_runner(self.hold)
             self._set_state(target)
+            self._hold_or_fault()
         elif action == Action.DISARM:
             self._switch_runner(None)
             self._set_state(target)
@@ -465,7 +494,15 @@ class Loop:
         if self.state == State.RUNNING:
             req.finish(False, "set_gains refused in RUNNING: stop first", code="invalid_state")
             return
-        self.hold = req.payload
+        old, self.hold = self.hold, req.payload
         if self.state == State.ARMED:
-            self._switch_runner(self.hold)  # bumpless: re-captures the measured position
+            # Bumpless: the new hold re-captures the measured position.
+            error = self._switch_runner(self.hold)
+            if error is not None:
+                self.hold = old
+                self._hold_or_fault()
+                req.finish(
+                    False, f"set_gains refused: the controller failed to {error}", code="rejected"
+                )
+                return
         req.finish(True, "", state=self.state.name)

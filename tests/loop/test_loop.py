@@ -4,6 +4,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from controller.feedback import Feedback
+from daq.interlocks import Trip
 from daq.loop import Loop
 from daq.state import State
 from tests.loop.conftest import col, cycles, post, row
@@ -130,3 +132,45 @@ def test_set_gains_in_armed_swaps_runner_bumplessly(make_loop: MakeLoop) -> None
     refused = post(loop, "set_gains", HoldP())
     cycles(loop, 1)
     assert not refused.ok and "RUNNING" in refused.reason
+
+
+class _Raises(HoldP):
+    def __init__(self, where: str) -> None:
+        super().__init__()
+        self.where = where
+
+    def enable(self, fb: Feedback) -> None:
+        if self.where == "enable":
+            raise RuntimeError("cannot enable")
+        super().enable(fb)
+
+    def step(self, fb: Feedback, ref_out: np.ndarray, volts_out: np.ndarray) -> bool:
+        if self.where == "step":
+            raise ZeroDivisionError("law blew up")
+        return super().step(fb, ref_out, volts_out)
+
+
+def test_a_runner_that_fails_to_enable_is_refused_and_the_hold_goes_on(
+    make_loop: MakeLoop,
+) -> None:
+    hold = HoldP()
+    loop, _ = make_loop(hold=hold)
+    post(loop, "arm")
+    cycles(loop, 3)
+    req = post(loop, "run", _Raises("enable"))
+    cycles(loop, 3)
+    assert not req.ok and "cannot enable" in req.reason and req.data["code"] == "rejected"
+    assert loop.state == State.ARMED and loop.active is hold and hold.enabled == 2
+
+
+def test_a_runner_raising_in_step_faults_but_the_loop_goes_on(make_loop: MakeLoop) -> None:
+    loop, backend = make_loop()
+    post(loop, "arm")
+    cycles(loop, 3)
+    post(loop, "run", _Raises("step"))
+    cycles(loop, 10)
+    assert loop.error is None and loop.seq == 13
+    assert loop.state == State.FAULT and loop.fault is not None
+    assert loop.fault.code == Trip.CONTROLLER_ERROR and "law blew up" in loop.fault.where
+    assert col(loop, loop.fault.seq, "cmd.valve_1") == 0.0
+    assert np.all(backend.last_written == 0.0)
