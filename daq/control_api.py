@@ -18,26 +18,11 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from daq.commands.errors import CommandError
 from daq.loop import Loop
 from daq.mailbox import MailboxTimeout
 from daq.profile.schema import Profile
 from daq.state import Action, refusal
-
-try:
-    from daq.commands.errors import CommandError
-except ImportError:  # until daq.commands (telemetry branch) is merged: the same shape
-
-    class CommandError(Exception):  # type: ignore[no-redef]
-        """A refusal with a protocol error code (mirror of daq.commands.errors.CommandError)."""
-
-        def __init__(self, code: str, message: str) -> None:
-            super().__init__(f"{code}: {message}")
-            self.code = code
-            self.message = message
-
-        def reply(self) -> dict[str, object]:
-            return {"ok": False, "error": self.code, "message": self.message}
-
 
 log = logging.getLogger(__name__)
 

@@ -56,6 +56,14 @@ def flag(code: Trip) -> int:
 CLAMP_FLAG = 1 << 15
 
 
+def describe_flags(flags: int) -> str:
+    """`flags` column value → "PRESSURE, CHANNEL_RANGE" (for messages; not used per cycle)."""
+    names = [t.name for t in Trip if t != Trip.NONE and flags & flag(t)]
+    if flags & CLAMP_FLAG:
+        names.append("CLAMPED")
+    return ", ".join(names) or "none"
+
+
 @dataclass(frozen=True)
 class TripInfo:
     code: Trip
@@ -87,12 +95,16 @@ class TripInfo:
             "code": int(self.code),
             "name": self.code.name,
             "where": self.where,
-            "value": self.value,
-            "limit": self.limit,
+            "value": _number_or_none(self.value),
+            "limit": _number_or_none(self.limit),
             "seq": self.seq,
             "t": self.t,
             "message": self.message,
         }
+
+
+def _number_or_none(x: float) -> float | None:
+    return None if math.isnan(x) else x
 
 
 class Interlocks:

@@ -40,7 +40,7 @@ import numpy as np
 from controller.feedback import Feedback
 from daq.backends.base import Backend, BackendStatus
 from daq.feedback_map import FeedbackMap
-from daq.interlocks import Interlocks, Trip, TripInfo
+from daq.interlocks import CLAMP_FLAG, Interlocks, Trip, TripInfo, describe_flags
 from daq.mailbox import Mailbox, Request
 from daq.profile.schema import Profile
 from daq.ring import SampleRing
@@ -446,6 +446,14 @@ class Loop:
         if action == Action.ESTOP:
             self._enter_latched(State.ESTOP, TripInfo(Trip.ESTOP, str(req.payload or ""), 0, 0))
         elif action == Action.RESET:
+            active = self.last_flags & ~CLAMP_FLAG
+            if active:
+                req.finish(
+                    False,
+                    f"reset refused: the cause is still present ({describe_flags(active)})",
+                    code="rejected",
+                )
+                return
             self.fault = None
             self.timing.record_on_time()
             self._set_state(target)
@@ -477,8 +485,9 @@ class Loop:
     def _arm_refusal(self) -> str | None:
         if self.hold is None:
             return "arm refused: no controller (hold runner) available"
-        if self.last_flags & ~(1 << 15):
-            return f"arm refused: interlock flags 0x{self.last_flags:x} active in the last cycle"
+        active = self.last_flags & ~CLAMP_FLAG
+        if active:
+            return f"arm refused: interlock active in the last cycle ({describe_flags(active)})"
         il = self.interlocks
         q = self.fb.q
         for j, name in enumerate(il.joint_names):
@@ -505,4 +514,4 @@ class Loop:
                     False, f"set_gains refused: the controller failed to {error}", code="rejected"
                 )
                 return
-        req.finish(True, "", state=self.state.name)
+        req.finish(True, "", state=self.state.name, seq=self.seq)

@@ -206,3 +206,20 @@ def test_consecutive_overruns_trip_in_real_time(profile: Any) -> None:
     # Skipped, not bunched: consecutive rows are at least two periods apart.
     t = loop.ring.data[: loop.seq, 1]
     assert np.all(np.diff(t) >= 2 * loop.period - 1e-9)
+
+
+def test_reset_is_refused_while_the_cause_is_present(make_loop: MakeLoop) -> None:
+    loop, backend = make_loop()
+    backend.override["p_cap_2"] = 8.0e6
+    cycles(loop, 3)
+    assert loop.state == State.FAULT
+    req = post(loop, "reset")
+    cycles(loop, 1)
+    assert not req.ok and req.data["code"] == "rejected"
+    assert "still present" in req.reason and "PRESSURE" in req.reason
+    assert loop.state == State.FAULT
+    backend.override.clear()
+    cycles(loop, 1)
+    req = post(loop, "reset")
+    cycles(loop, 1)
+    assert req.ok and loop.state == State.IDLE
