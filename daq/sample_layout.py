@@ -36,9 +36,7 @@ class SampleLayout:
         cols = [Column(n, u, "header") for n, u in HEADER_COLUMNS]
         inputs = profile.inputs
         cols += [Column(f"raw.{c.name}", "counts", "raw", c.name, c.joint) for c in inputs]
-        cols += [
-            Column(f"eng.{c.name}", c.scaling.units, "eng", c.name, c.joint) for c in inputs
-        ]
+        cols += [Column(f"eng.{c.name}", c.scaling.units, "eng", c.name, c.joint) for c in inputs]
         cols += [Column(f"cmd.{c.name}", "V", "cmd", c.name, c.joint) for c in profile.outputs]
         cols += [Column(f"ref.{j.name}", "rad", "ref", None, j.name) for j in profile.joints]
         return cls(tuple(cols))

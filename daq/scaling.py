@@ -109,7 +109,9 @@ class ChannelScaler:
         n = len(channels)
         self.gain = np.zeros(n)
         self.offset = np.zeros(n)
-        self.nonlinear = [i for i, c in enumerate(channels) if not isinstance(c.scaling, LinearScaling)]
+        self.nonlinear = [
+            i for i, c in enumerate(channels) if not isinstance(c.scaling, LinearScaling)
+        ]
         for i, c in enumerate(channels):
             if isinstance(c.scaling, LinearScaling):
                 q = lsb(c.converter)

@@ -78,8 +78,9 @@ class TableScaling(Strict):
     strictly monotonic (so that it inverts)."""
 
     kind: Literal["table"]
-    points: Annotated[list[Annotated[list[float], Field(min_length=2, max_length=2)]],
-                      Field(min_length=2)]
+    points: Annotated[
+        list[Annotated[list[float], Field(min_length=2, max_length=2)]], Field(min_length=2)
+    ]
     units: str
 
     @model_validator(mode="after")
@@ -216,9 +217,6 @@ class Plant(Strict):
     supply_pressure_pa: Positive
     bulk_modulus_pa: Positive
     coupling: NonNegative = 0.0  # R12, kg·m² (2-DOF only)
-    #: End stop: stiff spring and damper on the piston beyond ±stroke/2.
-    end_stop_stiffness: Positive = 5.0e7  # N/m
-    end_stop_damping: Positive = 2.0e5  # N·s/m
     joints: Annotated[list[PlantJoint], Field(min_length=1, max_length=2)]
 
 

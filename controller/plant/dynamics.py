@@ -1,0 +1,356 @@
+"""Dynamics of the n-joint hydraulic arm (DESIGN.md §1.1–1.2), jitted.
+
+State vector x (length 5n): [q (rad), q̇ (rad/s), p⁺ (Pa), p⁻ (Pa), u (spool, LVDT volts)].
+Input v (length n): valve command voltages, held over a step (zero-order hold, like a D/A).
+
+The scalar kernels here are the only statement of the equations; the simulator integrates them,
+and the vectorised helpers (`cylinder`, `inverse_dynamics`, …) loop over them for the
+controller's feed-forward, the regressors' checks and the validation simulation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from controller.plant.jit import njit
+from controller.plant.params import (
+    G_BULK,
+    G_GRAVITY,
+    G_N,
+    G_PS,
+    G_R12,
+    G_RELIEF,
+    G_RELIEF_GAIN,
+    J_A,
+    J_ACAP,
+    J_AROD,
+    J_B,
+    J_CF0,
+    J_CF1,
+    J_CF2,
+    J_CF3,
+    J_FV,
+    J_KV,
+    J_L,
+    J_LC,
+    J_M,
+    J_TAU,
+    J_TH0,
+    J_UMAX,
+    J_V0,
+    J_W,
+    N_GLOBAL,
+    N_JOINT,
+    PlantParams,
+)
+
+# ----------------------------------------------------------------------------- scalar kernels
+
+
+@njit
+def piston(P: np.ndarray, i: int, q: float) -> tuple[float, float]:
+    """Piston displacement from mid-stroke s and moment arm r = ds/dq (DESIGN §1.1)."""
+    o = N_GLOBAL + N_JOINT * i
+    a = P[o + J_A]
+    b = P[o + J_B]
+    th = q + P[o + J_TH0]
+    ell = math.sqrt(a * a + b * b - 2.0 * a * b * math.cos(th))
+    s = ell - (P[o + J_LC] + 0.5 * P[o + J_L])
+    r = a * b * math.sin(th) / ell
+    return s, r
+
+
+@njit
+def joint_angle(P: np.ndarray, i: int, s: float) -> float:
+    """Inverse of `piston`: the joint angle at piston displacement s (law of cosines)."""
+    o = N_GLOBAL + N_JOINT * i
+    a = P[o + J_A]
+    b = P[o + J_B]
+    ell = s + P[o + J_LC] + 0.5 * P[o + J_L]
+    c = (a * a + b * b - ell * ell) / (2.0 * a * b)
+    c = min(1.0, max(-1.0, c))
+    return math.acos(c) - P[o + J_TH0]
+
+
+@njit
+def mech_terms(
+    P: np.ndarray, q1: float, q2: float, qd1: float, qd2: float
+) -> tuple[float, float, float, float, float]:
+    """M(q) entries (M11, M12, M22) and h = c(q, q̇) + Fv q̇ + g(q) for up to two joints.
+
+    With one joint only M11 and h1 are meaningful (M12 = M22 = h2 = 0).
+    """
+    g = P[G_GRAVITY]
+    o1 = N_GLOBAL
+    if P[G_N] < 1.5:
+        return (P[o1 + J_M], 0.0, 0.0, P[o1 + J_FV] * qd1 + P[o1 + J_W] * g * math.sin(q1), 0.0)
+    o2 = N_GLOBAL + N_JOINT
+    r12 = P[G_R12]
+    c2 = math.cos(q2)
+    s2 = math.sin(q2)
+    m2 = P[o2 + J_M]
+    m11 = P[o1 + J_M] + 2.0 * r12 * c2
+    m12 = m2 + r12 * c2
+    w2g = P[o2 + J_W] * g * math.sin(q1 + q2)
+    h1 = (
+        -2.0 * r12 * qd1 * qd2 * s2
+        - r12 * qd2 * qd2 * s2
+        + P[o1 + J_FV] * qd1
+        + P[o1 + J_W] * g * math.sin(q1)
+        + w2g
+    )
+    h2 = r12 * qd1 * qd1 * s2 + P[o2 + J_FV] * qd2 + w2g
+    return m11, m12, m2, h1, h2
+
+
+@njit
+def orifice_terms(ps: float, u: float, pc: float, pr: float) -> tuple[float, float, float, float]:
+    """h⁺⁺, h⁺⁻, h⁻⁺, h⁻⁻ of DESIGN §1.2: the square-root pressure drops across the open
+    metering edges (zero for the closed ones), floored at 0 so they stay real."""
+    if u > 0.0:
+        return math.sqrt(max(ps - pc, 0.0)), 0.0, math.sqrt(max(pr, 0.0)), 0.0
+    return 0.0, math.sqrt(max(pc, 0.0)), 0.0, math.sqrt(max(ps - pr, 0.0))
+
+
+@njit
+def flow_rates(P: np.ndarray, i: int, u: float, pc: float, pr: float) -> tuple[float, float]:
+    """Valve flows into the cap and rod chambers (m³/s), DESIGN §1.2, plus the relief valve
+    and anti-cavitation check that keep pressures physical (Sakai Sec. II-B)."""
+    o = N_GLOBAL + N_JOINT * i
+    hpp, hpm, hmp, hmm = orifice_terms(P[G_PS], u, pc, pr)
+    qc = (P[o + J_CF0] * hpp + P[o + J_CF1] * hpm) * u
+    qr = -(P[o + J_CF2] * hmp + P[o + J_CF3] * hmm) * u
+    relief = P[G_RELIEF]
+    k = P[G_RELIEF_GAIN]
+    if pc > relief:
+        qc -= k * (pc - relief)
+    elif pc < 0.0:
+        qc -= k * pc
+    if pr > relief:
+        qr -= k * (pr - relief)
+    elif pr < 0.0:
+        qr -= k * pr
+    return qc, qr
+
+
+@njit
+def derivative(x: np.ndarray, v: np.ndarray, P: np.ndarray, dx: np.ndarray) -> None:
+    """dx = f(x, v): rigid-body dynamics, chamber pressures and spool lag (DESIGN §1.1–1.2)."""
+    n = int(P[G_N])
+    bulk = P[G_BULK]
+    tau1 = 0.0
+    tau2 = 0.0
+    for i in range(n):
+        o = N_GLOBAL + N_JOINT * i
+        q = x[i]
+        qd = x[n + i]
+        pc = x[2 * n + i]
+        pr = x[3 * n + i]
+        u = x[4 * n + i]
+        s, r = piston(P, i, q)
+        sd = r * qd
+        half = 0.5 * P[o + J_L]
+        acap = P[o + J_ACAP]
+        arod = P[o + J_AROD]
+        vcap = P[o + J_V0] + (half + s) * acap
+        vrod = P[o + J_V0] + (half - s) * arod
+        qc, qr = flow_rates(P, i, u, pc, pr)
+        dx[2 * n + i] = bulk / vcap * (-acap * sd + qc)
+        dx[3 * n + i] = bulk / vrod * (arod * sd + qr)
+        # Spool: τ_v u̇ = k_v v − u, held at ±u_max (a saturated spool does not move outward).
+        du = (P[o + J_KV] * v[i] - u) / P[o + J_TAU]
+        umax = P[o + J_UMAX]
+        if (u >= umax and du > 0.0) or (u <= -umax and du < 0.0):
+            du = 0.0
+        dx[4 * n + i] = du
+        tau = r * (acap * pc - arod * pr)
+        if i == 0:
+            tau1 = tau
+        else:
+            tau2 = tau
+        dx[i] = qd
+    if n == 1:
+        m11, _, _, h1, _ = mech_terms(P, x[0], 0.0, x[1], 0.0)
+        dx[1] = (tau1 - h1) / m11
+    else:
+        m11, m12, m22, h1, h2 = mech_terms(P, x[0], x[1], x[2], x[3])
+        det = m11 * m22 - m12 * m12
+        b1 = tau1 - h1
+        b2 = tau2 - h2
+        dx[2] = (m22 * b1 - m12 * b2) / det
+        dx[3] = (m11 * b2 - m12 * b1) / det
+
+
+@njit
+def _constrain(x: np.ndarray, P: np.ndarray) -> None:
+    """Inelastic end stops, spool travel and a hard pressure guard.
+
+    The stops are an allowed model (DESIGN §1.1): a piston reaching ±L/2 is put back on the stop
+    and loses its velocity into it. The pressure guard only ever acts when a step overshoots the
+    relief/cavitation bounds; it keeps the square roots real (Sakai Sec. II-B).
+    """
+    n = int(P[G_N])
+    pmax = 1.1 * P[G_PS]
+    for i in range(n):
+        o = N_GLOBAL + N_JOINT * i
+        half = 0.5 * P[o + J_L]
+        s, r = piston(P, i, x[i])
+        if s > half:
+            x[i] = joint_angle(P, i, half)
+            if x[n + i] * r > 0.0:
+                x[n + i] = 0.0
+        elif s < -half:
+            x[i] = joint_angle(P, i, -half)
+            if x[n + i] * r < 0.0:
+                x[n + i] = 0.0
+        x[2 * n + i] = min(max(x[2 * n + i], 0.0), pmax)
+        x[3 * n + i] = min(max(x[3 * n + i], 0.0), pmax)
+        umax = P[o + J_UMAX]
+        x[4 * n + i] = min(max(x[4 * n + i], -umax), umax)
+
+
+@njit
+def integrate(
+    x: np.ndarray, v: np.ndarray, P: np.ndarray, dt: float, nsub: int, work: np.ndarray
+) -> None:
+    """Advance x in place by dt with v held: nsub classical RK4 substeps, each followed by the
+    constraints. `work` is a caller-owned (5, len(x)) scratch array (no allocation here)."""
+    h = dt / nsub
+    k1 = work[0]
+    k2 = work[1]
+    k3 = work[2]
+    k4 = work[3]
+    xt = work[4]
+    m = x.shape[0]
+    for _ in range(nsub):
+        derivative(x, v, P, k1)
+        for j in range(m):
+            xt[j] = x[j] + 0.5 * h * k1[j]
+        derivative(xt, v, P, k2)
+        for j in range(m):
+            xt[j] = x[j] + 0.5 * h * k2[j]
+        derivative(xt, v, P, k3)
+        for j in range(m):
+            xt[j] = x[j] + h * k3[j]
+        derivative(xt, v, P, k4)
+        for j in range(m):
+            x[j] += h / 6.0 * (k1[j] + 2.0 * k2[j] + 2.0 * k3[j] + k4[j])
+        _constrain(x, P)
+
+
+# ----------------------------------------------------------------------------- vectorised helpers
+
+
+@njit
+def _cylinder_batch(P: np.ndarray, q: np.ndarray, s: np.ndarray, r: np.ndarray) -> None:
+    n = q.shape[1]
+    for k in range(q.shape[0]):
+        for i in range(n):
+            s[k, i], r[k, i] = piston(P, i, q[k, i])
+
+
+@njit
+def _inverse_dynamics_batch(
+    P: np.ndarray, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, tau: np.ndarray
+) -> None:
+    n = q.shape[1]
+    for k in range(q.shape[0]):
+        if n == 1:
+            m11, _, _, h1, _ = mech_terms(P, q[k, 0], 0.0, qd[k, 0], 0.0)
+            tau[k, 0] = m11 * qdd[k, 0] + h1
+        else:
+            m11, m12, m22, h1, h2 = mech_terms(P, q[k, 0], q[k, 1], qd[k, 0], qd[k, 1])
+            tau[k, 0] = m11 * qdd[k, 0] + m12 * qdd[k, 1] + h1
+            tau[k, 1] = m12 * qdd[k, 0] + m22 * qdd[k, 1] + h2
+
+
+def _rows(a: np.ndarray, n: int) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(a, dtype=float).reshape(-1, n))
+
+
+def cylinder(params: PlantParams, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Piston displacement s and moment arm r for joint angles q of shape (..., n)."""
+    q = np.asarray(q, dtype=float)
+    qq = _rows(q, params.n)
+    s = np.empty_like(qq)
+    r = np.empty_like(qq)
+    _cylinder_batch(params.pack(), qq, s, r)
+    return s.reshape(q.shape), r.reshape(q.shape)
+
+
+def joint_from_piston(params: PlantParams, s: np.ndarray) -> np.ndarray:
+    s = np.asarray(s, dtype=float)
+    flat = _rows(s, params.n)
+    out = np.empty_like(flat)
+    P = params.pack()
+    for k in range(flat.shape[0]):
+        for i in range(params.n):
+            out[k, i] = joint_angle(P, i, flat[k, i])
+    return out.reshape(s.shape)
+
+
+def inverse_dynamics(
+    params: PlantParams, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray
+) -> np.ndarray:
+    """Joint torques τ = M(q) q̈ + c(q, q̇) + Fv q̇ + g(q), shape (..., n)."""
+    q = np.asarray(q, dtype=float)
+    tau = np.empty_like(_rows(q, params.n))
+    _inverse_dynamics_batch(
+        params.pack(), _rows(q, params.n), _rows(qd, params.n), _rows(qdd, params.n), tau
+    )
+    return tau.reshape(q.shape)
+
+
+def mass_matrix(params: PlantParams, q: np.ndarray) -> np.ndarray:
+    """M(q) of shape (..., n, n)."""
+    q = np.asarray(q, dtype=float)
+    flat = _rows(q, params.n)
+    out = np.zeros((flat.shape[0], params.n, params.n))
+    P = params.pack()
+    for k in range(flat.shape[0]):
+        q2 = flat[k, 1] if params.n == 2 else 0.0
+        m11, m12, m22, _, _ = mech_terms(P, flat[k, 0], q2, 0.0, 0.0)
+        out[k, 0, 0] = m11
+        if params.n == 2:
+            out[k, 0, 1] = out[k, 1, 0] = m12
+            out[k, 1, 1] = m22
+    return out.reshape((*q.shape[:-1], params.n, params.n))
+
+
+def bias_torque(params: PlantParams, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
+    """c(q, q̇) + Fv q̇ + g(q): the torque needed at zero acceleration."""
+    return inverse_dynamics(params, q, qd, np.zeros_like(np.asarray(q, dtype=float)))
+
+
+def gravity_torque(params: PlantParams, q: np.ndarray) -> np.ndarray:
+    q = np.asarray(q, dtype=float)
+    return inverse_dynamics(params, q, np.zeros_like(q), np.zeros_like(q))
+
+
+def torque_from_pressures(
+    params: PlantParams, q: np.ndarray, p_cap: np.ndarray, p_rod: np.ndarray
+) -> np.ndarray:
+    """τ_i = r_i(q_i) (A⁺ p⁺_i − A⁻ p⁻_i)."""
+    _, r = cylinder(params, q)
+    return r * (params.area_cap * np.asarray(p_cap) - params.area_rod * np.asarray(p_rod))
+
+
+def equilibrium_state(params: PlantParams, q: np.ndarray, p_rod: float | None = None) -> np.ndarray:
+    """A state at rest at q, holding against gravity: p⁻ given (default 3/7 of supply), p⁺ from
+    the static balance r (A⁺p⁺ − A⁻p⁻) = g(q)."""
+    q = np.asarray(q, dtype=float).reshape(params.n)
+    pr = np.full(params.n, 3.0 / 7.0 * params.supply_pressure if p_rod is None else p_rod)
+    tau_g = gravity_torque(params, q[None, :])[0]
+    _, r = cylinder(params, q)
+    pc = (tau_g / r + params.area_rod * pr) / params.area_cap
+    pc = np.clip(pc, 0.0, params.supply_pressure)
+    return np.concatenate([q, np.zeros(params.n), pc, pr, np.zeros(params.n)])
+
+
+def state_derivative(params: PlantParams, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """f(x, v) as a new array (for scipy's solve_ivp and the validation simulation)."""
+    dx = np.empty(len(x))
+    derivative(np.ascontiguousarray(x, dtype=float), np.asarray(v, dtype=float), params.pack(), dx)
+    return dx

@@ -1,0 +1,293 @@
+"""The simulated rig: the plant of DESIGN.md §1 behind the same converters as the real one.
+
+It is driven only by D/A voltages and returns only what the converters would: quantised, noisy
+(seeded) counts, which the loop scales exactly as it scales hardware counts. The true state and
+parameters are exposed (`true_state()`, `true_params`) for tests and benchmarks that compare
+against ground truth; nothing in the service reads them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import numpy as np
+
+from controller.plant import dynamics
+from controller.plant.jit import njit
+from controller.plant.params import PlantParams
+from daq.backends.base import Backend, BackendError, BackendStatus
+from daq.backends.sim import faults as F
+from daq.profile.plant import plant_params
+from daq.profile.schema import Channel, LinearScaling, Profile
+from daq.scaling import eng_to_counts, lsb
+
+log = logging.getLogger(__name__)
+
+#: What each input role measures, as a code for the jitted sensor kernel.
+ROLE_CODES = {
+    "pressure_cap": 0,
+    "pressure_rod": 1,
+    "lvdt": 2,
+    "potentiometer": 3,
+    "resolver": 4,
+    "temperature": 5,
+}
+OIL_TEMPERATURE = 40.0  # °C; the plant model has no thermal state
+SUBSTEPS = 4  # RK4 substeps per 1 ms: see tests/sim/test_accuracy.py for the error it buys
+NOISE_BLOCK = 1024
+
+
+@njit
+def _sense(
+    x,
+    P,
+    n,
+    role,
+    joint,
+    sigma,
+    noise,
+    mode,
+    stuck,
+    burst,
+    gain,
+    offset,
+    cmin,
+    q,
+    full,
+    wraps,
+    linear,
+    eng,
+    out,
+):  # type: ignore[no-untyped-def]
+    """True channel values → noisy engineering values → converter counts (linear channels)."""
+    for c in range(role.shape[0]):
+        j = joint[c]
+        r = role[c]
+        if r == 0:
+            y = x[2 * n + j]
+        elif r == 1:
+            y = x[3 * n + j]
+        elif r == 2:
+            y = x[4 * n + j]
+        elif r == 3:
+            y, _ = dynamics.piston(P, j, x[j])
+        elif r == 4:
+            y = x[j]
+        else:
+            y = OIL_TEMPERATURE
+        k = sigma[c] * (burst[c] if mode[c] == F.NOISE_BURST else 1.0)
+        y += k * noise[c]
+        eng[c] = y
+        if not linear[c]:
+            continue
+        code = math.floor(((y - offset[c]) / gain[c] - cmin[c]) / q[c] + 0.5)
+        if wraps[c]:
+            code = code % full[c]
+        else:
+            code = min(max(code, 0.0), full[c] - 1.0)
+        m = mode[c]
+        if m == F.RAIL_LOW:
+            code = 0.0
+        elif m == F.RAIL_HIGH:
+            code = full[c] - 1.0
+        elif m == F.STUCK:
+            code = stuck[c]
+        out[c] = code
+
+
+class SimBackend(Backend):
+    """Simulated hydraulic arm with its sensor and converter chain (real or virtual time)."""
+
+    def __init__(self, profile: Profile, inputs: list[Channel], outputs: list[Channel]) -> None:
+        super().__init__(len(inputs), len(outputs))
+        self.profile = profile
+        self.inputs = inputs
+        self.outputs = outputs
+        self.true_params: PlantParams = plant_params(profile)
+        self.period = profile.period
+        self._P = self.true_params.pack()
+        n = self.true_params.n
+        self._n = n
+        joints = [j.name for j in profile.joints]
+        self._role = np.array([ROLE_CODES[c.role] for c in inputs], dtype=np.int64)
+        self._joint = np.array(
+            [joints.index(c.joint) if c.joint else 0 for c in inputs], dtype=np.int64
+        )
+        self._sigma = np.array([c.sim_noise for c in inputs])
+        self._linear = np.array([isinstance(c.scaling, LinearScaling) for c in inputs])
+        self._gain = np.array(
+            [c.scaling.gain if isinstance(c.scaling, LinearScaling) else 1.0 for c in inputs]
+        )
+        self._offset = np.array(
+            [c.scaling.offset if isinstance(c.scaling, LinearScaling) else 0.0 for c in inputs]
+        )
+        self._cmin = np.array([c.converter.min for c in inputs])
+        self._q = np.array([lsb(c.converter) for c in inputs])
+        self._full = np.array([float(1 << c.converter.bits) for c in inputs])
+        self._wraps = np.array([c.converter.wraps for c in inputs])
+        self._nonlinear = [
+            i for i, c in enumerate(inputs) if not isinstance(c.scaling, LinearScaling)
+        ]
+        self._eng = np.zeros(len(inputs))
+        # Outputs: the D/A quantises the command; each valve channel drives its joint.
+        self._out_joint = np.array([joints.index(c.joint) for c in outputs], dtype=np.int64)
+        self._out_min = np.array([c.converter.min for c in outputs])
+        self._out_q = np.array([lsb(c.converter) for c in outputs])
+        self._out_full = np.array([float(1 << c.converter.bits) for c in outputs])
+        self._null = np.array([c.null_volts for c in outputs])
+        self._v = np.zeros(n)  # valve voltages the plant sees, per joint
+        self._stuck_v = np.full(n, np.nan)
+        self._any_stuck = False
+        self._last_counts = np.zeros(len(inputs))
+        # Faults.
+        self._mode = np.zeros(len(inputs), dtype=np.int64)
+        self._stuck = np.zeros(len(inputs))
+        self._burst = np.ones(len(inputs))
+        self._pending: list[F.FaultSpec] = []
+        self._stall_until_done: list[F.FaultSpec] = []
+        self._names = [c.name for c in inputs] + [c.name for c in outputs]
+        sim = profile.backend.sim
+        self._seed = sim.seed if sim is not None else 0
+        for spec in sim.faults if sim is not None else []:
+            self.inject_fault(spec)
+        self._rng = np.random.default_rng(self._seed)
+        self._noise = np.zeros((NOISE_BLOCK, len(inputs)))
+        self._noise_row = NOISE_BLOCK
+        self._work = np.zeros((5, 5 * n))
+        home = [
+            j.home_deg if pj.initial_deg is None else pj.initial_deg
+            for j, pj in zip(profile.joints, profile.plant.joints, strict=True)
+        ]  # type: ignore[union-attr]
+        self._x = dynamics.equilibrium_state(self.true_params, np.radians(home))
+        self._t_plant: float | None = None
+        self._open = False
+
+    @classmethod
+    def from_profile(cls, profile: Profile) -> SimBackend:
+        return cls(profile, profile.inputs, profile.outputs)
+
+    # ------------------------------------------------------------------ faults
+
+    def inject_fault(self, spec: str) -> None:
+        """Schedule a fault (see `daq.backends.sim.faults`); raises FaultSpecError if malformed."""
+        self._pending.append(F.FaultSpec.parse(spec, self._names))
+        self._pending.sort(key=lambda f: f.start)
+
+    def clear_faults(self) -> None:
+        self._pending.clear()
+        self._mode[:] = F.NONE
+        self._burst[:] = 1.0
+        self._stuck_v[:] = np.nan
+        self._any_stuck = False
+
+    def _activate_due(self, t: float) -> None:
+        # Pending faults are kept sorted by start: checking the first costs nothing per cycle.
+        while self._pending and self._pending[0].start <= t:
+            f = self._pending.pop(0)
+            if f.kind == "stall_read":
+                log.warning("simulated fault: read stalls %.3f s", f.value)
+                time.sleep(f.value)
+            elif f.kind == "stuck_valve":
+                outs = [c.name for c in self.outputs]
+                if f.channel not in outs:
+                    raise F.FaultSpecError(f"stuck_valve needs a valve channel, not '{f.channel}'")
+                j = int(self._out_joint[outs.index(f.channel)])
+                # Holding v at u/k_v keeps the lagged spool exactly where it is.
+                self._stuck_v[j] = self._x[4 * self._n + j] / self.true_params.valve_gain[j]
+                self._any_stuck = True
+            else:
+                i = self._names.index(f.channel)
+                if i >= self.n_inputs:
+                    raise F.FaultSpecError(f"sensor fault '{f.kind}' on output '{f.channel}'")
+                self._mode[i] = F.SENSOR_KINDS[f.kind]
+                self._burst[i] = f.value
+                self._stuck[i] = self._last_counts[i]
+
+    # ------------------------------------------------------------------ Backend interface
+
+    def open(self) -> None:
+        if self.profile.plant is None:
+            raise BackendError("the simulated backend needs a [plant] section")
+        self._open = True
+
+    def read(self, t: float, raw_out: np.ndarray) -> BackendStatus:
+        if self._t_plant is None:
+            self._t_plant = t
+        steps = int(math.floor((t - self._t_plant) / self.period + 0.5))
+        for _ in range(min(steps, 60_000)):  # real time: catch the plant up with the clock
+            self._step()
+        if steps > 60_000:
+            self._t_plant = t
+        if self._pending:
+            self._activate_due(t)
+        if self._noise_row >= NOISE_BLOCK:
+            self._rng.standard_normal(out=self._noise)
+            self._noise_row = 0
+        _sense(
+            self._x,
+            self._P,
+            self._n,
+            self._role,
+            self._joint,
+            self._sigma,
+            self._noise[self._noise_row],
+            self._mode,
+            self._stuck,
+            self._burst,
+            self._gain,
+            self._offset,
+            self._cmin,
+            self._q,
+            self._full,
+            self._wraps,
+            self._linear,
+            self._eng,
+            raw_out,
+        )
+        self._noise_row += 1
+        for i in self._nonlinear:
+            raw_out[i] = eng_to_counts(self.inputs[i], float(self._eng[i]))
+        self._last_counts[:] = raw_out
+        return BackendStatus.OK
+
+    def write(self, t: float, volts: np.ndarray) -> BackendStatus:
+        for i in range(self.n_outputs):
+            code = math.floor((volts[i] - self._out_min[i]) / self._out_q[i] + 0.5)
+            code = min(max(code, 0.0), self._out_full[i] - 1.0)
+            self._v[self._out_joint[i]] = self._out_min[i] + code * self._out_q[i]
+        return BackendStatus.OK
+
+    def write_null(self) -> None:
+        for i in range(self.n_outputs):
+            self._v[self._out_joint[i]] = self._null[i]
+
+    def close(self) -> None:
+        self.write_null()
+        self._open = False
+
+    def advance(self, dt: float) -> None:
+        if self._t_plant is None:
+            self._t_plant = 0.0
+        if abs(dt - self.period) > 1e-12:
+            raise ValueError("the simulator advances by exactly one loop period")
+        self._step()
+
+    def _step(self) -> None:
+        v = self._v
+        if self._any_stuck:
+            for j in range(self._n):
+                if not math.isnan(self._stuck_v[j]):
+                    v[j] = self._stuck_v[j]
+        dynamics.integrate(self._x, v, self._P, self.period, SUBSTEPS, self._work)
+        self._t_plant += self.period  # type: ignore[operator]
+
+    # ------------------------------------------------------------------ ground truth
+
+    def true_state(self) -> np.ndarray:
+        """[q, q̇, p⁺, p⁻, u] (tests and benchmarks only)."""
+        return self._x.copy()
+
+    def set_true_state(self, x: np.ndarray) -> None:
+        self._x[:] = x
