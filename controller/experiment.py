@@ -67,7 +67,7 @@ _TRAJ_KEYS: dict[str, set[str]] = {
 }
 _CTRL_KEYS: dict[str, set[str]] = {
     "pid": {"pid"},
-    "pid_ff": {"pid", "pressure_source"},
+    "pid_ff": {"pid", "pressure_source", "pressure_filter_hz"},
     "gravity_pd": {"kp", "kd", "kf", "velocity_filter_hz"},
     "vlpd": {"kp", "kd", "vmax_deg_s", "j_gain", "velocity_filter_hz"},
     "valve_sine": {"amplitude_v", "frequency_hz", "offset_v", "centering_v_per_rad", "pid"},
@@ -109,7 +109,7 @@ def build_trajectory(d: Mapping[str, Any], home: Sequence[float], duration: floa
         a, b = np.asarray(_rad(g("a_deg_s"))), np.asarray(_rad(g("b_deg_s")))
         if kind == "fourier":
             return tr.fourier_series(c, float(g("base_hz")), a, b)
-        return tr.modified_fourier_series(c, float(g("base_hz")), a, b)
+        return tr.modified_fourier_series(c, float(g("base_hz")), a, b, tolerance=1e-4)
     except ExperimentError:
         raise
     except (ValueError, TypeError) as e:
@@ -135,7 +135,14 @@ class Experiment:
     home: tuple[float, ...]  # rad
     segments: tuple[Segment, ...]
     description: str = ""
+    #: Top-level `pid` table(s): applied over the rig's gains for every segment, and for the
+    #: runner's own approach and hold moves.
+    pid: Any = None
     source: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    def gains(self, base: Sequence[PidParams]) -> list[PidParams]:
+        """The rig's gains with this experiment's top-level overrides."""
+        return _gains(base, {"pid": self.pid}, f"experiment {self.name!r}")
 
     @property
     def n_joints(self) -> int:
@@ -147,7 +154,7 @@ class Experiment:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Experiment:
-        unknown = sorted(set(d) - {"name", "description", "home_deg", "segments"})
+        unknown = sorted(set(d) - {"name", "description", "home_deg", "segments", "pid"})
         if unknown:
             raise ExperimentError(f"experiment: unknown top-level key(s) {unknown}")
         home = tuple(_rad(_req(d, "home_deg", "experiment")))
@@ -185,8 +192,14 @@ class Experiment:
             if bad:
                 raise ExperimentError(f"{where}: unknown key(s) {bad} for controller '{kind}'")
             segs.append(Segment(str(s.get("name", f"segment{i}")), traj, ctrl, duration, reps))
+        pid = d.get("pid")
+        if pid is not None:
+            ok = isinstance(pid, Mapping) or (isinstance(pid, list) and len(pid) == len(home))
+            if not ok:
+                raise ExperimentError("experiment: 'pid' must be a table or one table per joint")
+            _gains([PidParams()] * len(home), {"pid": pid}, "experiment")  # validate the names
         return cls(str(d.get("name", "experiment")), home, tuple(segs),
-                   str(d.get("description", "")), dict(d))  # fmt: skip
+                   str(d.get("description", "")), pid, dict(d))  # fmt: skip
 
 
 def _gains(base: Sequence[PidParams], ctrl: Mapping[str, Any], where: str) -> list[PidParams]:
@@ -214,7 +227,8 @@ def build_law(seg: Segment, gains: Sequence[PidParams], limits: Sequence[JointLi
     builders: dict[str, Callable[[], Law]] = {
         "pid": lambda: PidLaw(_gains(gains, c, where), limits, period),
         "pid_ff": lambda: FeedforwardPid(_gains(gains, c, where), limits, period, need(),
-                                         c.get("pressure_source", "measured")),  # fmt: skip
+                                         c.get("pressure_source", "model"),
+                                         c.get("pressure_filter_hz", 1.0)),  # fmt: skip
         "gravity_pd": lambda: GravityCompPD(lst("kp"), lst("kd"), lst("kf"), limits, period,
                                             need(), c.get("velocity_filter_hz", 50.0)),  # fmt: skip
         "vlpd": lambda: VelocityLimitedPD(lst("kp"), lst("kd"), _rad(lst("vmax_deg_s")),

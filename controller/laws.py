@@ -52,6 +52,9 @@ class Law:
     n: int
     limits: Sequence[JointLimits]
     saturated_count: int = 0
+    #: Per joint: True where the law has no position reference (open-loop valve drive); the
+    #: runner then reports the measured position as the reference.
+    open_loop: Sequence[bool] = (False, False)
 
     def enable(self, fb: Feedback, q_ref: Array) -> None:
         raise NotImplementedError
@@ -99,12 +102,17 @@ class PidLaw(Law):
 class FeedforwardPid(PidLaw):
     """PID plus the inverse-model valve command for the reference motion.
 
-    `pressure_source="measured"` uses the feedback pressures in the flow model (falls back to the
-    model where a pressure is NaN); `"model"` uses only the steady-state closed form.
+    `pressure_source="model"` (default) uses only the steady-state closed form: a pure
+    feed-forward, it leaves the loop's stability margin as it is. `"measured"` puts the
+    feedback pressures into the flow model (DESIGN §1.2); that closes a pressure loop through
+    the valve, so the pressures are low-passed at `pressure_filter_hz` (well below the ~8 Hz
+    hydraulic resonance) — unfiltered, it pumps the resonance (see docs/controller.md).
+    A NaN pressure falls back to the model.
     """
 
     def __init__(self, gains: Sequence[PidParams], limits: Sequence[JointLimits], period: float,
-                 model: PlantModel, pressure_source: str = "measured") -> None:  # fmt: skip
+                 model: PlantModel, pressure_source: str = "model",
+                 pressure_filter_hz: float = 1.0) -> None:  # fmt: skip
         super().__init__(gains, limits, period)
         if model.n != self.n:
             raise ValueError(f"plant model has {model.n} joints, the law {self.n}")
@@ -114,11 +122,17 @@ class FeedforwardPid(PidLaw):
         self._tau = [0.0] * self.n
         self._force_prev = [math.nan] * self.n
         self.ff_volts = [0.0] * self.n
+        self._pc = [math.nan] * self.n
+        self._pr = [math.nan] * self.n
+        self._alpha = (1.0 - math.exp(-2 * math.pi * pressure_filter_hz * period)
+                       if pressure_filter_hz > 0 else 1.0)  # fmt: skip
 
     def enable(self, fb: Feedback, q_ref: Array) -> None:
         super().enable(fb, q_ref)
         for j in range(self.n):
             self._force_prev[j] = math.nan
+            self._pc[j] = float(fb.p_cap[j])
+            self._pr[j] = float(fb.p_rod[j])
 
     def update(self, t: float, fb: Feedback, q_ref: Array, qd_ref: Array, qdd_ref: Array,
                volts_out: Array) -> None:  # fmt: skip
@@ -131,7 +145,8 @@ class FeedforwardPid(PidLaw):
             prev = self._force_prev[j]
             fdot = 0.0 if prev != prev else (force - prev) / self.period  # NaN: first cycle
             self._force_prev[j] = force
-            pc, pr = fb.p_cap[j], fb.p_rod[j]
+            pc = self._pc[j] = self._pc[j] + self._alpha * (fb.p_cap[j] - self._pc[j])
+            pr = self._pr[j] = self._pr[j] + self._alpha * (fb.p_rod[j] - self._pr[j])
             if self.source == "measured" and pc == pc and pr == pr:
                 # Split Ḟ = A⁺ṗ⁺ − A⁻ṗ⁻ evenly: ṗ⁺ = −ṗ⁻ = Ḟ/(A⁺ + A⁻).
                 pdot = fdot / (m.Ac[j] + m.Ar[j])
@@ -240,6 +255,7 @@ class ValveSine(Law):
         if any(a != 0 and f <= 0 for a, f in zip(self.amp, self.freq, strict=True)):
             raise ValueError("valve sine: a driven joint needs frequency_hz > 0")
         self.hold = PidLaw(hold_gains, limits, period)
+        self.open_loop = [a != 0.0 for a in self.amp]
 
     def enable(self, fb: Feedback, q_ref: Array) -> None:
         self.hold.enable(fb, q_ref)

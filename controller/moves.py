@@ -18,9 +18,13 @@ from controller.trajectories import Array, Trajectory
 
 
 class _Move:
-    __slots__ = ("a", "dist", "sign", "t0", "t_acc", "t_cruise", "t_total", "vpk", "x0")
+    __slots__ = ("a", "dist", "sign", "t0", "t_acc", "t_cruise", "t_total", "v", "vpk", "x0")
 
     def __init__(self, x0: float, x1: float, v: float, a: float, t0: float) -> None:
+        self.v = v
+        self.plan(x0, x1, v, a, t0)
+
+    def plan(self, x0: float, x1: float, v: float, a: float, t0: float) -> None:
         d = abs(x1 - x0)
         self.x0, self.sign, self.dist, self.a, self.t0 = x0, (1.0 if x1 >= x0 else -1.0), d, a, t0
         if d * a >= v * v:  # reaches the cruise velocity
@@ -87,6 +91,17 @@ class TrapezoidPath(Trajectory):
 
     def start(self) -> Array:
         return np.asarray(self._start)
+
+    def replan(self, start: Array, end: Array) -> None:
+        """New start and end of a one-move-per-joint path, in place (no allocation: the loop
+        uses it to recover from wherever an open-loop segment left the joints)."""
+        self.duration = 0.0
+        for j in range(self.n):
+            m = self._moves[j][0]
+            m.plan(float(start[j]), float(end[j]), m.v, m.a, 0.0)
+            self._start[j] = float(start[j])
+            if m.t_total > self.duration:
+                self.duration = m.t_total
 
 
 def trapezoid(start: Sequence[float], end: Sequence[float], velocity: Sequence[float],

@@ -12,11 +12,13 @@ check it with tracemalloc). Progress (`segment_index`, `segment_name`, `time_in_
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from controller.experiment import Experiment, Segment, build_law
+from controller.checks import Violation, check_experiment
+from controller.experiment import Experiment, ExperimentError, Segment, build_law
 from controller.feedback import Feedback
 from controller.feedforward import PlantModel
 from controller.laws import Law, PidLaw
@@ -30,7 +32,20 @@ log = logging.getLogger(__name__)
 #: Approach moves (to the first segment's start, between mismatched segments) use this fraction
 #: of the joint's velocity and acceleration limits.
 APPROACH_FRACTION = 0.5
-_TOL = 1e-4  # rad: smaller mismatches are not worth a move
+_TOL = 1e-4  # rad: smaller planned mismatches are not worth a move
+#: rad: after an open-loop segment, a segment that would start farther than this from the
+#: measured position is preceded by a recovery move (the valve left the joints anywhere).
+RECOVER_TOL = 0.2 * math.pi / 180.0
+
+
+class ExperimentRefused(ExperimentError):
+    """The experiment exceeds a limit; `violations` names each segment, time and limit."""
+
+    def __init__(self, violations: Sequence[Violation]) -> None:
+        self.violations = list(violations)
+        lines = "\n  ".join(str(v) for v in self.violations[:20])
+        more = f"\n  … and {len(self.violations) - 20} more" if len(self.violations) > 20 else ""
+        super().__init__(f"experiment refused, {len(self.violations)} violation(s):\n  {lines}{more}")
 
 
 class HoldRunner:
@@ -64,42 +79,54 @@ class HoldRunner:
 
 
 class _Phase:
-    __slots__ = ("duration", "index", "law", "name", "repeats", "trajectory")
+    __slots__ = ("duration", "index", "law", "name", "repeats", "start", "trajectory")
 
     def __init__(self, name: str, index: int, traj: Trajectory, law: Law, duration: float,
                  repeats: int) -> None:  # fmt: skip
         self.name, self.index, self.trajectory, self.law = name, index, traj, law
         self.duration, self.repeats = duration, repeats
+        self.start = np.asarray(traj.start(), dtype=float)
 
 
 class ExperimentRunner:
-    """Runs an experiment's segments in order; between segments whose end and start differ (and
-    from the measured position to the first segment) it inserts a trapezoidal approach move."""
+    """Runs an experiment's segments in order.
+
+    Approach moves (trapezoids at `APPROACH_FRACTION` of the limits, held by the PID) are
+    inserted from the measured position to the first segment, between segments whose planned
+    end and start differ, and — planned in place at run time — whenever a segment starts more
+    than `RECOVER_TOL` rad from where an open-loop segment left the joints.
+    `check=True` runs `check_experiment` first and raises `ExperimentRefused` on any violation.
+    """
 
     def __init__(self, experiment: Experiment, gains: Sequence[PidParams],
                  limits: Sequence[JointLimits], period: float,
-                 params: object | None = None) -> None:  # fmt: skip
+                 params: object | None = None, check: bool = True) -> None:  # fmt: skip
         n = experiment.n_joints
         if len(gains) != n or len(limits) != n:
             raise ValueError(f"experiment has {n} joints; got {len(gains)} gains, {len(limits)} limits")
-        self.experiment, self.period, self.limits = experiment, period, list(limits)
+        if check:
+            violations = check_experiment(experiment, limits, params)
+            if violations:
+                raise ExperimentRefused(violations)
+        self.experiment, self.period, self.limits, self.n = experiment, period, list(limits), n
+        gains = experiment.gains(gains)
         model = PlantModel(params) if params is not None else None
         self._hold_law = PidLaw(gains, limits, period)
-        self._phases: list[_Phase] = []
+        self._planned: list[_Phase] = []
         prev_end: np.ndarray | None = None
         for i, seg in enumerate(experiment.segments):
             law = build_law(seg, gains, limits, period, model)
             start = seg.trajectory.start()
             if prev_end is not None and np.abs(start - prev_end).max() > _TOL:
-                self._phases.append(self._approach(prev_end, start, i, seg.name))
-            self._phases.append(_Phase(seg.name, i, seg.trajectory, law, seg.duration, seg.repeats))
+                self._planned.append(self._approach(prev_end, start, i, seg.name))
+            self._planned.append(_Phase(seg.name, i, seg.trajectory, law, seg.duration, seg.repeats))
             prev_end = self._end(seg)
-        self._first_start = experiment.segments[0].trajectory.start()
+        self._phases = list(self._planned)
+        self._recover = self._approach(np.zeros(n), np.zeros(n), 0, "recover")
         self._final = prev_end if prev_end is not None else np.zeros(n)
-        self._q = np.zeros(n)
-        self._qd = np.zeros(n)
-        self._qdd = np.zeros(n)
+        self._q, self._qd, self._qdd = np.zeros(n), np.zeros(n), np.zeros(n)
         self._zero = np.zeros(n)
+        self._cur = self._phases[0]
         self._k = 0
         self._ip = 0
         self.finished = False
@@ -109,9 +136,9 @@ class ExperimentRunner:
 
     @staticmethod
     def _end(seg: Segment) -> np.ndarray:
-        q, _, _ = seg.trajectory.sample(np.array([seg.duration]))
         if isinstance(seg.trajectory, Hold) or seg.controller["kind"] == "valve_sine":
-            q, _, _ = seg.trajectory.sample(np.array([0.0]))
+            return seg.trajectory.start()
+        q, _, _ = seg.trajectory.sample(np.array([seg.duration]))
         return q[0]
 
     def _approach(self, a: np.ndarray, b: np.ndarray, index: int, name: str) -> _Phase:
@@ -124,22 +151,43 @@ class ExperimentRunner:
     def enable(self, fb: Feedback) -> None:
         """Starts from the measured position: an approach move to the first segment's start
         (allocates; the loop calls this outside the steady state)."""
-        if self._phases and self._phases[0].name.startswith("approach:start"):
-            self._phases.pop(0)
-        if np.abs(fb.q - self._first_start).max() > _TOL:
-            ph = self._approach(np.array(fb.q, dtype=float), self._first_start, 0, "start")
-            ph.name = "approach:start"
-            self._phases.insert(0, ph)
+        self._phases = list(self._planned)
+        first = self._phases[0]
+        if np.abs(fb.q - first.start).max() > _TOL:
+            self._phases.insert(0, self._approach(np.array(fb.q, dtype=float), first.start, 0, "start"))
         self.total_duration = sum(p.duration * p.repeats for p in self._phases)
-        self._ip, self._k, self.elapsed, self.finished = 0, 0, 0.0, False
-        self._enter(fb)
+        self._ip, self.elapsed, self.finished = 0, 0.0, False
+        self._enter(self._phases[0], fb)
 
-    def _enter(self, fb: Feedback) -> None:
-        ph = self._phases[self._ip]
+    def _enter(self, ph: _Phase, fb: Feedback) -> None:
+        self._cur = ph
         ph.trajectory.eval(0.0, self._q, self._qd, self._qdd)
         ph.law.enable(fb, self._q)
         self.segment_index, self.segment_name = ph.index, ph.name
         self._k = 0
+
+    def _next(self, fb: Feedback) -> bool:
+        """Moves to the next phase; False when there is none."""
+        if self._cur is not self._recover:
+            self._ip += 1
+        if self._ip >= len(self._phases):
+            return False
+        nxt = self._phases[self._ip]
+        q = fb.q
+        far = False
+        for j in range(self.n):
+            if abs(q[j] - nxt.start[j]) > RECOVER_TOL:
+                far = True
+        if far and any(self._cur.law.open_loop):
+            path = self._recover.trajectory
+            assert isinstance(path, TrapezoidPath)
+            path.replan(q, nxt.start)
+            self._recover.duration = max(path.duration, self.period)
+            self._recover.index = nxt.index
+            self._enter(self._recover, fb)
+        else:
+            self._enter(nxt, fb)
+        return True
 
     def step(self, fb: Feedback, ref_out: np.ndarray, volts_out: np.ndarray) -> bool:
         """One cycle. Returns False once the experiment is over (it then holds the end pose)."""
@@ -147,21 +195,23 @@ class ExperimentRunner:
             ref_out[:] = self._final
             self._hold_law.update(0.0, fb, self._final, self._zero, self._zero, volts_out)
             return False
-        ph = self._phases[self._ip]
+        ph = self._cur
         t = self._k * self.period
         if t >= ph.duration * ph.repeats - 0.5 * self.period:
-            self._ip += 1
-            if self._ip >= len(self._phases):
+            if not self._next(fb):
                 self.finished = True
                 self._hold_law.enable(fb, self._final)
                 return self.step(fb, ref_out, volts_out)
-            self._enter(fb)
-            ph = self._phases[self._ip]
+            ph = self._cur
             t = 0.0
         tr = t % ph.duration if ph.repeats > 1 else t
         ph.trajectory.eval(tr, self._q, self._qd, self._qdd)
         ph.law.update(tr, fb, self._q, self._qd, self._qdd, volts_out)
         ref_out[:] = self._q
+        open_loop = ph.law.open_loop
+        for j in range(self.n):
+            if open_loop[j]:
+                ref_out[j] = fb.q[j]  # no position reference: report the measured one
         self._k += 1
         self.time_in_segment = t
         self.elapsed += self.period

@@ -186,21 +186,28 @@ def mfs_basis(n_harmonics: int) -> tuple[Array, Array]:
     return na, nb
 
 
-def modified_fourier_series(center: Sequence[float], base_hz: float, a: Array,
-                            b: Array) -> HarmonicSum:  # fmt: skip
+def modified_fourier_series(center: Sequence[float], base_hz: float, a: Array, b: Array,
+                            tolerance: float = 1e-9) -> HarmonicSum:  # fmt: skip
     """MFS: a Fourier series whose coefficients meet the boundary conditions (start and end at
-    `center` at rest, zero acceleration). Raises if (a, b) do not meet them (tolerance 1e-9)."""
+    `center` at rest, zero acceleration).
+
+    Coefficients within `tolerance` (relative to their size) of the conditions are projected
+    onto them exactly (a file holds rounded decimals); farther off is an error.
+    """
     a = np.atleast_2d(np.asarray(a, dtype=float))
     b = np.atleast_2d(np.asarray(b, dtype=float))
-    ell = np.arange(1, a.shape[1] + 1, dtype=float)
-    resid = np.abs(np.concatenate([a.sum(axis=1), (b / ell).sum(axis=1), (b * ell).sum(axis=1)]))
-    scale = 1.0 + float(np.abs(a).max(initial=0.0) + np.abs(b).max(initial=0.0)) * a.shape[1]
-    if resid.max(initial=0.0) > 1e-9 * scale:
+    if a.shape != b.shape:
+        raise ValueError("MFS: a and b must have the same shape (n_joints, N)")
+    na, nb = mfs_basis(a.shape[1])
+    ap, bp = a @ na @ na.T, b @ nb @ nb.T  # orthogonal projections onto the null spaces
+    size = 1e-12 + float(np.abs(a).max(initial=0.0) + np.abs(b).max(initial=0.0))
+    off = float(max(np.abs(a - ap).max(initial=0.0), np.abs(b - bp).max(initial=0.0)))
+    if off > tolerance * size:
         raise ValueError(
-            "MFS coefficients violate the boundary conditions (Σa = 0, Σb/l = 0, Σl·b = 0); "
-            "build them with mfs_coefficients()"
+            "MFS coefficients violate the boundary conditions (Σa = 0, Σb/l = 0, Σl·b = 0) by "
+            f"{off:.3g}; build them with mfs_coefficients() or optimise_mfs()"
         )
-    return fourier_series(center, base_hz, a, b)
+    return fourier_series(center, base_hz, ap, bp)
 
 
 def mfs_coefficients(za: Array, zb: Array) -> tuple[Array, Array]:
