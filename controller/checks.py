@@ -21,6 +21,7 @@ import numpy as np
 from controller.experiment import Experiment, Segment
 from controller.feedforward import PlantModel
 from controller.limits import JointLimits
+from controller.plant.dynamics import cylinder, inverse_dynamics
 
 
 @dataclass(frozen=True)
@@ -73,28 +74,27 @@ def check_experiment(exp: Experiment, limits: Sequence[JointLimits], params: Any
             _report(out, i, seg, j, "velocity", t, np.abs(qd[:, j]), lim.max_velocity)
             _report(out, i, seg, j, "acceleration", t, np.abs(qdd[:, j]), lim.max_acceleration)
         if model is not None and seg.controller["kind"] != "valve_sine":
-            _check_capacity(out, i, seg, limits, model, t, q, qd, qdd)
+            _check_capacity(out, i, seg, limits, params, t, q, qd, qdd)
     return out
 
 
-def _spool_limit(model: PlantModel, j: int, lim: JointLimits) -> float:
-    return min(model.umax[j], model.kv[j] * lim.valve_max_v)
-
-
 def _check_capacity(out: list[Violation], i: int, seg: Segment, limits: Sequence[JointLimits],
-                    model: PlantModel, t: np.ndarray, q: np.ndarray, qd: np.ndarray,
+                    params: Any, t: np.ndarray, q: np.ndarray, qd: np.ndarray,
                     qdd: np.ndarray) -> None:  # fmt: skip
-    tau = [0.0] * model.n
-    need = np.zeros((t.size, model.n))  # required speed / available speed, per joint
-    for k in range(t.size):
-        model.inverse_dynamics(q[k], qd[k], qdd[k], tau)
-        for j in range(model.n):
-            _, r = model.cylinder(j, float(q[k, j]))
-            sd = r * qd[k, j]
-            ext, ret = model.max_piston_speed(j, tau[j] / r, _spool_limit(model, j, limits[j]))
-            avail = ext if sd >= 0 else ret
-            need[k, j] = abs(sd) / avail if avail > 0 else math.inf
-    for j in range(model.n):
+    """Required piston speed / steady-state speed at full spool (> 1: the valve cannot)."""
+    _, r = cylinder(params, q)
+    sd = r * qd
+    force = inverse_dynamics(params, q, qd, qdd) / r
+    ac, ar, ps, cf = params.area_cap, params.area_rod, params.supply_pressure, params.flow_gains
+    spool = np.minimum(params.spool_max, params.valve_gain * np.array([lim.valve_max_v for lim in limits]))
+    k_ext = ac**3 / cf[:, 0] ** 2 + ar**3 / cf[:, 2] ** 2
+    k_ret = ac**3 / cf[:, 1] ** 2 + ar**3 / cf[:, 3] ** 2
+    ext = spool * np.sqrt(np.maximum(ac * ps - force, 0.0) / k_ext)
+    ret = spool * np.sqrt(np.maximum(force + ar * ps, 0.0) / k_ret)
+    avail = np.where(sd >= 0, ext, ret)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        need = np.where(avail > 0, np.abs(sd) / avail, np.inf)
+    for j in range(q.shape[1]):
         _report(out, i, seg, j, "valve_capacity", t, need[:, j], 1.0)
 
 

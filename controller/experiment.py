@@ -69,7 +69,7 @@ _CTRL_KEYS: dict[str, set[str]] = {
     "pid": {"pid"},
     "pid_ff": {"pid", "pressure_source", "pressure_filter_hz"},
     "gravity_pd": {"kp", "kd", "kf", "velocity_filter_hz"},
-    "vlpd": {"kp", "kd", "vmax_deg_s", "j_gain", "velocity_filter_hz"},
+    "vlpd": {"kp", "kd", "vmax_deg_s", "j_gain", "velocity_filter_hz", "velocity_ff"},
     "valve_sine": {"amplitude_v", "frequency_hz", "offset_v", "centering_v_per_rad", "pid"},
 }
 
@@ -233,7 +233,8 @@ def build_law(seg: Segment, gains: Sequence[PidParams], limits: Sequence[JointLi
                                             need(), c.get("velocity_filter_hz", 50.0)),  # fmt: skip
         "vlpd": lambda: VelocityLimitedPD(lst("kp"), lst("kd"), _rad(lst("vmax_deg_s")),
                                           lst("j_gain"), limits, period,
-                                          c.get("velocity_filter_hz", 0.0)),  # fmt: skip
+                                          c.get("velocity_filter_hz", 0.0),
+                                          c.get("velocity_ff")),  # fmt: skip
         "valve_sine": lambda: ValveSine(lst("amplitude_v"), lst("frequency_hz"),
                                         _gains(gains, c, where), limits, period,
                                         c.get("offset_v"), c.get("centering_v_per_rad")),  # fmt: skip

@@ -195,13 +195,21 @@ class VelocityLimitedPD(Law):
 
     K_D = 2√K_P is Lin's usual choice; `j_gain` (V·s²/rad) plays J_i; the output is frozen
     (not integrated further) while clamped, so it does not wind up against the valve limit.
+
+    Lin's actuator is a torque motor: eq. 35 integrates acceleration into current. A servo
+    valve already commands velocity, so literal eq. 35 adds a second integrator and overshoots.
+    `velocity_ff` (V·s/rad, ≈ 1/valve velocity gain) adds the hydraulic form: the velocity
+    demand of eq. 34, (K_P/K_D)·V·(q_d − q), sent straight to the valve, with eq. 35's
+    increments on top as the correction (J = 0 leaves a velocity-limited P law).
     """
 
     def __init__(self, kp: Sequence[float], kd: Sequence[float], vmax: Sequence[float],
                  j_gain: Sequence[float], limits: Sequence[JointLimits], period: float,
-                 velocity_filter_hz: float = 0.0) -> None:  # fmt: skip
+                 velocity_filter_hz: float = 0.0,
+                 velocity_ff: Sequence[float] | None = None) -> None:  # fmt: skip
         self.n, self.limits = len(kp), list(limits)
-        if not (len(kd) == len(vmax) == len(j_gain) == len(limits) == self.n):
+        self.vff = [0.0] * self.n if velocity_ff is None else [float(x) for x in velocity_ff]
+        if not (len(kd) == len(vmax) == len(j_gain) == len(limits) == len(self.vff) == self.n):
             raise ValueError("kp, kd, vmax, j_gain and limits need one entry per joint")
         if min(kp) <= 0 or min(kd) <= 0 or min(vmax) <= 0:
             raise ValueError("velocity-limited PD needs kp, kd, vmax > 0")
@@ -226,11 +234,14 @@ class VelocityLimitedPD(Law):
             ratio = self.kp[j] / self.kd[j]
             denom = ratio * abs(e)
             v_lim = 1.0 if denom <= self.vmax[j] else self.vmax[j] / denom  # eq. 36
-            qdd_star = self.kd[j] * (-qd + ratio * v_lim * e)  # eq. 34
-            out = self.jg[j] * qdd_star + self._out[j] - self.jg[j] * (qd - self._qd_prev[j]) / self.period
+            qd_demand = ratio * v_lim * e
+            qdd_star = self.kd[j] * (qd_demand - qd)  # eq. 34
+            # eq. 35's memory (the increments), then the valve's velocity demand on top.
+            mem = self._out[j] + self.jg[j] * (qdd_star - (qd - self._qd_prev[j]) / self.period)
             self._qd_prev[j] = qd
-            clamped = self._clamp(j, out)
-            self._out[j] = clamped  # eq. 35's memory keeps the clamped value: no wind-up
+            ff = self.vff[j] * qd_demand
+            clamped = self._clamp(j, ff + mem)
+            self._out[j] = clamped - ff  # keep the memory at what was applied: no wind-up
             volts_out[j] = clamped
 
 

@@ -183,6 +183,7 @@ class ExperimentRunner:
             assert isinstance(path, TrapezoidPath)
             path.replan(q, nxt.start)
             self._recover.duration = max(path.duration, self.period)
+            self.total_duration += self._recover.duration
             self._recover.index = nxt.index
             self._enter(self._recover, fb)
         else:
