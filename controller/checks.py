@@ -30,17 +30,29 @@ class Violation:
     segment_name: str
     time: float  # s into the segment (first exceedance)
     joint: int
-    limit: str  # position_max | position_min | velocity | acceleration | valve_voltage | valve_capacity
+    #: position_max | position_min | velocity | acceleration | valve_voltage | valve_capacity
+    limit: str
     value: float  # worst value found (SI units)
     bound: float
 
     def __str__(self) -> str:
-        return (f"segment {self.segment} ({self.segment_name!r}) at t={self.time:.3f} s: joint "
-                f"{self.joint} {self.limit} {self.value:.4g} beyond {self.bound:.4g}")  # fmt: skip
+        return (
+            f"segment {self.segment} ({self.segment_name!r}) at t={self.time:.3f} s: joint "
+            f"{self.joint} {self.limit} {self.value:.4g} beyond {self.bound:.4g}"
+        )
 
 
-def _report(out: list[Violation], i: int, seg: Segment, j: int, name: str, t: np.ndarray,
-            value: np.ndarray, bound: float, sign: float = 1.0) -> None:  # fmt: skip
+def _report(
+    out: list[Violation],
+    i: int,
+    seg: Segment,
+    j: int,
+    name: str,
+    t: np.ndarray,
+    value: np.ndarray,
+    bound: float,
+    sign: float = 1.0,
+) -> None:
     """Append a violation where sign·value > sign·bound anywhere."""
     bad = sign * value > sign * bound + 1e-9 * max(1.0, abs(bound))
     if np.any(bad):
@@ -49,8 +61,12 @@ def _report(out: list[Violation], i: int, seg: Segment, j: int, name: str, t: np
         out.append(Violation(i, seg.name, float(t[k]), j, name, worst, float(bound)))
 
 
-def check_experiment(exp: Experiment, limits: Sequence[JointLimits], params: Any | None = None,
-                     rate_hz: float = 500.0) -> list[Violation]:  # fmt: skip
+def check_experiment(
+    exp: Experiment,
+    limits: Sequence[JointLimits],
+    params: Any | None = None,
+    rate_hz: float = 500.0,
+) -> list[Violation]:
     """All limit violations of `exp` (empty list: safe to run)."""
     n = exp.n_joints
     if len(limits) != n:
@@ -64,8 +80,16 @@ def check_experiment(exp: Experiment, limits: Sequence[JointLimits], params: Any
             q, qd, qdd = _predict_valve_sine(seg, limits, model, t)
             amp, off = seg.controller["amplitude_v"], seg.controller.get("offset_v") or [0.0] * n
             for j in range(n):
-                _report(out, i, seg, j, "valve_voltage", t[:1],
-                        np.array([abs(amp[j]) + abs(off[j])]), limits[j].valve_max_v)  # fmt: skip
+                _report(
+                    out,
+                    i,
+                    seg,
+                    j,
+                    "valve_voltage",
+                    t[:1],
+                    np.array([abs(amp[j]) + abs(off[j])]),
+                    limits[j].valve_max_v,
+                )
         else:
             q, qd, qdd = seg.trajectory.sample(t)
         for j, lim in enumerate(limits):
@@ -78,15 +102,25 @@ def check_experiment(exp: Experiment, limits: Sequence[JointLimits], params: Any
     return out
 
 
-def _check_capacity(out: list[Violation], i: int, seg: Segment, limits: Sequence[JointLimits],
-                    params: Any, t: np.ndarray, q: np.ndarray, qd: np.ndarray,
-                    qdd: np.ndarray) -> None:  # fmt: skip
+def _check_capacity(
+    out: list[Violation],
+    i: int,
+    seg: Segment,
+    limits: Sequence[JointLimits],
+    params: Any,
+    t: np.ndarray,
+    q: np.ndarray,
+    qd: np.ndarray,
+    qdd: np.ndarray,
+) -> None:
     """Required piston speed / steady-state speed at full spool (> 1: the valve cannot)."""
     _, r = cylinder(params, q)
     sd = r * qd
     force = inverse_dynamics(params, q, qd, qdd) / r
     ac, ar, ps, cf = params.area_cap, params.area_rod, params.supply_pressure, params.flow_gains
-    spool = np.minimum(params.spool_max, params.valve_gain * np.array([lim.valve_max_v for lim in limits]))
+    spool = np.minimum(
+        params.spool_max, params.valve_gain * np.array([lim.valve_max_v for lim in limits])
+    )
     k_ext = ac**3 / cf[:, 0] ** 2 + ar**3 / cf[:, 2] ** 2
     k_ret = ac**3 / cf[:, 1] ** 2 + ar**3 / cf[:, 3] ** 2
     ext = spool * np.sqrt(np.maximum(ac * ps - force, 0.0) / k_ext)
@@ -98,8 +132,9 @@ def _check_capacity(out: list[Violation], i: int, seg: Segment, limits: Sequence
         _report(out, i, seg, j, "valve_capacity", t, need[:, j], 1.0)
 
 
-def _predict_valve_sine(seg: Segment, limits: Sequence[JointLimits], model: PlantModel | None,
-                        t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+def _predict_valve_sine(
+    seg: Segment, limits: Sequence[JointLimits], model: PlantModel | None, t: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Driven joints: q̇ = ṡ(u)/r with u = k_v·v at the steady state against gravity; held
     joints stay at the reference. Without plant parameters nothing can be predicted: the
     reference is returned and only the valve voltage is checked."""

@@ -36,8 +36,9 @@ log = logging.getLogger(__name__)
 MODELS = ("mechanical", "fluid", "both")
 
 
-def predicted_fluid_signals(params: Any, t: np.ndarray, q: np.ndarray, qd: np.ndarray,
-                            qdd: np.ndarray) -> dict[str, np.ndarray]:  # fmt: skip
+def predicted_fluid_signals(
+    params: Any, t: np.ndarray, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray
+) -> dict[str, np.ndarray]:
     """s, ṡ, u, p⁺, p⁻, ṗ⁺, ṗ⁻ (each (N, n)) of the plant following (q, q̇, q̈) at the valve's
     steady state (see `controller.feedforward`). Pressure rates by central differences of t."""
     s, r = cylinder(params, q)
@@ -59,13 +60,26 @@ def predicted_fluid_signals(params: Any, t: np.ndarray, q: np.ndarray, qd: np.nd
     w = 0.5 * (1.0 + np.tanh(sd / eps))
     pc = w * pc_ext + (1 - w) * pc_ret
     pr = w * pr_ext + (1 - w) * pr_ret
-    return {"s": s, "sd": sd, "u": u, "p_cap": pc, "p_rod": pr,
-            "pd_cap": np.gradient(pc, t, axis=0), "pd_rod": np.gradient(pr, t, axis=0)}  # fmt: skip
+    return {
+        "s": s,
+        "sd": sd,
+        "u": u,
+        "p_cap": pc,
+        "p_rod": pr,
+        "pd_cap": np.gradient(pc, t, axis=0),
+        "pd_rod": np.gradient(pr, t, axis=0),
+    }
 
 
-def observation_matrix(model: str, t: np.ndarray, q: np.ndarray, qd: np.ndarray,
-                       qdd: np.ndarray, params: Any | None = None,
-                       gravity: float = 9.81) -> np.ndarray:  # fmt: skip
+def observation_matrix(
+    model: str,
+    t: np.ndarray,
+    q: np.ndarray,
+    qd: np.ndarray,
+    qdd: np.ndarray,
+    params: Any | None = None,
+    gravity: float = 9.81,
+) -> np.ndarray:
     """Stacked (N·rows, n_params) observation matrix of `model` ("mechanical" or "fluid"),
     columns scaled by the nominal parameters when `params` is given."""
     if model == "mechanical":
@@ -76,8 +90,16 @@ def observation_matrix(model: str, t: np.ndarray, q: np.ndarray, qd: np.ndarray,
         if params is None:
             raise ValueError("the fluid observation matrix needs plant parameters")
         sig = predicted_fluid_signals(params, t, q, qd, qdd)
-        phi, _ = fluid_regressor(params, sig["s"], sig["sd"], sig["u"], sig["p_cap"],
-                                 sig["p_rod"], sig["pd_cap"], sig["pd_rod"])  # fmt: skip
+        phi, _ = fluid_regressor(
+            params,
+            sig["s"],
+            sig["sd"],
+            sig["u"],
+            sig["p_cap"],
+            sig["p_rod"],
+            sig["pd_cap"],
+            sig["pd_rod"],
+        )
         theta = params.theta_fluid()
     else:
         raise ValueError(f"model must be 'mechanical' or 'fluid', not {model!r}")
@@ -90,15 +112,22 @@ def condition_number(phi: np.ndarray) -> float:
     return float(sv[0] / sv[-1]) if sv[-1] > 0 else float("inf")
 
 
-def trajectory_condition(traj: Trajectory, model: str, params: Any | None = None,
-                         n_samples: int = 400, duration: float | None = None) -> float:  # fmt: skip
+def trajectory_condition(
+    traj: Trajectory,
+    model: str,
+    params: Any | None = None,
+    n_samples: int = 400,
+    duration: float | None = None,
+) -> float:
     """Condition number of `model`'s observation matrix over one period of `traj`."""
     dur = traj.duration if duration is None else duration
     t = np.linspace(0.0, dur, n_samples, endpoint=False)
     q, qd, qdd = traj.sample(t)
     if model == "both":
-        return max(condition_number(observation_matrix(m, t, q, qd, qdd, params))
-                   for m in ("mechanical", "fluid"))  # fmt: skip
+        return max(
+            condition_number(observation_matrix(m, t, q, qd, qdd, params))
+            for m in ("mechanical", "fluid")
+        )
     return condition_number(observation_matrix(model, t, q, qd, qdd, params))
 
 
@@ -113,22 +142,35 @@ class MfsResult:
     message: str
 
 
-def _margins(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, limits: Sequence[JointLimits],
-             fraction: float) -> np.ndarray:  # fmt: skip
+def _margins(
+    q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, limits: Sequence[JointLimits], fraction: float
+) -> np.ndarray:
     """≥ 0 where every sample is inside the limits (scaled by `fraction`), per joint and kind."""
     out = []
     for j, lim in enumerate(limits):
-        out += [lim.position_max - q[:, j].max(), q[:, j].min() - lim.position_min,
-                fraction * lim.max_velocity - np.abs(qd[:, j]).max(),
-                fraction * lim.max_acceleration - np.abs(qdd[:, j]).max()]  # fmt: skip
+        out += [
+            lim.position_max - q[:, j].max(),
+            q[:, j].min() - lim.position_min,
+            fraction * lim.max_velocity - np.abs(qd[:, j]).max(),
+            fraction * lim.max_acceleration - np.abs(qdd[:, j]).max(),
+        ]
     return np.asarray(out)
 
 
-def optimise_mfs(center: Sequence[float], base_hz: float, n_harmonics: int,
-                 limits: Sequence[JointLimits], model: str = "mechanical",
-                 params: Any | None = None, seed: int = 0, n_samples: int = 200,
-                 fraction: float = 0.9, position_margin: float = 0.02,
-                 maxiter: int = 200, restarts: int = 3) -> MfsResult:  # fmt: skip
+def optimise_mfs(
+    center: Sequence[float],
+    base_hz: float,
+    n_harmonics: int,
+    limits: Sequence[JointLimits],
+    model: str = "mechanical",
+    params: Any | None = None,
+    seed: int = 0,
+    n_samples: int = 200,
+    fraction: float = 0.9,
+    position_margin: float = 0.02,
+    maxiter: int = 200,
+    restarts: int = 3,
+) -> MfsResult:
     """MFS around `center` (rad) minimising the condition number of `model`'s observation
     matrix within `fraction` of the velocity/acceleration limits and `position_margin` (rad)
     inside the position limits. SLSQP from `restarts` random feasible starts; deterministic
@@ -139,9 +181,16 @@ def optimise_mfs(center: Sequence[float], base_hz: float, n_harmonics: int,
     if len(limits) != n:
         raise ValueError(f"one JointLimits per joint: got {len(limits)} for {n} joints")
     c = np.asarray(center, dtype=float)
-    lims = [JointLimits(lim.position_min + position_margin, lim.position_max - position_margin,
-                        lim.max_velocity, lim.max_acceleration, lim.valve_max_v)
-            for lim in limits]  # fmt: skip
+    lims = [
+        JointLimits(
+            lim.position_min + position_margin,
+            lim.position_max - position_margin,
+            lim.max_velocity,
+            lim.max_acceleration,
+            lim.valve_max_v,
+        )
+        for lim in limits
+    ]
     for j, lim in enumerate(lims):
         if not lim.position_min < c[j] < lim.position_max:
             raise ValueError(f"joint {j}: centre {c[j]:.3f} rad is outside its limits")
@@ -151,15 +200,18 @@ def optimise_mfs(center: Sequence[float], base_hz: float, n_harmonics: int,
     t = np.linspace(0.0, period, n_samples, endpoint=False)
     t_check = np.linspace(0.0, period, 20 * n_samples, endpoint=False)
 
+    c_list = c.tolist()
+
     def build(z: np.ndarray) -> HarmonicSum:
         z = z.reshape(n, ka + kb)
-        return modified_fourier_series(c, base_hz, z[:, :ka] @ na.T, z[:, ka:] @ nb.T)
+        return modified_fourier_series(c_list, base_hz, z[:, :ka] @ na.T, z[:, ka:] @ nb.T)
 
     def objective(z: np.ndarray) -> float:
         q, qd, qdd = build(z).sample(t)
         ms = ("mechanical", "fluid") if model == "both" else (model,)
-        return sum(np.log(condition_number(observation_matrix(m, t, q, qd, qdd, params)))
-                   for m in ms)  # fmt: skip
+        return sum(
+            np.log(condition_number(observation_matrix(m, t, q, qd, qdd, params))) for m in ms
+        )
 
     def cons(z: np.ndarray) -> np.ndarray:
         return _margins(*build(z).sample(t), lims, fraction)
@@ -173,9 +225,13 @@ def optimise_mfs(center: Sequence[float], base_hz: float, n_harmonics: int,
             if cons(z0).min() >= 0:
                 break
             z0 *= 0.7
-        res = scipy.optimize.minimize(objective, z0, method="SLSQP",
-                                      constraints=[{"type": "ineq", "fun": cons}],
-                                      options={"maxiter": maxiter, "ftol": 1e-6})  # fmt: skip
+        res = scipy.optimize.minimize(
+            objective,
+            z0,
+            method="SLSQP",
+            constraints=[{"type": "ineq", "fun": cons}],
+            options={"maxiter": maxiter, "ftol": 1e-6},
+        )
         z, ok, msg = res.x, bool(res.success), str(res.message)
         # The constraints hold at the samples; between them the path may overshoot a little.
         # Shrink about the centre until it also holds on a 20× finer grid (exact limits).
@@ -191,14 +247,24 @@ def optimise_mfs(center: Sequence[float], base_hz: float, n_harmonics: int,
     assert best is not None
     traj = build(best[1])
     zz = best[1].reshape(n, ka + kb)
-    return MfsResult(traj, zz[:, :ka] @ na.T, zz[:, ka:] @ nb.T,
-                     trajectory_condition(traj, model, params, n_samples),
-                     time.perf_counter() - t0, best[3], best[2])  # fmt: skip
+    return MfsResult(
+        traj,
+        zz[:, :ka] @ na.T,
+        zz[:, ka:] @ nb.T,
+        trajectory_condition(traj, model, params, n_samples),
+        time.perf_counter() - t0,
+        best[3],
+        best[2],
+    )
 
 
-def max_single_sine(center: Sequence[float], frequency_hz: float,
-                    limits: Sequence[JointLimits], fraction: float = 0.9,
-                    position_margin: float = 0.02) -> HarmonicSum:  # fmt: skip
+def max_single_sine(
+    center: Sequence[float],
+    frequency_hz: float,
+    limits: Sequence[JointLimits],
+    fraction: float = 0.9,
+    position_margin: float = 0.02,
+) -> HarmonicSum:
     """The largest single sine per joint at `frequency_hz` inside the same limits as
     `optimise_mfs` (the reference that an optimised MFS is compared against)."""
     from controller.trajectories import sine
@@ -207,6 +273,8 @@ def max_single_sine(center: Sequence[float], frequency_hz: float,
     amp = []
     for cj, lim in zip(center, limits, strict=True):
         room = min(lim.position_max - position_margin - cj, cj - lim.position_min - position_margin)
-        amp.append(min(room, fraction * lim.max_velocity / w, fraction * lim.max_acceleration / w**2))
+        amp.append(
+            min(room, fraction * lim.max_velocity / w, fraction * lim.max_acceleration / w**2)
+        )
     ph = np.arange(len(amp)) * np.pi / 2  # a quarter period apart: the joints are not collinear
     return sine(center, amp, [frequency_hz] * len(amp), ph.tolist())

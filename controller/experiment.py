@@ -60,8 +60,15 @@ _TRAJ_KEYS: dict[str, set[str]] = {
     "multisine": {"frequencies_hz", "amplitudes_deg", "phases_deg", "center_deg"},
     "chirp": {"amplitude_deg", "f0_hz", "f1_hz", "center_deg"},
     "trapezoid": {"start_deg", "end_deg", "max_velocity_deg_s", "max_acceleration_deg_s2"},
-    "sweep": {"joint", "low_deg", "high_deg", "velocity_deg_s", "acceleration_deg_s2", "cycles",
-              "center_deg"},  # fmt: skip
+    "sweep": {
+        "joint",
+        "low_deg",
+        "high_deg",
+        "velocity_deg_s",
+        "acceleration_deg_s2",
+        "cycles",
+        "center_deg",
+    },
     "fourier": {"base_hz", "a_deg_s", "b_deg_s", "center_deg"},
     "mfs": {"base_hz", "a_deg_s", "b_deg_s", "center_deg"},
 }
@@ -74,12 +81,15 @@ _CTRL_KEYS: dict[str, set[str]] = {
 }
 
 
-def build_trajectory(d: Mapping[str, Any], home: Sequence[float], duration: float | None,
-                     where: str) -> tr.Trajectory:  # fmt: skip
+def build_trajectory(
+    d: Mapping[str, Any], home: Sequence[float], duration: float | None, where: str
+) -> tr.Trajectory:
     """Trajectory from its file table; `home` (rad) is the default centre."""
     kind = _req(d, "kind", where)
     if kind not in _TRAJ_KEYS:
-        raise ExperimentError(f"{where}: unknown trajectory kind {kind!r}; one of {sorted(_TRAJ_KEYS)}")
+        raise ExperimentError(
+            f"{where}: unknown trajectory kind {kind!r}; one of {sorted(_TRAJ_KEYS)}"
+        )
     unknown = sorted(set(d) - _TRAJ_KEYS[kind] - {"kind"})
     if unknown:
         raise ExperimentError(f"{where}: unknown key(s) {unknown} for trajectory '{kind}'")
@@ -100,12 +110,22 @@ def build_trajectory(d: Mapping[str, Any], home: Sequence[float], duration: floa
             return tr.chirp(c, _rad(g("amplitude_deg")), g("f0_hz"), g("f1_hz"), duration)
         if kind == "trapezoid":
             start = _rad(d["start_deg"]) if "start_deg" in d else list(home)
-            return moves.trapezoid(start, _rad(g("end_deg")), _rad(g("max_velocity_deg_s")),
-                                   _rad(g("max_acceleration_deg_s2")))  # fmt: skip
+            return moves.trapezoid(
+                start,
+                _rad(g("end_deg")),
+                _rad(g("max_velocity_deg_s")),
+                _rad(g("max_acceleration_deg_s2")),
+            )
         if kind == "sweep":
-            return moves.sweep(c, int(g("joint")), _R * g("low_deg"), _R * g("high_deg"),
-                               _R * g("velocity_deg_s"), _R * g("acceleration_deg_s2"),
-                               int(d.get("cycles", 1)))  # fmt: skip
+            return moves.sweep(
+                c,
+                int(g("joint")),
+                _R * g("low_deg"),
+                _R * g("high_deg"),
+                _R * g("velocity_deg_s"),
+                _R * g("acceleration_deg_s2"),
+                int(d.get("cycles", 1)),
+            )
         a, b = np.asarray(_rad(g("a_deg_s"))), np.asarray(_rad(g("b_deg_s")))
         if kind == "fourier":
             return tr.fourier_series(c, float(g("base_hz")), a, b)
@@ -182,12 +202,16 @@ class Experiment:
             if reps > 1:
                 q, _, _ = traj.sample(np.array([0.0, duration]))
                 if np.abs(q[0] - q[1]).max() > 1e-6:
-                    raise ExperimentError(f"{where}: repeats > 1 but the trajectory does not "
-                                          f"end where it starts after duration_s={duration}")  # fmt: skip
+                    raise ExperimentError(
+                        f"{where}: repeats > 1 but the trajectory does not "
+                        f"end where it starts after duration_s={duration}"
+                    )
             ctrl = dict(_req(s, "controller", where))
             kind = ctrl.get("kind")
             if kind not in _CTRL_KEYS:
-                raise ExperimentError(f"{where}: unknown controller kind {kind!r}; one of {sorted(_CTRL_KEYS)}")
+                raise ExperimentError(
+                    f"{where}: unknown controller kind {kind!r}; one of {sorted(_CTRL_KEYS)}"
+                )
             bad = sorted(set(ctrl) - _CTRL_KEYS[kind] - {"kind"})
             if bad:
                 raise ExperimentError(f"{where}: unknown key(s) {bad} for controller '{kind}'")
@@ -198,8 +222,14 @@ class Experiment:
             if not ok:
                 raise ExperimentError("experiment: 'pid' must be a table or one table per joint")
             _gains([PidParams()] * len(home), {"pid": pid}, "experiment")  # validate the names
-        return cls(str(d.get("name", "experiment")), home, tuple(segs),
-                   str(d.get("description", "")), pid, dict(d))  # fmt: skip
+        return cls(
+            str(d.get("name", "experiment")),
+            home,
+            tuple(segs),
+            str(d.get("description", "")),
+            pid,
+            dict(d),
+        )
 
 
 def _gains(base: Sequence[PidParams], ctrl: Mapping[str, Any], where: str) -> list[PidParams]:
@@ -216,8 +246,13 @@ def _gains(base: Sequence[PidParams], ctrl: Mapping[str, Any], where: str) -> li
         raise ExperimentError(f"{where}: {e}") from e
 
 
-def build_law(seg: Segment, gains: Sequence[PidParams], limits: Sequence[JointLimits],
-              period: float, model: PlantModel | None) -> Law:  # fmt: skip
+def build_law(
+    seg: Segment,
+    gains: Sequence[PidParams],
+    limits: Sequence[JointLimits],
+    period: float,
+    model: PlantModel | None,
+) -> Law:
     """The segment's control law; raises `ExperimentError` if it needs plant parameters and
     none were given."""
     c, where = seg.controller, f"segment {seg.name!r}"
@@ -226,18 +261,42 @@ def build_law(seg: Segment, gains: Sequence[PidParams], limits: Sequence[JointLi
     lst = lambda k: [float(x) for x in _req(c, k, where)]  # noqa: E731
     builders: dict[str, Callable[[], Law]] = {
         "pid": lambda: PidLaw(_gains(gains, c, where), limits, period),
-        "pid_ff": lambda: FeedforwardPid(_gains(gains, c, where), limits, period, need(),
-                                         c.get("pressure_source", "model"),
-                                         c.get("pressure_filter_hz", 1.0)),  # fmt: skip
-        "gravity_pd": lambda: GravityCompPD(lst("kp"), lst("kd"), lst("kf"), limits, period,
-                                            need(), c.get("velocity_filter_hz", 50.0)),  # fmt: skip
-        "vlpd": lambda: VelocityLimitedPD(lst("kp"), lst("kd"), _rad(lst("vmax_deg_s")),
-                                          lst("j_gain"), limits, period,
-                                          c.get("velocity_filter_hz", 0.0),
-                                          c.get("velocity_ff")),  # fmt: skip
-        "valve_sine": lambda: ValveSine(lst("amplitude_v"), lst("frequency_hz"),
-                                        _gains(gains, c, where), limits, period,
-                                        c.get("offset_v"), c.get("centering_v_per_rad")),  # fmt: skip
+        "pid_ff": lambda: FeedforwardPid(
+            _gains(gains, c, where),
+            limits,
+            period,
+            need(),
+            c.get("pressure_source", "model"),
+            c.get("pressure_filter_hz", 1.0),
+        ),
+        "gravity_pd": lambda: GravityCompPD(
+            lst("kp"),
+            lst("kd"),
+            lst("kf"),
+            limits,
+            period,
+            need(),
+            c.get("velocity_filter_hz", 50.0),
+        ),
+        "vlpd": lambda: VelocityLimitedPD(
+            lst("kp"),
+            lst("kd"),
+            _rad(lst("vmax_deg_s")),
+            lst("j_gain"),
+            limits,
+            period,
+            c.get("velocity_filter_hz", 0.0),
+            c.get("velocity_ff"),
+        ),
+        "valve_sine": lambda: ValveSine(
+            lst("amplitude_v"),
+            lst("frequency_hz"),
+            _gains(gains, c, where),
+            limits,
+            period,
+            c.get("offset_v"),
+            c.get("centering_v_per_rad"),
+        ),
     }
     try:
         return builders[kind]()
@@ -249,27 +308,52 @@ def build_law(seg: Segment, gains: Sequence[PidParams], limits: Sequence[JointLi
 
 def _need_model(model: PlantModel | None, where: str, kind: str) -> PlantModel:
     if model is None:
-        raise ExperimentError(f"{where}: controller '{kind}' needs plant parameters (a params file)")
+        raise ExperimentError(
+            f"{where}: controller '{kind}' needs plant parameters (a params file)"
+        )
     return model
 
 
-def sakai_sequential(home_deg: Sequence[float], amplitude_v: float = 0.2,
-                     frequency_hz: float = 1.0, step_s: float = 20.0,
-                     centering_v_per_rad: float = 2.0) -> dict[str, Any]:  # fmt: skip
+def sakai_sequential(
+    home_deg: Sequence[float],
+    amplitude_v: float = 0.2,
+    frequency_hz: float = 1.0,
+    step_s: float = 20.0,
+    centering_v_per_rad: float = 2.0,
+) -> dict[str, Any]:
     """Sakai's protocol as one experiment dict: step 1 drives joint 2 with joint 1 held, step 2
     drives joint 1 with joint 2 held, step 3 drives both (the estimator stacks all steps)."""
     n = len(home_deg)
-    steps = [[0.0, amplitude_v], [amplitude_v, 0.0], [amplitude_v, amplitude_v]] if n == 2 else [
-        [amplitude_v]
+    steps = (
+        [[0.0, amplitude_v], [amplitude_v, 0.0], [amplitude_v, amplitude_v]]
+        if n == 2
+        else [[amplitude_v]]
+    )
+    segs = [
+        {
+            "name": "settle",
+            "duration_s": 2.0,
+            "trajectory": {"kind": "hold"},
+            "controller": {"kind": "pid"},
+        }
     ]
-    segs = [{"name": "settle", "duration_s": 2.0, "trajectory": {"kind": "hold"},
-             "controller": {"kind": "pid"}}]  # fmt: skip
     for k, amp in enumerate(steps, start=1):
-        segs.append({
-            "name": f"step{k}", "duration_s": step_s, "trajectory": {"kind": "hold"},
-            "controller": {"kind": "valve_sine", "amplitude_v": amp,
-                           "frequency_hz": [frequency_hz] * n,
-                           "centering_v_per_rad": [centering_v_per_rad] * n},
-        })  # fmt: skip
-    return {"name": "sakai-sequential", "home_deg": list(home_deg), "segments": segs,
-            "description": "Sakai & Maeshima: hold one joint, drive the other, then both"}  # fmt: skip
+        segs.append(
+            {
+                "name": f"step{k}",
+                "duration_s": step_s,
+                "trajectory": {"kind": "hold"},
+                "controller": {
+                    "kind": "valve_sine",
+                    "amplitude_v": amp,
+                    "frequency_hz": [frequency_hz] * n,
+                    "centering_v_per_rad": [centering_v_per_rad] * n,
+                },
+            }
+        )
+    return {
+        "name": "sakai-sequential",
+        "home_deg": list(home_deg),
+        "segments": segs,
+        "description": "Sakai & Maeshima: hold one joint, drive the other, then both",
+    }

@@ -72,10 +72,17 @@ class PlantModel:
         q1, q2, d1, d2, a1, a2 = q[0], q[1], qd[0], qd[1], qdd[0], qdd[1]
         R, c2, s2 = self.r12, math.cos(q2), math.sin(q2)
         g12 = self.W[1] * g * math.sin(q1 + q2)
-        tau[0] = ((self.M[0] + 2 * R * c2) * a1 + (self.M[1] + R * c2) * a2
-                  - R * s2 * (2 * d1 * d2 + d2 * d2) + self.Fv[0] * d1
-                  + self.W[0] * g * math.sin(q1) + g12)  # fmt: skip
-        tau[1] = (self.M[1] + R * c2) * a1 + self.M[1] * a2 + R * d1 * d1 * s2 + self.Fv[1] * d2 + g12
+        tau[0] = (
+            (self.M[0] + 2 * R * c2) * a1
+            + (self.M[1] + R * c2) * a2
+            - R * s2 * (2 * d1 * d2 + d2 * d2)
+            + self.Fv[0] * d1
+            + self.W[0] * g * math.sin(q1)
+            + g12
+        )
+        tau[1] = (
+            (self.M[1] + R * c2) * a1 + self.M[1] * a2 + R * d1 * d1 * s2 + self.Fv[1] * d2 + g12
+        )
 
     def gravity_friction(self, q: Any, qd: Any, tau: MutableSequence[float]) -> None:
         """Lin eq. 37's compensation i_i: gravity plus viscous friction torques."""
@@ -88,8 +95,9 @@ class PlantModel:
         tau[1] = g12 + self.Fv[1] * qd[1]
 
     # ------------------------------------------------------------------ valve inverse
-    def spool_measured(self, j: int, s: float, sd: float, pd_cap: float, pd_rod: float,
-                       p_cap: float, p_rod: float) -> float:  # fmt: skip
+    def spool_measured(
+        self, j: int, s: float, sd: float, pd_cap: float, pd_rod: float, p_cap: float, p_rod: float
+    ) -> float:
         """Spool u (LVDT V) that delivers ṡ and the pressure rates at the measured pressures."""
         ac, ar, ps, cf = self.Ac[j], self.Ar[j], self.ps, self.cf[j]
         vc = self.V0[j] + (0.5 * self.L[j] + s) * ac

@@ -59,8 +59,9 @@ class Law:
     def enable(self, fb: Feedback, q_ref: Array) -> None:
         raise NotImplementedError
 
-    def update(self, t: float, fb: Feedback, q_ref: Array, qd_ref: Array, qdd_ref: Array,
-               volts_out: Array) -> None:  # fmt: skip
+    def update(
+        self, t: float, fb: Feedback, q_ref: Array, qd_ref: Array, qdd_ref: Array, volts_out: Array
+    ) -> None:
         raise NotImplementedError
 
     def disable(self) -> None:
@@ -78,8 +79,9 @@ class Law:
 
 
 class PidLaw(Law):
-    def __init__(self, gains: Sequence[PidParams], limits: Sequence[JointLimits],
-                 period: float) -> None:  # fmt: skip
+    def __init__(
+        self, gains: Sequence[PidParams], limits: Sequence[JointLimits], period: float
+    ) -> None:
         if len(gains) != len(limits):
             raise ValueError("one PidParams and one JointLimits per joint")
         self.n, self.limits = len(gains), list(limits)
@@ -93,8 +95,9 @@ class PidLaw(Law):
         for pid in self.pids:
             pid.disable()
 
-    def update(self, t: float, fb: Feedback, q_ref: Array, qd_ref: Array, qdd_ref: Array,
-               volts_out: Array) -> None:  # fmt: skip
+    def update(
+        self, t: float, fb: Feedback, q_ref: Array, qd_ref: Array, qdd_ref: Array, volts_out: Array
+    ) -> None:
         for j, pid in enumerate(self.pids):
             volts_out[j] = self._clamp(j, pid.update(q_ref[j], fb.q[j]))
 
@@ -110,22 +113,33 @@ class FeedforwardPid(PidLaw):
     A NaN pressure falls back to the model.
     """
 
-    def __init__(self, gains: Sequence[PidParams], limits: Sequence[JointLimits], period: float,
-                 model: PlantModel, pressure_source: str = "model",
-                 pressure_filter_hz: float = 1.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        gains: Sequence[PidParams],
+        limits: Sequence[JointLimits],
+        period: float,
+        model: PlantModel,
+        pressure_source: str = "model",
+        pressure_filter_hz: float = 1.0,
+    ) -> None:
         super().__init__(gains, limits, period)
         if model.n != self.n:
             raise ValueError(f"plant model has {model.n} joints, the law {self.n}")
         if pressure_source not in ("measured", "model"):
-            raise ValueError(f"pressure_source must be 'measured' or 'model', not {pressure_source!r}")
+            raise ValueError(
+                f"pressure_source must be 'measured' or 'model', not {pressure_source!r}"
+            )
         self.model, self.source, self.period = model, pressure_source, period
         self._tau = [0.0] * self.n
         self._force_prev = [math.nan] * self.n
         self.ff_volts = [0.0] * self.n
         self._pc = [math.nan] * self.n
         self._pr = [math.nan] * self.n
-        self._alpha = (1.0 - math.exp(-2 * math.pi * pressure_filter_hz * period)
-                       if pressure_filter_hz > 0 else 1.0)  # fmt: skip
+        self._alpha = (
+            1.0 - math.exp(-2 * math.pi * pressure_filter_hz * period)
+            if pressure_filter_hz > 0
+            else 1.0
+        )
 
     def enable(self, fb: Feedback, q_ref: Array) -> None:
         super().enable(fb, q_ref)
@@ -134,8 +148,9 @@ class FeedforwardPid(PidLaw):
             self._pc[j] = float(fb.p_cap[j])
             self._pr[j] = float(fb.p_rod[j])
 
-    def update(self, t: float, fb: Feedback, q_ref: Array, qd_ref: Array, qdd_ref: Array,
-               volts_out: Array) -> None:  # fmt: skip
+    def update(
+        self, t: float, fb: Feedback, q_ref: Array, qd_ref: Array, qdd_ref: Array, volts_out: Array
+    ) -> None:
         m = self.model
         m.inverse_dynamics(q_ref, qd_ref, qdd_ref, self._tau)
         for j, pid in enumerate(self.pids):
@@ -161,9 +176,16 @@ class FeedforwardPid(PidLaw):
 class GravityCompPD(Law):
     """Lin eq. 37 with an inner force loop (see module doc). Gains per joint."""
 
-    def __init__(self, kp: Sequence[float], kd: Sequence[float], kf: Sequence[float],
-                 limits: Sequence[JointLimits], period: float, model: PlantModel,
-                 velocity_filter_hz: float = 50.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        kp: Sequence[float],
+        kd: Sequence[float],
+        kf: Sequence[float],
+        limits: Sequence[JointLimits],
+        period: float,
+        model: PlantModel,
+        velocity_filter_hz: float = 50.0,
+    ) -> None:
         self.n, self.limits = len(kp), list(limits)
         if not (len(kd) == len(kf) == len(limits) == self.n == model.n):
             raise ValueError("kp, kd, kf, limits and the plant model need one entry per joint")
@@ -175,8 +197,9 @@ class GravityCompPD(Law):
     def enable(self, fb: Feedback, q_ref: Array) -> None:
         self.vel.reset(fb.q)
 
-    def update(self, t: float, fb: Feedback, q_ref: Array, qd_ref: Array, qdd_ref: Array,
-               volts_out: Array) -> None:  # fmt: skip
+    def update(
+        self, t: float, fb: Feedback, q_ref: Array, qd_ref: Array, qdd_ref: Array, volts_out: Array
+    ) -> None:
         self.vel.update(fb.q)
         qd = self.vel.v
         self.model.gravity_friction(fb.q, qd, self._comp)
@@ -203,10 +226,17 @@ class VelocityLimitedPD(Law):
     increments on top as the correction (J = 0 leaves a velocity-limited P law).
     """
 
-    def __init__(self, kp: Sequence[float], kd: Sequence[float], vmax: Sequence[float],
-                 j_gain: Sequence[float], limits: Sequence[JointLimits], period: float,
-                 velocity_filter_hz: float = 0.0,
-                 velocity_ff: Sequence[float] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        kp: Sequence[float],
+        kd: Sequence[float],
+        vmax: Sequence[float],
+        j_gain: Sequence[float],
+        limits: Sequence[JointLimits],
+        period: float,
+        velocity_filter_hz: float = 0.0,
+        velocity_ff: Sequence[float] | None = None,
+    ) -> None:
         self.n, self.limits = len(kp), list(limits)
         self.vff = [0.0] * self.n if velocity_ff is None else [float(x) for x in velocity_ff]
         if not (len(kd) == len(vmax) == len(j_gain) == len(limits) == len(self.vff) == self.n):
@@ -225,8 +255,9 @@ class VelocityLimitedPD(Law):
             self._out[j] = 0.0
             self._qd_prev[j] = 0.0
 
-    def update(self, t: float, fb: Feedback, q_ref: Array, qd_ref: Array, qdd_ref: Array,
-               volts_out: Array) -> None:  # fmt: skip
+    def update(
+        self, t: float, fb: Feedback, q_ref: Array, qd_ref: Array, qdd_ref: Array, volts_out: Array
+    ) -> None:
         self.vel.update(fb.q)
         for j in range(self.n):
             qd = self.vel.v[j]
@@ -252,10 +283,16 @@ class ValveSine(Law):
     driven joints so that flow-gain asymmetry does not walk the joint into a limit.
     """
 
-    def __init__(self, amplitude: Sequence[float], frequency_hz: Sequence[float],
-                 hold_gains: Sequence[PidParams], limits: Sequence[JointLimits], period: float,
-                 offset: Sequence[float] | None = None,
-                 centering: Sequence[float] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        amplitude: Sequence[float],
+        frequency_hz: Sequence[float],
+        hold_gains: Sequence[PidParams],
+        limits: Sequence[JointLimits],
+        period: float,
+        offset: Sequence[float] | None = None,
+        centering: Sequence[float] | None = None,
+    ) -> None:
         self.n, self.limits = len(amplitude), list(limits)
         self.amp = [float(a) for a in amplitude]
         self.freq = [float(f) for f in frequency_hz]
@@ -274,12 +311,16 @@ class ValveSine(Law):
     def disable(self) -> None:
         self.hold.disable()
 
-    def update(self, t: float, fb: Feedback, q_ref: Array, qd_ref: Array, qdd_ref: Array,
-               volts_out: Array) -> None:  # fmt: skip
+    def update(
+        self, t: float, fb: Feedback, q_ref: Array, qd_ref: Array, qdd_ref: Array, volts_out: Array
+    ) -> None:
         for j in range(self.n):
             if self.amp[j] == 0.0:
                 v = self.hold.pids[j].update(q_ref[j], fb.q[j])
             else:
-                v = (self.offset[j] + self.amp[j] * math.sin(2 * math.pi * self.freq[j] * t)
-                     + self.centering[j] * (q_ref[j] - fb.q[j]))  # fmt: skip
+                v = (
+                    self.offset[j]
+                    + self.amp[j] * math.sin(2 * math.pi * self.freq[j] * t)
+                    + self.centering[j] * (q_ref[j] - fb.q[j])
+                )
             volts_out[j] = self._clamp(j, v)

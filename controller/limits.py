@@ -17,8 +17,13 @@ class JointLimits:
     valve_max_v: float
 
     def __post_init__(self) -> None:
-        for name in ("position_min", "position_max", "max_velocity", "max_acceleration",
-                     "valve_max_v"):  # fmt: skip
+        for name in (
+            "position_min",
+            "position_max",
+            "max_velocity",
+            "max_acceleration",
+            "valve_max_v",
+        ):
             v = getattr(self, name)
             if not isinstance(v, int | float) or not math.isfinite(v):
                 raise ValueError(f"JointLimits.{name} must be a finite number, got {v!r}")
@@ -33,10 +38,19 @@ class JointLimits:
 
     @classmethod
     def from_degrees(
-        cls, soft_min_deg: float, soft_max_deg: float, max_velocity_deg_s: float,
-        max_acceleration_deg_s2: float, valve_max_v: float,
-    ) -> JointLimits:  # fmt: skip
+        cls,
+        soft_min_deg: float,
+        soft_max_deg: float,
+        max_velocity_deg_s: float,
+        max_acceleration_deg_s2: float,
+        valve_max_v: float,
+    ) -> JointLimits:
         """From the profile's units (degrees)."""
         r = math.radians
-        return cls(r(soft_min_deg), r(soft_max_deg), r(max_velocity_deg_s),
-                   r(max_acceleration_deg_s2), float(valve_max_v))  # fmt: skip
+        return cls(
+            r(soft_min_deg),
+            r(soft_max_deg),
+            r(max_velocity_deg_s),
+            r(max_acceleration_deg_s2),
+            float(valve_max_v),
+        )

@@ -9,6 +9,7 @@ directions while the others hold: `sweep()` builds exactly that.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -54,8 +55,13 @@ class _Move:
 class TrapezoidPath(Trajectory):
     """Per joint a chain of trapezoidal moves through `waypoints[j]` (rad)."""
 
-    def __init__(self, waypoints: Sequence[Sequence[float]], velocity: Sequence[float],
-                 acceleration: Sequence[float], dwell: float = 0.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        waypoints: Sequence[Sequence[float]],
+        velocity: Sequence[float],
+        acceleration: Sequence[float],
+        dwell: float = 0.0,
+    ) -> None:
         self.n = len(waypoints)
         if len(velocity) != self.n or len(acceleration) != self.n:
             raise ValueError("velocity and acceleration need one entry per joint")
@@ -69,7 +75,7 @@ class TrapezoidPath(Trajectory):
             if len(wps) > 1 and not (v > 0 and a > 0):
                 raise ValueError(f"joint {j}: velocity and acceleration must be > 0")
             t, chain = 0.0, []
-            for x0, x1 in zip(wps[:-1], wps[1:], strict=True):
+            for x0, x1 in itertools.pairwise(wps):
                 m = _Move(float(x0), float(x1), v, a, t)
                 chain.append(m)
                 t += m.t_total + dwell
@@ -104,14 +110,26 @@ class TrapezoidPath(Trajectory):
                 self.duration = m.t_total
 
 
-def trapezoid(start: Sequence[float], end: Sequence[float], velocity: Sequence[float],
-              acceleration: Sequence[float]) -> TrapezoidPath:  # fmt: skip
+def trapezoid(
+    start: Sequence[float],
+    end: Sequence[float],
+    velocity: Sequence[float],
+    acceleration: Sequence[float],
+) -> TrapezoidPath:
     """One move per joint from `start` to `end`."""
     return TrapezoidPath([[s, e] for s, e in zip(start, end, strict=True)], velocity, acceleration)
 
 
-def sweep(center: Sequence[float], joint: int, low: float, high: float, velocity: float,
-          acceleration: float, cycles: int = 1, dwell: float = 0.0) -> TrapezoidPath:  # fmt: skip
+def sweep(
+    center: Sequence[float],
+    joint: int,
+    low: float,
+    high: float,
+    velocity: float,
+    acceleration: float,
+    cycles: int = 1,
+    dwell: float = 0.0,
+) -> TrapezoidPath:
     """Lin's constant-velocity sweep of one joint: centre → high → low (… × cycles) → centre,
     the other joints holding `center`. Both directions at the same cruise speed."""
     n = len(center)
@@ -120,9 +138,9 @@ def sweep(center: Sequence[float], joint: int, low: float, high: float, velocity
     if not low < center[joint] < high:
         raise ValueError("sweep needs low < center < high for the swept joint")
     wps: list[list[float]] = [[float(c)] for c in center]
-    wps[joint] = [float(center[joint])] + [float(high), float(low)] * cycles + [
-        float(center[joint])
-    ]
+    wps[joint] = (
+        [float(center[joint])] + [float(high), float(low)] * cycles + [float(center[joint])]
+    )
     vel = [float(velocity)] * n
     acc = [float(acceleration)] * n
     return TrapezoidPath(wps, vel, acc, dwell=dwell)

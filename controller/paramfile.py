@@ -48,13 +48,28 @@ from controller.plant.params import PlantParams
 
 FORMAT = "hydrig-plant-params"
 VERSION = 1
-_GLOBAL = {"gravity": "gravity", "supply_pressure_pa": "supply_pressure",
-           "bulk_modulus_pa": "bulk_modulus", "coupling": "coupling"}  # fmt: skip
-_JOINT = {"inertia": "inertia", "viscous_friction": "viscous_friction",
-          "gravity_moment": "gravity_moment", "area_cap": "area_cap", "area_rod": "area_rod",
-          "dead_volume": "dead_volume", "stroke": "stroke", "pin_a": "pin_a", "pin_b": "pin_b",
-          "closed_length": "closed_length", "theta0_deg": "theta0", "valve_gain": "valve_gain",
-          "valve_tau_s": "valve_tau", "spool_max": "spool_max"}  # fmt: skip
+_GLOBAL = {
+    "gravity": "gravity",
+    "supply_pressure_pa": "supply_pressure",
+    "bulk_modulus_pa": "bulk_modulus",
+    "coupling": "coupling",
+}
+_JOINT = {
+    "inertia": "inertia",
+    "viscous_friction": "viscous_friction",
+    "gravity_moment": "gravity_moment",
+    "area_cap": "area_cap",
+    "area_rod": "area_rod",
+    "dead_volume": "dead_volume",
+    "stroke": "stroke",
+    "pin_a": "pin_a",
+    "pin_b": "pin_b",
+    "closed_length": "closed_length",
+    "theta0_deg": "theta0",
+    "valve_gain": "valve_gain",
+    "valve_tau_s": "valve_tau",
+    "spool_max": "spool_max",
+}
 _MAY_BE_ZERO = {"coupling", "viscous_friction", "gravity_moment", "theta0_deg"}
 
 
@@ -62,8 +77,11 @@ class ParamFileError(ValueError):
     """A malformed parameter file; the message names the key."""
 
 
-def dump_params(params: PlantParams, meta: Mapping[str, Any] | None = None,
-                sigma: Mapping[str, float] | None = None) -> dict[str, Any]:  # fmt: skip
+def dump_params(
+    params: PlantParams,
+    meta: Mapping[str, Any] | None = None,
+    sigma: Mapping[str, float] | None = None,
+) -> dict[str, Any]:
     """The file's dict for `params` (write it with any TOML writer)."""
     joints = []
     for j in range(params.n):
@@ -97,8 +115,9 @@ def _num(v: Any, where: str, key: str) -> float:
 def load_params(d: Mapping[str, Any], base: PlantParams | None = None) -> PlantParams:
     """`PlantParams` from a parameter-file dict; missing keys come from `base` (if given)."""
     if d.get("format") != FORMAT:
-        raise ParamFileError(f"not a plant-parameter file: format is {d.get('format')!r}, "
-                             f"expected {FORMAT!r}")  # fmt: skip
+        raise ParamFileError(
+            f"not a plant-parameter file: format is {d.get('format')!r}, expected {FORMAT!r}"
+        )
     if d.get("version") != VERSION:
         raise ParamFileError(f"unsupported version {d.get('version')!r} (this reads {VERSION})")
     unknown = sorted(set(d) - {"format", "version", "meta", "global", "joints", "sigma"})

@@ -62,8 +62,19 @@ class PidParams:
             v = getattr(self, f.name)
             if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
                 raise ValueError(f"PidParams.{f.name} must be a finite number, got {v!r}")
-        for name in ("p", "i", "d", "deadband", "max_output", "max_error", "max_error_i",
-                     "max_error_d", "max_cmd_d", "max_i", "d_filter_hz"):  # fmt: skip
+        for name in (
+            "p",
+            "i",
+            "d",
+            "deadband",
+            "max_output",
+            "max_error",
+            "max_error_i",
+            "max_error_d",
+            "max_cmd_d",
+            "max_i",
+            "d_filter_hz",
+        ):
             if getattr(self, name) < 0.0:
                 raise ValueError(f"PidParams.{name} must be >= 0, got {getattr(self, name)}")
 

@@ -45,14 +45,17 @@ class ExperimentRefused(ExperimentError):
         self.violations = list(violations)
         lines = "\n  ".join(str(v) for v in self.violations[:20])
         more = f"\n  … and {len(self.violations) - 20} more" if len(self.violations) > 20 else ""
-        super().__init__(f"experiment refused, {len(self.violations)} violation(s):\n  {lines}{more}")
+        super().__init__(
+            f"experiment refused, {len(self.violations)} violation(s):\n  {lines}{more}"
+        )
 
 
 class HoldRunner:
     """Holds the position measured at `enable` with each joint's PID."""
 
-    def __init__(self, gains: Sequence[PidParams], limits: Sequence[JointLimits],
-                 period: float) -> None:  # fmt: skip
+    def __init__(
+        self, gains: Sequence[PidParams], limits: Sequence[JointLimits], period: float
+    ) -> None:
         self.law = PidLaw(gains, limits, period)
         self.n = self.law.n
         self.position = np.zeros(self.n)
@@ -81,8 +84,9 @@ class HoldRunner:
 class _Phase:
     __slots__ = ("duration", "index", "law", "name", "repeats", "start", "trajectory")
 
-    def __init__(self, name: str, index: int, traj: Trajectory, law: Law, duration: float,
-                 repeats: int) -> None:  # fmt: skip
+    def __init__(
+        self, name: str, index: int, traj: Trajectory, law: Law, duration: float, repeats: int
+    ) -> None:
         self.name, self.index, self.trajectory, self.law = name, index, traj, law
         self.duration, self.repeats = duration, repeats
         self.start = np.asarray(traj.start(), dtype=float)
@@ -98,12 +102,20 @@ class ExperimentRunner:
     `check=True` runs `check_experiment` first and raises `ExperimentRefused` on any violation.
     """
 
-    def __init__(self, experiment: Experiment, gains: Sequence[PidParams],
-                 limits: Sequence[JointLimits], period: float,
-                 params: object | None = None, check: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self,
+        experiment: Experiment,
+        gains: Sequence[PidParams],
+        limits: Sequence[JointLimits],
+        period: float,
+        params: object | None = None,
+        check: bool = True,
+    ) -> None:
         n = experiment.n_joints
         if len(gains) != n or len(limits) != n:
-            raise ValueError(f"experiment has {n} joints; got {len(gains)} gains, {len(limits)} limits")
+            raise ValueError(
+                f"experiment has {n} joints; got {len(gains)} gains, {len(limits)} limits"
+            )
         if check:
             violations = check_experiment(experiment, limits, params)
             if violations:
@@ -119,7 +131,9 @@ class ExperimentRunner:
             start = seg.trajectory.start()
             if prev_end is not None and np.abs(start - prev_end).max() > _TOL:
                 self._planned.append(self._approach(prev_end, start, i, seg.name))
-            self._planned.append(_Phase(seg.name, i, seg.trajectory, law, seg.duration, seg.repeats))
+            self._planned.append(
+                _Phase(seg.name, i, seg.trajectory, law, seg.duration, seg.repeats)
+            )
             prev_end = self._end(seg)
         self._phases = list(self._planned)
         self._recover = self._approach(np.zeros(n), np.zeros(n), 0, "recover")
@@ -143,10 +157,14 @@ class ExperimentRunner:
 
     def _approach(self, a: np.ndarray, b: np.ndarray, index: int, name: str) -> _Phase:
         f = APPROACH_FRACTION
-        path = TrapezoidPath([[x, y] for x, y in zip(a, b, strict=True)],
-                             [f * lim.max_velocity for lim in self.limits],
-                             [f * lim.max_acceleration for lim in self.limits])  # fmt: skip
-        return _Phase(f"approach:{name}", index, path, self._hold_law, max(path.duration, self.period), 1)
+        path = TrapezoidPath(
+            [[x, y] for x, y in zip(a, b, strict=True)],
+            [f * lim.max_velocity for lim in self.limits],
+            [f * lim.max_acceleration for lim in self.limits],
+        )
+        return _Phase(
+            f"approach:{name}", index, path, self._hold_law, max(path.duration, self.period), 1
+        )
 
     def enable(self, fb: Feedback) -> None:
         """Starts from the measured position: an approach move to the first segment's start
@@ -154,7 +172,9 @@ class ExperimentRunner:
         self._phases = list(self._planned)
         first = self._phases[0]
         if np.abs(fb.q - first.start).max() > _TOL:
-            self._phases.insert(0, self._approach(np.array(fb.q, dtype=float), first.start, 0, "start"))
+            self._phases.insert(
+                0, self._approach(np.array(fb.q, dtype=float), first.start, 0, "start")
+            )
         self.total_duration = sum(p.duration * p.repeats for p in self._phases)
         self._ip, self.elapsed, self.finished = 0, 0.0, False
         self._enter(self._phases[0], fb)

@@ -71,9 +71,13 @@ class HarmonicSum(Trajectory):
     """q_j(t) = c_j + Σ_k S_jk sin(ω_jk t) + C_jk cos(ω_jk t); arrays (n, K), ω in rad/s."""
 
     def __init__(
-        self, center: Sequence[float], omega: Array, sin_coef: Array, cos_coef: Array,
+        self,
+        center: Sequence[float],
+        omega: Array,
+        sin_coef: Array,
+        cos_coef: Array,
         duration: float,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.center_arr = np.asarray(center, dtype=float).ravel()
         self.n = self.center_arr.size
         self.omega = np.asarray(omega, dtype=float).reshape(self.n, -1)
@@ -86,10 +90,16 @@ class HarmonicSum(Trajectory):
         self.duration = float(duration)
         # Plain Python lists: scalar indexing of lists is cheaper than of numpy arrays.
         self._rows = [
-            list(zip(self.omega[j].tolist(), self.sin_coef[j].tolist(),
-                     self.cos_coef[j].tolist(), strict=True))
+            list(
+                zip(
+                    self.omega[j].tolist(),
+                    self.sin_coef[j].tolist(),
+                    self.cos_coef[j].tolist(),
+                    strict=True,
+                )
+            )
             for j in range(self.n)
-        ]  # fmt: skip
+        ]
         self._center = self.center_arr.tolist()
 
     def eval(self, t: float, q: Array, qd: Array, qdd: Array) -> None:
@@ -118,8 +128,13 @@ class HarmonicSum(Trajectory):
         return q, qd, qdd
 
 
-def sine(center: Sequence[float], amplitude: Sequence[float], frequency_hz: Sequence[float],
-         phase: Sequence[float] | None = None, duration: float | None = None) -> HarmonicSum:  # fmt: skip
+def sine(
+    center: Sequence[float],
+    amplitude: Sequence[float],
+    frequency_hz: Sequence[float],
+    phase: Sequence[float] | None = None,
+    duration: float | None = None,
+) -> HarmonicSum:
     """q_j = c_j + A_j sin(2π f_j t + φ_j)."""
     n = len(center)
     ph = np.zeros(n) if phase is None else np.asarray(phase, dtype=float)
@@ -132,10 +147,13 @@ def sine(center: Sequence[float], amplitude: Sequence[float], frequency_hz: Sequ
     return HarmonicSum(center, 2 * np.pi * f, a * np.cos(ph), a * np.sin(ph), dur)
 
 
-def multisine(center: Sequence[float], frequencies_hz: Sequence[Sequence[float]],
-              amplitudes: Sequence[Sequence[float]],
-              phases: Sequence[Sequence[float]] | None = None,
-              duration: float | None = None) -> HarmonicSum:  # fmt: skip
+def multisine(
+    center: Sequence[float],
+    frequencies_hz: Sequence[Sequence[float]],
+    amplitudes: Sequence[Sequence[float]],
+    phases: Sequence[Sequence[float]] | None = None,
+    duration: float | None = None,
+) -> HarmonicSum:
     """Per joint a sum of sines; default phases are Schroeder's (low crest factor)."""
     f = np.asarray(frequencies_hz, dtype=float)
     a = np.asarray(amplitudes, dtype=float)
@@ -155,7 +173,9 @@ def multisine(center: Sequence[float], frequencies_hz: Sequence[Sequence[float]]
 
 
 def fourier_series(center: Sequence[float], base_hz: float, a: Array, b: Array) -> HarmonicSum:
-    """Swevers' finite Fourier series: q = q0 + Σ_l a_l/(ω_f l) sin(ω_f l t) − b_l/(ω_f l) cos(ω_f l t).
+    """Swevers' finite Fourier series:
+
+        q = q0 + Σ_l a_l/(ω_f l) sin(ω_f l t) − b_l/(ω_f l) cos(ω_f l t).
 
     `a`, `b`: (n_joints, N) coefficients (rad/s). Periodic with period 1/base_hz.
     """
@@ -186,8 +206,9 @@ def mfs_basis(n_harmonics: int) -> tuple[Array, Array]:
     return na, nb
 
 
-def modified_fourier_series(center: Sequence[float], base_hz: float, a: Array, b: Array,
-                            tolerance: float = 1e-9) -> HarmonicSum:  # fmt: skip
+def modified_fourier_series(
+    center: Sequence[float], base_hz: float, a: Array, b: Array, tolerance: float = 1e-9
+) -> HarmonicSum:
     """MFS: a Fourier series whose coefficients meet the boundary conditions (start and end at
     `center` at rest, zero acceleration).
 
@@ -218,15 +239,22 @@ def mfs_coefficients(za: Array, zb: Array) -> tuple[Array, Array]:
     return za @ na.T, zb @ nb.T
 
 
-def chirp(center: Sequence[float], amplitude: Sequence[float], f0_hz: float, f1_hz: float,
-          duration: float) -> Trajectory:  # fmt: skip
+def chirp(
+    center: Sequence[float], amplitude: Sequence[float], f0_hz: float, f1_hz: float, duration: float
+) -> Trajectory:
     """Linear chirp q = c + A sin(2π(f0 t + (f1−f0) t²/(2T)))."""
     return _Chirp(center, amplitude, f0_hz, f1_hz, duration)
 
 
 class _Chirp(Trajectory):
-    def __init__(self, center: Sequence[float], amplitude: Sequence[float], f0: float, f1: float,
-                 duration: float) -> None:  # fmt: skip
+    def __init__(
+        self,
+        center: Sequence[float],
+        amplitude: Sequence[float],
+        f0: float,
+        f1: float,
+        duration: float,
+    ) -> None:
         _check_len(len(center), amplitude=np.asarray(amplitude))
         if not (f0 > 0 and f1 > 0 and duration > 0):
             raise ValueError("chirp needs f0_hz > 0, f1_hz > 0 and duration > 0")

@@ -16,8 +16,13 @@ from daq.profile import load_profile
 from daq.profile.schema import Profile
 
 ROOT = Path(__file__).resolve().parents[2]
-ROLES = {"resolver": "q", "pressure_cap": "p_cap", "pressure_rod": "p_rod", "lvdt": "spool",
-         "potentiometer": "piston"}  # fmt: skip
+ROLES = {
+    "resolver": "q",
+    "pressure_cap": "p_cap",
+    "pressure_rod": "p_rod",
+    "lvdt": "spool",
+    "potentiometer": "piston",
+}
 
 
 def profile(name: str = "sim-2dof") -> Profile:
@@ -26,9 +31,16 @@ def profile(name: str = "sim-2dof") -> Profile:
 
 def gains_limits(p: Profile) -> tuple[list[PidParams], list[JointLimits]]:
     gains = [PidParams.from_mapping(j.pid) for j in p.joints]
-    lim = [JointLimits.from_degrees(j.limits.soft_min_deg, j.limits.soft_max_deg,
-                                    j.limits.max_velocity_deg_s, j.limits.max_acceleration_deg_s2,
-                                    j.limits.valve_max_v) for j in p.joints]  # fmt: skip
+    lim = [
+        JointLimits.from_degrees(
+            j.limits.soft_min_deg,
+            j.limits.soft_max_deg,
+            j.limits.max_velocity_deg_s,
+            j.limits.max_acceleration_deg_s2,
+            j.limits.valve_max_v,
+        )
+        for j in p.joints
+    ]
     return gains, lim
 
 
@@ -40,8 +52,11 @@ class SimLoop:
         self.n = len(p.joints)
         self.fb = Feedback(self.n)
         joints = [j.name for j in p.joints]
-        self.map = [(i, getattr(self.fb, ROLES[c.role]), joints.index(c.joint))
-                    for i, c in enumerate(self.rig.inputs) if c.role in ROLES]  # fmt: skip
+        self.map = [
+            (i, getattr(self.fb, ROLES[c.role]), joints.index(c.joint))
+            for i, c in enumerate(self.rig.inputs)
+            if c.role in ROLES
+        ]
         self.valve_joint = [joints.index(c.joint) for c in self.rig.outputs]
         self.ref = np.zeros(self.n)
         self.volts = np.zeros(self.n)
@@ -55,7 +70,7 @@ class SimLoop:
 
     def run(self, runner: object, seconds: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Enable, run `seconds`, return (t, ref, q) histories."""
-        steps = int(round(seconds / self.rig.period))
+        steps = round(seconds / self.rig.period)
         ts, refs, qs = np.zeros(steps), np.zeros((steps, self.n)), np.zeros((steps, self.n))
         runner.enable(self.fb)  # type: ignore[attr-defined]
         for k in range(steps):
@@ -68,14 +83,27 @@ class SimLoop:
         return ts, refs, qs
 
 
-def sine_experiment(p: Profile, controller: dict, seconds: float = 4.0, amp_deg: float = 5.0,
-                    freq: float = 1.0) -> dict:  # fmt: skip
+def sine_experiment(
+    p: Profile, controller: dict, seconds: float = 4.0, amp_deg: float = 5.0, freq: float = 1.0
+) -> dict:
     home = [j.home_deg for j in p.joints]
     n = len(home)
-    return {"name": "sine", "home_deg": home, "segments": [
-        {"name": "sine", "duration_s": seconds, "controller": controller,
-         "trajectory": {"kind": "sine", "amplitude_deg": [amp_deg] * n,
-                        "frequency_hz": [freq] * n}}]}  # fmt: skip
+    return {
+        "name": "sine",
+        "home_deg": home,
+        "segments": [
+            {
+                "name": "sine",
+                "duration_s": seconds,
+                "controller": controller,
+                "trajectory": {
+                    "kind": "sine",
+                    "amplitude_deg": [amp_deg] * n,
+                    "frequency_hz": [freq] * n,
+                },
+            }
+        ],
+    }
 
 
 def rms_deg(ref: np.ndarray, q: np.ndarray, skip: int) -> list[float]:

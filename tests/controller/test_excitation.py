@@ -19,8 +19,9 @@ from controller.plant.params import PlantParams
 HOME2 = np.radians([40.0, 30.0])
 
 
-def _inside(traj: object, limits: list[JointLimits], period: float, fraction: float,
-            margin: float) -> None:  # fmt: skip
+def _inside(
+    traj: object, limits: list[JointLimits], period: float, fraction: float, margin: float
+) -> None:
     t = np.linspace(0, period, 20001)
     q, qd, qdd = traj.sample(t)  # type: ignore[attr-defined]
     for j, lim in enumerate(limits):
@@ -32,8 +33,18 @@ def _inside(traj: object, limits: list[JointLimits], period: float, fraction: fl
 
 @pytest.fixture(scope="module")
 def mech2(params2: PlantParams, rig2: tuple) -> object:
-    return optimise_mfs(HOME2, 0.1, 5, rig2[1], model="mechanical", params=params2, seed=2,
-                        n_samples=120, restarts=1, maxiter=40)  # fmt: skip
+    return optimise_mfs(
+        HOME2,
+        0.1,
+        5,
+        rig2[1],
+        model="mechanical",
+        params=params2,
+        seed=2,
+        n_samples=120,
+        restarts=1,
+        maxiter=40,
+    )
 
 
 def test_optimised_mfs_within_limits_and_at_rest(mech2: object, rig2: tuple) -> None:
@@ -45,8 +56,9 @@ def test_optimised_mfs_within_limits_and_at_rest(mech2: object, rig2: tuple) -> 
     np.testing.assert_allclose(qdd, 0.0, atol=1e-8)
 
 
-def test_mfs_condition_at_least_5x_better_than_single_sine(mech2: object, params2: PlantParams,
-                                                           rig2: tuple) -> None:  # fmt: skip
+def test_mfs_condition_at_least_5x_better_than_single_sine(
+    mech2: object, params2: PlantParams, rig2: tuple
+) -> None:
     sine = max_single_sine(HOME2, 0.1, rig2[1])
     _inside(sine, rig2[1], 10.0, 0.9, 0.02)
     c_sine = trajectory_condition(sine, "mechanical", params2)
@@ -56,13 +68,27 @@ def test_mfs_condition_at_least_5x_better_than_single_sine(mech2: object, params
 
 def test_fluid_model_optimisation_one_joint(params1: PlantParams, rig1: tuple) -> None:
     home = np.radians([40.0])
-    r = optimise_mfs(home, 0.2, 4, rig1[1], model="fluid", params=params1, seed=0,
-                     n_samples=100, restarts=1, maxiter=30, fraction=0.5)  # fmt: skip
+    r = optimise_mfs(
+        home,
+        0.2,
+        4,
+        rig1[1],
+        model="fluid",
+        params=params1,
+        seed=0,
+        n_samples=100,
+        restarts=1,
+        maxiter=30,
+        fraction=0.5,
+    )
     _inside(r.trajectory, rig1[1], 5.0, 0.5, 0.02)
     assert np.isfinite(r.condition) and r.condition >= 1.0
     assert r.condition == pytest.approx(trajectory_condition(r.trajectory, "fluid", params1, 100))
-    assert r.condition <= trajectory_condition(max_single_sine(home, 0.2, rig1[1], 0.5),
-                                               "fluid", params1, 100) * 1.0001  # fmt: skip
+    assert (
+        r.condition
+        <= trajectory_condition(max_single_sine(home, 0.2, rig1[1], 0.5), "fluid", params1, 100)
+        * 1.0001
+    )
 
 
 def test_observation_matrix_shapes(params2: PlantParams) -> None:

@@ -18,8 +18,9 @@ rates = st.tuples(st.floats(-2, 2), st.floats(-2, 2))
 
 @settings(max_examples=40, deadline=None)
 @given(q=angles, qd=rates, qdd=rates)
-def test_inverse_dynamics_matches_plant(params2: PlantParams, q: tuple, qd: tuple,
-                                        qdd: tuple) -> None:  # fmt: skip
+def test_inverse_dynamics_matches_plant(
+    params2: PlantParams, q: tuple, qd: tuple, qdd: tuple
+) -> None:
     m = PlantModel(params2)
     tau = [0.0, 0.0]
     m.inverse_dynamics(q, qd, qdd, tau)
@@ -29,9 +30,11 @@ def test_inverse_dynamics_matches_plant(params2: PlantParams, q: tuple, qd: tupl
     m.gravity_friction(q, qd, g)
     expect = dynamics.inverse_dynamics(params2, np.array([q]), np.array([qd]), np.zeros((1, 2)))[0]
     # Gravity + friction is the bias torque without the Coriolis terms.
-    cor = dynamics.inverse_dynamics(params2, np.array([q]), np.array([qd]), np.zeros((1, 2)))[0] - \
-        dynamics.inverse_dynamics(params2, np.array([q]), np.zeros((1, 2)), np.zeros((1, 2)))[0] - \
-        params2.viscous_friction * np.array(qd)  # fmt: skip
+    cor = (
+        dynamics.inverse_dynamics(params2, np.array([q]), np.array([qd]), np.zeros((1, 2)))[0]
+        - dynamics.inverse_dynamics(params2, np.array([q]), np.zeros((1, 2)), np.zeros((1, 2)))[0]
+        - params2.viscous_friction * np.array(qd)
+    )
     np.testing.assert_allclose(g, expect - cor, rtol=1e-9, atol=1e-9)
     for j in range(2):
         s, r = m.cylinder(j, q[j])
@@ -43,15 +46,21 @@ def test_one_joint(params1: PlantParams) -> None:
     m = PlantModel(params1)
     tau = [0.0]
     m.inverse_dynamics([0.7], [0.3], [1.5], tau)
-    ref = dynamics.inverse_dynamics(params1, np.array([[0.7]]), np.array([[0.3]]), np.array([[1.5]]))
+    ref = dynamics.inverse_dynamics(
+        params1, np.array([[0.7]]), np.array([[0.3]]), np.array([[1.5]])
+    )
     assert tau[0] == pytest.approx(ref[0, 0])
 
 
 @settings(max_examples=60, deadline=None)
-@given(sd=st.floats(-0.3, 0.3).filter(lambda x: abs(x) > 1e-4), force=st.floats(-2000, 3000),
-       j=st.integers(0, 1))  # fmt: skip
-def test_steady_spool_satisfies_the_flow_equations(params2: PlantParams, sd: float, force: float,
-                                                   j: int) -> None:  # fmt: skip
+@given(
+    sd=st.floats(-0.3, 0.3).filter(lambda x: abs(x) > 1e-4),
+    force=st.floats(-2000, 3000),
+    j=st.integers(0, 1),
+)
+def test_steady_spool_satisfies_the_flow_equations(
+    params2: PlantParams, sd: float, force: float, j: int
+) -> None:
     """At the closed-form spool and its steady-state pressures, the fluid regression holds
     with zero pressure rate: Φf θf = y (the regressor is the lead's, independent code)."""
     from controller.excitation import predicted_fluid_signals
@@ -68,10 +77,16 @@ def test_steady_spool_satisfies_the_flow_equations(params2: PlantParams, sd: flo
     cf = params2.flow_gains[j]
     if sd > 0:
         k = ac**3 / cf[0] ** 2 + ar**3 / cf[2] ** 2
-        pc, pr = ps - ac**2 * (ac * ps - force) / (cf[0] ** 2 * k), ar**2 * (ac * ps - force) / (cf[2] ** 2 * k)
+        pc, pr = (
+            ps - ac**2 * (ac * ps - force) / (cf[0] ** 2 * k),
+            ar**2 * (ac * ps - force) / (cf[2] ** 2 * k),
+        )
     else:
         k = ac**3 / cf[1] ** 2 + ar**3 / cf[3] ** 2
-        pc, pr = ac**2 * (force + ar * ps) / (cf[1] ** 2 * k), ps - ar**2 * (force + ar * ps) / (cf[3] ** 2 * k)
+        pc, pr = (
+            ac**2 * (force + ar * ps) / (cf[1] ** 2 * k),
+            ps - ar**2 * (force + ar * ps) / (cf[3] ** 2 * k),
+        )
     assert ac * pc - ar * pr == pytest.approx(force, abs=1e-6 * ac * ps)
     z = np.zeros((1, 2))
     S, SD, U, PC, PR = (z.copy() for _ in range(5))
@@ -85,7 +100,12 @@ def test_measured_spool_matches_steady_spool_at_steady_pressures(params2: PlantP
     m = PlantModel(params2)
     force, sd = 800.0, 0.05
     u_ss = m.spool_steady(0, force, sd)
-    ps, ac, ar, cf = params2.supply_pressure, params2.area_cap[0], params2.area_rod[0], params2.flow_gains[0]
+    ps, ac, ar, cf = (
+        params2.supply_pressure,
+        params2.area_cap[0],
+        params2.area_rod[0],
+        params2.flow_gains[0],
+    )
     k = ac**3 / cf[0] ** 2 + ar**3 / cf[2] ** 2
     pc = ps - ac**2 * (ac * ps - force) / (cf[0] ** 2 * k)
     pr = ar**2 * (ac * ps - force) / (cf[2] ** 2 * k)

@@ -16,11 +16,14 @@ def _equal(a: PlantParams, b: PlantParams) -> None:
     for f in dataclasses.fields(PlantParams):
         if f.name.startswith("_"):
             continue
-        np.testing.assert_allclose(getattr(a, f.name), getattr(b, f.name), rtol=1e-12, err_msg=f.name)
+        np.testing.assert_allclose(
+            getattr(a, f.name), getattr(b, f.name), rtol=1e-12, err_msg=f.name
+        )
 
 
 def _to_toml(d: dict) -> str:
     """A minimal TOML writer for the test (the project's writers live in daq/estimator)."""
+
     def val(v: object) -> str:
         if isinstance(v, str):
             return f'"{v}"'
@@ -49,27 +52,43 @@ def test_round_trip_through_toml(which: str, request: pytest.FixtureRequest) -> 
 
 
 def test_partial_file_takes_the_rest_from_base(params2: PlantParams) -> None:
-    ident = params2.with_identified(theta_mech=params2.theta_mech() * 1.1,
-                                    theta_fluid=params2.theta_fluid() * 0.9)  # fmt: skip
-    d = {"format": FORMAT, "version": 1,
-         "global": {"bulk_modulus_pa": ident.bulk_modulus, "coupling": ident.coupling},
-         "joints": [{"inertia": float(ident.inertia[j]), "viscous_friction": float(ident.viscous_friction[j]),
-                     "gravity_moment": float(ident.gravity_moment[j]),
-                     "flow_gains": ident.flow_gains[j].tolist()} for j in range(2)]}  # fmt: skip
+    ident = params2.with_identified(
+        theta_mech=params2.theta_mech() * 1.1, theta_fluid=params2.theta_fluid() * 0.9
+    )
+    d = {
+        "format": FORMAT,
+        "version": 1,
+        "global": {"bulk_modulus_pa": ident.bulk_modulus, "coupling": ident.coupling},
+        "joints": [
+            {
+                "inertia": float(ident.inertia[j]),
+                "viscous_friction": float(ident.viscous_friction[j]),
+                "gravity_moment": float(ident.gravity_moment[j]),
+                "flow_gains": ident.flow_gains[j].tolist(),
+            }
+            for j in range(2)
+        ],
+    }
     _equal(load_params(d, base=params2), ident)
 
 
-@pytest.mark.parametrize(("mutate", "message"), [
-    (lambda d: d.update(format="other"), "not a plant-parameter file"),
-    (lambda d: d.update(version=2), "unsupported version"),
-    (lambda d: d.update(extra=1), "unknown top-level key"),
-    (lambda d: d["global"].update(gravty=9.8), "global: unknown key"),
-    (lambda d: d["joints"][0].update(inertia=-1.0), r"joints\[0\].inertia: must be > 0"),
-    (lambda d: d["joints"][1].update(stroke="long"), r"joints\[1\].stroke: expected a finite number"),
-    (lambda d: d["joints"][0].update(flow_gains=[1e-7]), "flow_gains: expected 4 numbers"),
-    (lambda d: d["joints"][0].pop("pin_a"), r"joints\[0\].pin_a: missing"),
-    (lambda d: d.update(joints=[]), "one or two tables"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d.update(format="other"), "not a plant-parameter file"),
+        (lambda d: d.update(version=2), "unsupported version"),
+        (lambda d: d.update(extra=1), "unknown top-level key"),
+        (lambda d: d["global"].update(gravty=9.8), "global: unknown key"),
+        (lambda d: d["joints"][0].update(inertia=-1.0), r"joints\[0\].inertia: must be > 0"),
+        (
+            lambda d: d["joints"][1].update(stroke="long"),
+            r"joints\[1\].stroke: expected a finite number",
+        ),
+        (lambda d: d["joints"][0].update(flow_gains=[1e-7]), "flow_gains: expected 4 numbers"),
+        (lambda d: d["joints"][0].pop("pin_a"), r"joints\[0\].pin_a: missing"),
+        (lambda d: d.update(joints=[]), "one or two tables"),
+    ],
+)
 def test_errors_name_the_key(params2: PlantParams, mutate: object, message: str) -> None:
     d = dump_params(params2)
     mutate(d)  # type: ignore[operator]

@@ -1,4 +1,5 @@
-"""The PID behaves as LinuxCNC's `pid` component documents (scenario tests, src/hal/components/pid.c)."""
+"""The PID behaves as LinuxCNC's `pid` component documents (scenario tests; the pseudo-code
+in its src/hal/components/pid.c)."""
 
 from __future__ import annotations
 
@@ -172,10 +173,16 @@ finite = st.floats(-10, 10, allow_nan=False)
 
 
 @settings(max_examples=60, deadline=None)
-@given(p=st.floats(0, 100), i=st.floats(0, 100), d=st.floats(0, 1), lim=st.floats(0.1, 10),
-       seq=st.lists(st.tuples(finite, finite), min_size=1, max_size=40))  # fmt: skip
-def test_output_never_exceeds_max_output(p: float, i: float, d: float, lim: float,
-                                         seq: list[tuple[float, float]]) -> None:  # fmt: skip
+@given(
+    p=st.floats(0, 100),
+    i=st.floats(0, 100),
+    d=st.floats(0, 1),
+    lim=st.floats(0.1, 10),
+    seq=st.lists(st.tuples(finite, finite), min_size=1, max_size=40),
+)
+def test_output_never_exceeds_max_output(
+    p: float, i: float, d: float, lim: float, seq: list[tuple[float, float]]
+) -> None:
     pid = make(p=p, i=i, d=d, ff1=0.3, bias=0.1, max_output=lim)
     for cmd, fb in seq:
         out = pid.update(cmd, fb)

@@ -47,11 +47,29 @@ def test_hold_runner_holds_the_enable_position(rig2: tuple) -> None:
 
 
 def test_experiment_runner_progress_and_finish(rig2: tuple) -> None:
-    d = {"name": "x", "home_deg": [40.0, 30.0], "segments": [
-        {"name": "a", "duration_s": 0.5, "trajectory": {"kind": "hold"}, "controller": {"kind": "pid"}},
-        {"name": "b", "duration_s": 0.5, "repeats": 2, "controller": {"kind": "pid"},
-         "trajectory": {"kind": "sine", "amplitude_deg": [1.0, 1.0], "frequency_hz": [2.0, 2.0]}},
-    ]}  # fmt: skip
+    d = {
+        "name": "x",
+        "home_deg": [40.0, 30.0],
+        "segments": [
+            {
+                "name": "a",
+                "duration_s": 0.5,
+                "trajectory": {"kind": "hold"},
+                "controller": {"kind": "pid"},
+            },
+            {
+                "name": "b",
+                "duration_s": 0.5,
+                "repeats": 2,
+                "controller": {"kind": "pid"},
+                "trajectory": {
+                    "kind": "sine",
+                    "amplitude_deg": [1.0, 1.0],
+                    "frequency_hz": [2.0, 2.0],
+                },
+            },
+        ],
+    }
     r = ExperimentRunner(Experiment.from_dict(d), *rig2, DT)
     fb = feedback(list(np.radians([41.0, 30.0])))  # 1° off: an approach move first
     r.enable(fb)
@@ -78,9 +96,22 @@ def test_experiment_runner_progress_and_finish(rig2: tuple) -> None:
 
 
 def test_experiment_runner_enable_is_bumpless_at_the_start(rig2: tuple) -> None:
-    d = {"name": "x", "home_deg": [40.0, 30.0], "segments": [
-        {"name": "a", "duration_s": 1.0, "controller": {"kind": "pid"},
-         "trajectory": {"kind": "sine", "amplitude_deg": [1.0, 1.0], "frequency_hz": [1.0, 1.0]}}]}  # fmt: skip
+    d = {
+        "name": "x",
+        "home_deg": [40.0, 30.0],
+        "segments": [
+            {
+                "name": "a",
+                "duration_s": 1.0,
+                "controller": {"kind": "pid"},
+                "trajectory": {
+                    "kind": "sine",
+                    "amplitude_deg": [1.0, 1.0],
+                    "frequency_hz": [1.0, 1.0],
+                },
+            }
+        ],
+    }
     r = ExperimentRunner(Experiment.from_dict(d), *rig2, DT)
     fb = feedback(list(np.radians([40.0, 30.0])))
     r.enable(fb)
@@ -135,14 +166,25 @@ def test_hold_runner_step_allocates_nothing(rig2: tuple) -> None:
 
 
 @pytest.mark.parametrize("ctrl", ["pid", "pid_ff", "gravity_pd", "vlpd", "valve_sine"])
-def test_experiment_runner_step_allocates_nothing(ctrl: str, params2: PlantParams, rig2: tuple) -> None:
+def test_experiment_runner_step_allocates_nothing(
+    ctrl: str, params2: PlantParams, rig2: tuple
+) -> None:
     with open(ROOT / "experiments" / "standard-2dof.toml", "rb") as f:
         d = tomllib.load(f)
-    laws = {"pid": {"kind": "pid"}, "pid_ff": {"kind": "pid_ff", "pressure_source": "measured"},
-            "gravity_pd": {"kind": "gravity_pd", "kp": [500.0] * 2, "kd": [50.0] * 2, "kf": [2e-4] * 2},
-            "vlpd": {"kind": "vlpd", "kp": [100.0] * 2, "kd": [20.0] * 2, "vmax_deg_s": [20.0] * 2,
-                     "j_gain": [1e-5] * 2, "velocity_ff": [0.25] * 2},
-            "valve_sine": {"kind": "valve_sine", "amplitude_v": [0.1, 0.0], "frequency_hz": [1.0] * 2}}  # fmt: skip
+    laws = {
+        "pid": {"kind": "pid"},
+        "pid_ff": {"kind": "pid_ff", "pressure_source": "measured"},
+        "gravity_pd": {"kind": "gravity_pd", "kp": [500.0] * 2, "kd": [50.0] * 2, "kf": [2e-4] * 2},
+        "vlpd": {
+            "kind": "vlpd",
+            "kp": [100.0] * 2,
+            "kd": [20.0] * 2,
+            "vmax_deg_s": [20.0] * 2,
+            "j_gain": [1e-5] * 2,
+            "velocity_ff": [0.25] * 2,
+        },
+        "valve_sine": {"kind": "valve_sine", "amplitude_v": [0.1, 0.0], "frequency_hz": [1.0] * 2},
+    }
     mfs = next(s for s in d["segments"] if s["name"] == "mfs")
     mfs["controller"] = laws[ctrl]
     mfs["repeats"] = 3
@@ -156,8 +198,18 @@ def test_experiment_runner_step_allocates_nothing(ctrl: str, params2: PlantParam
 
 
 def test_wrong_sizes_are_refused(rig2: tuple, rig1: tuple) -> None:
-    d = {"name": "x", "home_deg": [40.0], "segments": [
-        {"name": "a", "duration_s": 1.0, "trajectory": {"kind": "hold"}, "controller": {"kind": "pid"}}]}  # fmt: skip
+    d = {
+        "name": "x",
+        "home_deg": [40.0],
+        "segments": [
+            {
+                "name": "a",
+                "duration_s": 1.0,
+                "trajectory": {"kind": "hold"},
+                "controller": {"kind": "pid"},
+            }
+        ],
+    }
     with pytest.raises(ValueError, match="experiment has 1 joints"):
         ExperimentRunner(Experiment.from_dict(d), *rig2, DT)
     ExperimentRunner(Experiment.from_dict(d), *rig1, DT)

@@ -32,8 +32,9 @@ def track(ctrl: dict, params: PlantParams, rig: tuple, seconds: float = 4.0) -> 
     return rms_deg(ref, q, skip=1000)
 
 
-def test_model_feedforward_tracks_at_least_3x_better_than_pid(params2: PlantParams,
-                                                               rig2: tuple) -> None:  # fmt: skip
+def test_model_feedforward_tracks_at_least_3x_better_than_pid(
+    params2: PlantParams, rig2: tuple
+) -> None:
     pid = track({"kind": "pid"}, params2, rig2)
     ff = track({"kind": "pid_ff"}, params2, rig2)
     ffm = track({"kind": "pid_ff", "pressure_source": "measured"}, params2, rig2)
@@ -59,9 +60,24 @@ def test_hold_is_steady_with_stable_gains(rig2: tuple) -> None:
 
 def test_gravity_compensated_pd_reaches_a_step_target(params2: PlantParams, rig2: tuple) -> None:
     p = profile("sim-2dof")
-    d = {"name": "g", "home_deg": [40.0, 30.0], "pid": {"p": P_STABLE}, "segments": [
-        {"name": "s", "duration_s": 2.5, "trajectory": {"kind": "hold", "position_deg": [45.0, 35.0]},
-         "controller": {"kind": "gravity_pd", "kp": [500.0] * 2, "kd": [50.0] * 2, "kf": [2e-4] * 2}}]}  # fmt: skip
+    d = {
+        "name": "g",
+        "home_deg": [40.0, 30.0],
+        "pid": {"p": P_STABLE},
+        "segments": [
+            {
+                "name": "s",
+                "duration_s": 2.5,
+                "trajectory": {"kind": "hold", "position_deg": [45.0, 35.0]},
+                "controller": {
+                    "kind": "gravity_pd",
+                    "kp": [500.0] * 2,
+                    "kd": [50.0] * 2,
+                    "kf": [2e-4] * 2,
+                },
+            }
+        ],
+    }
     r = ExperimentRunner(Experiment.from_dict(d), *rig2, p.period, params2)
     _, _, q = SimLoop(p).run(r, 3.0)
     np.testing.assert_allclose(np.degrees(q[-300:]).mean(axis=0), [45.0, 35.0], atol=0.3)
@@ -71,8 +87,16 @@ def test_velocity_limited_pd_moves_at_constant_velocity(rig2: tuple) -> None:
     """Lin eq. 34–36: a large step is travelled at V_max, then settles without overshoot."""
     p = profile("sim-2dof")
     target = np.radians([52.0, 42.0])
-    law = VelocityLimitedPD([100.0] * 2, [20.0] * 2, [math.radians(20.0)] * 2, [0.0] * 2,
-                            rig2[1], p.period, 20.0, [0.25] * 2)  # fmt: skip
+    law = VelocityLimitedPD(
+        [100.0] * 2,
+        [20.0] * 2,
+        [math.radians(20.0)] * 2,
+        [0.0] * 2,
+        rig2[1],
+        p.period,
+        20.0,
+        [0.25] * 2,
+    )
     zero = np.zeros(2)
 
     class Step:

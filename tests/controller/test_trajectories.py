@@ -22,8 +22,9 @@ def _all_kinds() -> list[tr.Trajectory]:
         tr.sine([0.7, 0.5], [0.1, 0.05], [1.0, 2.0], [0.0, 0.3]),
         tr.multisine([0.7, 0.5], [[0.5, 1.0, 2.0], [0.3, 0.9, 1.7]], [[0.1, 0.05, 0.01]] * 2),
         tr.chirp([0.7, 0.5], [0.05, 0.02], 0.2, 3.0, 5.0),
-        tr.fourier_series([0.7, 0.5], 0.2, rng.standard_normal((2, 4)) * 0.1,
-                          rng.standard_normal((2, 4)) * 0.1),  # fmt: skip
+        tr.fourier_series(
+            [0.7, 0.5], 0.2, rng.standard_normal((2, 4)) * 0.1, rng.standard_normal((2, 4)) * 0.1
+        ),
         tr.modified_fourier_series([0.7, 0.5], 0.1, a, b),
         moves.trapezoid([0.7, 0.5], [0.9, 0.2], [0.5, 0.4], [3.0, 2.0]),
         moves.sweep([0.7, 0.5], 1, 0.1, 0.8, 0.5, 4.0, cycles=2),
@@ -43,17 +44,25 @@ def test_eval_matches_sample_and_derivatives_are_consistent(traj: tr.Trajectory)
         np.testing.assert_allclose(qdde, qdd[k], atol=1e-9)
     h = t[1] - t[0]
     # Velocity integrates to position; acceleration integrates to velocity (trapezoid rule).
-    np.testing.assert_allclose(q[0] + np.cumsum((qd[1:] + qd[:-1]) * h / 2, axis=0), q[1:],
-                               atol=1e-4)  # fmt: skip
+    np.testing.assert_allclose(
+        q[0] + np.cumsum((qd[1:] + qd[:-1]) * h / 2, axis=0), q[1:], atol=1e-4
+    )
     # (moves switch acceleration a few times: each switch costs at most h·|q̈| here)
-    np.testing.assert_allclose(qd[0] + np.cumsum((qdd[1:] + qdd[:-1]) * h / 2, axis=0), qd[1:],
-                               atol=1e-3 + 12 * h * np.abs(qdd).max())  # fmt: skip
+    np.testing.assert_allclose(
+        qd[0] + np.cumsum((qdd[1:] + qdd[:-1]) * h / 2, axis=0),
+        qd[1:],
+        atol=1e-3 + 12 * h * np.abs(qdd).max(),
+    )
     np.testing.assert_allclose(traj.start(), q[0], atol=1e-12)
 
 
 @settings(max_examples=50, deadline=None)
-@given(n_h=st.integers(3, 8), base=st.floats(0.05, 2.0), seed=st.integers(0, 2**32 - 1),
-       c=st.lists(st.floats(-1, 1), min_size=1, max_size=2))  # fmt: skip
+@given(
+    n_h=st.integers(3, 8),
+    base=st.floats(0.05, 2.0),
+    seed=st.integers(0, 2**32 - 1),
+    c=st.lists(st.floats(-1, 1), min_size=1, max_size=2),
+)
 def test_mfs_starts_and_ends_at_rest(n_h: int, base: float, seed: int, c: list[float]) -> None:
     rng = np.random.default_rng(seed)
     n = len(c)
@@ -78,7 +87,7 @@ def test_mfs_rejects_coefficients_off_the_boundary_conditions() -> None:
 def test_mfs_projects_rounded_coefficients() -> None:
     a, b = tr.mfs_coefficients(np.array([[0.3, -0.2, 0.5]]), np.array([[0.4, 0.1]]))
     m = tr.modified_fourier_series([0.5], 0.2, np.round(a, 5), np.round(b, 5), tolerance=1e-4)
-    q, qd, qdd = m.sample(np.array([0.0, 5.0]))
+    q, qd, _ = m.sample(np.array([0.0, 5.0]))
     np.testing.assert_allclose(qd, 0.0, atol=1e-12)
     np.testing.assert_allclose(q, 0.5, atol=1e-12)
 
