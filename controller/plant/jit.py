@@ -12,7 +12,8 @@ try:
     from numba import njit as _njit
 
     def njit(fn: F) -> F:
-        return _njit(cache=True, fastmath=False, nogil=True)(fn)  # type: ignore[no-any-return]
+        compiled: F = _njit(cache=True, fastmath=False, nogil=True)(fn)  # type: ignore[assignment]
+        return compiled
 
     HAVE_NUMBA = True
 except ImportError:  # pragma: no cover - exercised only where numba is absent

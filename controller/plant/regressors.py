@@ -137,7 +137,7 @@ def fluid_regressor(
     N, n = arrs[0].shape
     phi = np.zeros((N, 2 * n, n_fluid(n)))
     y = np.empty((N, 2 * n))
-    _fluid_rows(
+    _fluid_rows(  # type: ignore[call-arg]
         params.supply_pressure,
         params.area_cap,
         params.area_rod,

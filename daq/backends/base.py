@@ -37,11 +37,11 @@ class Backend(ABC):
     def open(self) -> None:
         """Acquire and configure devices; raise BackendError with a clear message."""
 
-    def start(self) -> None:
+    def start(self) -> None:  # noqa: B027 - optional hook, most backends need nothing here
         """Begin acquisition with outputs at null."""
 
     def wait_next_cycle(self) -> int:
-        """Block until the next hardware sample clock; return sample clocks missed since the last."""
+        """Block until the next hardware sample clock; return the clocks missed since the last."""
         raise NotImplementedError(f"{type(self).__name__} is not paced by hardware")
 
     @abstractmethod

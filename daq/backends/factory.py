@@ -36,5 +36,6 @@ def make_backend(profile: Profile) -> Backend:
             from daq.backends.composite import CompositeBackend
         except ImportError as exc:
             raise BackendError(f"composite backend not available: {exc}") from None
-        return CompositeBackend(profile)  # type: ignore[no-any-return]
+        backend: Backend = CompositeBackend(profile)
+        return backend
     return make_device_backend(profile, profile.backend.kind, profile.inputs, profile.outputs)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import ValidationError
 
@@ -45,11 +45,52 @@ def _key_path(loc: tuple[Any, ...], data: Any) -> str:
     return ".".join(parts) or "<top level>"
 
 
-def _describe(err: dict[str, Any], data: Any) -> str:
-    where = _key_path(tuple(err["loc"]), data)
+def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
+    """The keys the schema allows at the table holding `loc[-1]`."""
+    model: Any = Profile
+    for item in loc[:-1]:
+        if isinstance(item, int):
+            continue
+        fields = getattr(model, "model_fields", {})
+        if item in fields:
+            model = _model_of(fields[item].annotation)
+        else:  # a tagged-union branch name ('linear', …): pick that member
+            model = next((m for m in _union_members(model) if _tag(m) == item), None)
+        if model is None:
+            return []
+    return sorted(getattr(model, "model_fields", {}))
+
+
+def _union_members(annotation: Any) -> list[Any]:
+    return [a for a in get_args(annotation) if hasattr(a, "model_fields")] or [
+        m for a in get_args(annotation) for m in _union_members(a)
+    ]
+
+
+def _tag(model: Any) -> Any:
+    kind = model.model_fields.get("kind")
+    return get_args(kind.annotation)[0] if kind is not None else None
+
+
+def _model_of(annotation: Any) -> Any:
+    """Unwrap Optional/list/Annotated down to the pydantic model (or a union of them)."""
+    if hasattr(annotation, "model_fields"):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_of(arg)
+        if found is not None:
+            return annotation if len(_union_members(annotation)) > 1 else found
+    return None
+
+
+def _describe(err: Any, data: Any) -> str:
+    loc = tuple(err["loc"])
+    where = _key_path(loc, data)
     kind = err["type"]
     if kind == "extra_forbidden":
-        return f"{where}: unknown key (misspelt? see the schema in daq/profile/schema.py)"
+        allowed = _allowed_keys(loc)
+        hint = f"allowed here: {', '.join(allowed)}" if allowed else "see daq/profile/schema.py"
+        return f"{where}: unknown key ({hint})"
     msg = err["msg"]
     if "input" in err and kind not in ("missing",) and not isinstance(err["input"], dict | list):
         msg = f"{msg} (got {err['input']!r})"

@@ -7,6 +7,7 @@ degrees in the file and converted to radians by the accessors that the loop uses
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Annotated, Literal
 
@@ -87,10 +88,10 @@ class TableScaling(Strict):
     def _monotonic(self) -> TableScaling:
         xs = [p[0] for p in self.points]
         ys = [p[1] for p in self.points]
-        if any(b <= a for a, b in zip(xs, xs[1:], strict=False)):
+        if any(b <= a for a, b in itertools.pairwise(xs)):
             raise ValueError("table x values must be strictly increasing")
-        up = all(b > a for a, b in zip(ys, ys[1:], strict=False))
-        down = all(b < a for a, b in zip(ys, ys[1:], strict=False))
+        up = all(b > a for a, b in itertools.pairwise(ys))
+        down = all(b < a for a, b in itertools.pairwise(ys))
         if not (up or down):
             raise ValueError("table eng values must be strictly monotonic")
         return self
@@ -231,11 +232,20 @@ class SimBackend(Strict):
 
 
 class NiBackend(Strict):
-    device: str = "Dev1"
-    #: Terminal the AO task's sample clock comes from; "" = the AI task's sample clock.
+    """An NI-DAQmx multifunction card (X Series, e.g. PCIe-6353): one hardware-timed
+    single-point AI task paces the loop, one AO task drives the valves (see docs/ni.md)."""
+
+    #: Device name as configured in NI MAX; every NI channel's `physical` is "<device>/aiN|aoN".
+    device: Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,63}$")] = "Dev1"
+    #: Terminal the AO task's sample clock comes from; "" = the AI task's sample clock
+    #: ("/<device>/ai/SampleClock"), so each valve update lands on the same edge as a read.
     ao_clock_source: str = ""
-    #: Hardware watchdog timeout; outputs go to 0 V if the loop stops refreshing it.
+    #: Hardware watchdog timeout; outputs go to their null volts (0 V) if the loop stops
+    #: refreshing it. Must be at least 5 loop periods (checked when the backend is built).
     watchdog_timeout_s: Annotated[float, Field(gt=0.0, le=10.0)] = 0.1
+    #: How long wait-for-next-sample-clock, a read or a write may block before the card
+    #: counts as gone (the cycle then reports ERROR). Must be at least 2 loop periods.
+    clock_timeout_s: Annotated[float, Field(gt=0.0, le=1.0)] = 0.05
 
 
 class SerialBackend(Strict):

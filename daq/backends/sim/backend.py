@@ -60,7 +60,7 @@ def _sense(
     linear,
     eng,
     out,
-):  # type: ignore[no-untyped-def]
+):
     """True channel values → noisy engineering values → converter counts (linear channels)."""
     for c in range(role.shape[0]):
         j = joint[c]
@@ -132,7 +132,7 @@ class SimBackend(Backend):
         ]
         self._eng = np.zeros(len(inputs))
         # Outputs: the D/A quantises the command; each valve channel drives its joint.
-        self._out_joint = np.array([joints.index(c.joint) for c in outputs], dtype=np.int64)
+        self._out_joint = np.array([joints.index(str(c.joint)) for c in outputs], dtype=np.int64)
         self._out_min = np.array([c.converter.min for c in outputs])
         self._out_q = np.array([lsb(c.converter) for c in outputs])
         self._out_full = np.array([float(1 << c.converter.bits) for c in outputs])
@@ -156,10 +156,11 @@ class SimBackend(Backend):
         self._noise = np.zeros((NOISE_BLOCK, len(inputs)))
         self._noise_row = NOISE_BLOCK
         self._work = np.zeros((5, 5 * n))
+        assert profile.plant is not None  # plant_params() above raised otherwise
         home = [
             j.home_deg if pj.initial_deg is None else pj.initial_deg
             for j, pj in zip(profile.joints, profile.plant.joints, strict=True)
-        ]  # type: ignore[union-attr]
+        ]
         self._x = dynamics.equilibrium_state(self.true_params, np.radians(home))
         self._t_plant: float | None = None
         self._open = False
@@ -215,7 +216,7 @@ class SimBackend(Backend):
     def read(self, t: float, raw_out: np.ndarray) -> BackendStatus:
         if self._t_plant is None:
             self._t_plant = t
-        steps = int(math.floor((t - self._t_plant) / self.period + 0.5))
+        steps = math.floor((t - self._t_plant) / self.period + 0.5)
         for _ in range(min(steps, 60_000)):  # real time: catch the plant up with the clock
             self._step()
         if steps > 60_000:

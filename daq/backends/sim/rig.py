@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from controller.plant.params import PlantParams
 from daq.backends.sim.backend import SimBackend
 from daq.profile.schema import Profile
 from daq.scaling import ChannelScaler, eng_to_units
@@ -30,7 +31,7 @@ class SimRig:
         return self.seq * self.period
 
     @property
-    def true_params(self):  # type: ignore[no-untyped-def]
+    def true_params(self) -> PlantParams:
         return self.backend.true_params
 
     def index(self, channel: str) -> int:

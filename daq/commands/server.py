@@ -1,0 +1,223 @@
+"""The command socket: a ZeroMQ ROUTER that answers msgpack requests on its own thread.
+
+Why ROUTER rather than REP: a REP socket enforces strict send/receive alternation and silently
+discards malformed envelopes, so a hostile or broken client could wedge it or go unanswered;
+ROUTER lets the server answer *every* message it can route (including multi-frame garbage), and
+serves REQ clients (the usual case) and DEALER clients alike. Requests are handled one at a time,
+in arrival order, on this thread; the real-time loop never sees the socket.
+
+Order of checks (each failure is an error reply, and the handler is not called):
+frame shape → size → msgpack → request shape → known command → role → argument types.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+import zmq
+
+from daq.commands.errors import CommandError
+from daq.commands.spec import COMMANDS, validate
+from daq.security import CurveConfig, acquire_authenticator, check_bind, release_authenticator
+
+log = logging.getLogger(__name__)
+
+#: Largest request frame accepted (an experiment file is a few kB).
+MAX_REQUEST_BYTES = 1 << 20
+_POLL_MS = 50
+
+
+@dataclass(frozen=True)
+class ClientIdentity:
+    """Who sent a request. Without CURVE every (loopback) client is a controller named 'local'."""
+
+    name: str
+    role: str  # "controller" | "monitor"
+    authenticated: bool
+
+
+LOCAL = ClientIdentity("local", "controller", False)
+
+Handler = Callable[[str, dict[str, Any], ClientIdentity], dict[str, Any]]
+
+
+def _error(code: str, message: str) -> dict[str, Any]:
+    return {"ok": False, "error": code, "message": message}
+
+
+class CommandServer:
+    def __init__(
+        self,
+        ctx: zmq.Context,
+        endpoint: str,
+        handler: Handler,
+        *,
+        auth: CurveConfig | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.endpoint = endpoint
+        self.handler = handler
+        self.auth = auth
+        self.requests = 0
+        self.errors = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._sock: zmq.Socket | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Bind (in the caller's thread, so bind errors raise here) and start serving."""
+        check_bind(self.endpoint, self.auth, "command server")
+        sock = self.ctx.socket(zmq.ROUTER)
+        sock.linger = 0
+        sock.router_mandatory = False  # a client that went away just loses its reply
+        sock.rcvhwm = 100
+        sock.sndhwm = 100
+        if self.auth is not None:
+            acquire_authenticator(self.ctx, self.auth)
+            self.auth.apply_server(sock)
+        try:
+            sock.bind(self.endpoint)
+        except zmq.ZMQError as e:
+            sock.close()
+            if self.auth is not None:
+                release_authenticator(self.ctx)
+            raise OSError(f"command server: cannot bind {self.endpoint}: {e}") from e
+        self.endpoint = sock.last_endpoint.decode()
+        self._sock = sock
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="rig-commands", daemon=True)
+        self._thread.start()
+        log.info("command server on %s (%s)", self.endpoint, "CURVE" if self.auth else "open")
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._sock is not None:
+            self._sock.close(linger=0)
+            self._sock = None
+            if self.auth is not None:
+                release_authenticator(self.ctx)
+
+    # ------------------------------------------------------------------ serving
+
+    def _run(self) -> None:
+        sock = self._sock
+        assert sock is not None
+        while not self._stop.is_set():
+            try:
+                if not sock.poll(_POLL_MS):
+                    continue
+                frames = sock.recv_multipart(copy=False)
+            except zmq.ZMQError as e:  # context terminated under us
+                log.error("command server: receive failed: %s", e)
+                return
+            try:
+                envelope, reply = self._answer(frames)
+                if envelope:
+                    sock.send_multipart([*envelope, reply])
+            except Exception:  # the server must survive anything a client sends
+                log.exception("command server: failed to answer a request")
+
+    def _answer(self, frames: list[zmq.Frame]) -> tuple[list[bytes], bytes]:
+        # [identity, (empty delimiter: REQ), body] from REQ; [identity, body] from DEALER.
+        raw = [f.bytes for f in frames]
+        try:
+            delim = raw.index(b"", 1)
+            envelope, body = raw[: delim + 1], raw[delim + 1 :]
+        except ValueError:
+            envelope, body = raw[:1], raw[1:]
+        request_id: Any = None
+        try:
+            if len(body) != 1:
+                raise CommandError(
+                    "bad_frame", f"expected one request frame after the envelope, got {len(body)}"
+                )
+            identity = self._identity(frames[-1])
+            request = self._decode(body[0])
+            request_id = request.get("id")
+            reply = self._dispatch(request, identity)
+        except CommandError as e:
+            reply = e.reply()
+        if request_id is not None:
+            reply["id"] = request_id
+        self.requests += 1
+        if not reply.get("ok"):
+            self.errors += 1
+        try:
+            packed = msgpack.packb(reply, use_bin_type=True)
+        except (TypeError, ValueError, OverflowError) as e:
+            log.error("command server: reply cannot be encoded: %s", e)
+            fallback = _error("internal", f"the reply could not be encoded: {e}")
+            if request_id is not None:
+                fallback["id"] = request_id
+            packed = msgpack.packb(fallback, use_bin_type=True)
+        return envelope, packed
+
+    def _identity(self, frame: zmq.Frame) -> ClientIdentity:
+        if self.auth is None:
+            return LOCAL
+        user = frame.get("User-Id")
+        role, _, name = str(user).partition(":")
+        if role not in ("controller", "monitor"):  # cannot happen past the ZAP handler
+            raise CommandError("forbidden", "unauthenticated connection")
+        return ClientIdentity(name, role, True)
+
+    @staticmethod
+    def _decode(body: bytes) -> dict[str, Any]:
+        if len(body) > MAX_REQUEST_BYTES:
+            raise CommandError(
+                "too_large", f"request of {len(body)} bytes exceeds {MAX_REQUEST_BYTES}"
+            )
+        try:
+            request = msgpack.unpackb(body, raw=False, strict_map_key=False)
+        except Exception as e:  # msgpack raises many types (ExtraData, FormatError, …)
+            raise CommandError("bad_msgpack", f"not one valid msgpack object: {e}") from e
+        if not isinstance(request, dict):
+            raise CommandError(
+                "bad_request", f"a request is a map {{cmd, args}}, got {type(request).__name__}"
+            )
+        extra = [k for k in request if k not in ("cmd", "args", "id")]
+        if extra:
+            raise CommandError("bad_request", f"unknown request keys: {str(extra)[:200]}")
+        if not isinstance(request.get("cmd"), str):
+            raise CommandError("bad_request", "'cmd' must be a string")
+        args = request.get("args", {})
+        if not isinstance(args, dict) or not all(isinstance(k, str) for k in args):
+            raise CommandError("bad_request", "'args' must be a map with string keys")
+        rid = request.get("id")
+        if rid is not None and not (
+            (isinstance(rid, int) and not isinstance(rid, bool) and -(2**63) <= rid < 2**64)
+            or (isinstance(rid, str) and len(rid) <= 64)
+        ):
+            raise CommandError("bad_request", "'id' must be an integer or a string ≤ 64 chars")
+        request["args"] = args
+        return request
+
+    def _dispatch(self, request: dict[str, Any], who: ClientIdentity) -> dict[str, Any]:
+        cmd: str = request["cmd"]
+        args: dict[str, Any] = request["args"]
+        spec = COMMANDS.get(cmd)
+        if spec is not None and who.role != "controller" and not spec.read_only:
+            raise CommandError(
+                "forbidden", f"'{cmd}' needs a controller key ({who.name} is a {who.role} key)"
+            )
+        validate(cmd, args)
+        try:
+            result = self.handler(cmd, args, who)
+        except CommandError:
+            raise
+        except Exception as e:
+            log.exception("command handler failed on '%s'", cmd)
+            raise CommandError("internal", f"{cmd} failed: {type(e).__name__}: {e}") from e
+        if not isinstance(result, dict):
+            raise CommandError("internal", f"{cmd}: the handler returned no map")
+        return {**result, "ok": True}

@@ -1,0 +1,1 @@
+"""`rigctl`: the command-line tool that installs, drives and inspects the rig."""

@@ -1,0 +1,118 @@
+"""Options, exit codes and helpers shared by the rigctl subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from daq.commands import CommandClient, ProtocolError, ServiceUnreachable
+from daq.security import ClientKeys, SecurityError
+
+#: Exit codes scripts can rely on.
+EXIT_OK = 0
+EXIT_REFUSED = 1  # the service answered {ok: false}
+EXIT_USAGE = 2  # bad command line or bad input file
+EXIT_UNREACHABLE = 3  # no reply within the timeout
+
+DEFAULT_COMMANDS = "tcp://127.0.0.1:5556"
+DEFAULT_TELEMETRY = "tcp://127.0.0.1:5555"
+
+
+class UsageError(Exception):
+    """Bad input on the command line or in a file named on it (exit 2)."""
+
+
+def add_connection_options(p: argparse.ArgumentParser, *, telemetry: bool = False) -> None:
+    if telemetry:
+        p.add_argument(
+            "--endpoint",
+            default=DEFAULT_TELEMETRY,
+            help=f"telemetry endpoint (default {DEFAULT_TELEMETRY})",
+        )
+    else:
+        p.add_argument(
+            "--endpoint",
+            default=DEFAULT_COMMANDS,
+            help=f"command endpoint (default {DEFAULT_COMMANDS})",
+        )
+    p.add_argument(
+        "--keys-dir",
+        default=None,
+        help="directory with server.key (and the client key, if --key is a name)",
+    )
+    p.add_argument(
+        "--key", default=None, help="client key: a NAME in --keys-dir or a path to NAME.key_secret"
+    )
+    p.add_argument("--timeout", type=float, default=2.0, help="seconds to wait (default 2)")
+
+
+def add_json_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print the reply as JSON")
+
+
+def client_keys(args: argparse.Namespace) -> ClientKeys | None:
+    if args.key is None:
+        if args.keys_dir is not None:
+            raise UsageError("--keys-dir needs --key NAME (which client key to use)")
+        return None
+    try:
+        return ClientKeys.load(args.key, args.keys_dir)
+    except SecurityError as e:
+        raise UsageError(str(e)) from e
+
+
+def call(
+    args: argparse.Namespace,
+    cmd: str,
+    cmd_args: dict[str, Any] | None = None,
+    *,
+    show: Callable[[dict[str, Any]], None] | None = None,
+) -> int:
+    """Send one command, print the result, map it to an exit code."""
+    keys = client_keys(args)
+    with CommandClient(args.endpoint, timeout=args.timeout, keys=keys) as client:
+        try:
+            reply = client.request(cmd, cmd_args)
+        except ServiceUnreachable as e:
+            print(f"rigctl: {e}", file=sys.stderr)
+            return EXIT_UNREACHABLE
+        except ProtocolError as e:
+            print(f"rigctl: {e}", file=sys.stderr)
+            return EXIT_REFUSED
+    if getattr(args, "json", False):
+        print(json.dumps(reply, default=str, sort_keys=True))
+    elif not reply["ok"]:
+        pass
+    elif show is not None:
+        show(reply)
+    else:
+        extra = {k: v for k, v in reply.items() if k not in ("ok", "id")}
+        print(f"{cmd}: ok" + (f" {json.dumps(extra, default=str)}" if extra else ""))
+    if not reply["ok"]:
+        print(
+            f"rigctl: {cmd} refused ({reply.get('error')}): {reply.get('message')}", file=sys.stderr
+        )
+        return EXIT_REFUSED
+    return EXIT_OK
+
+
+def fault_text(fault: Any) -> str:
+    """The status' `fault` (nil, or a map with name/where/message) as one short line."""
+    if not fault:
+        return "-"
+    if isinstance(fault, dict):
+        where = f" at {fault['where']}" if fault.get("where") else ""
+        return f"{fault.get('name', '?')}{where}: {fault.get('message', '')}"
+    return str(fault)
+
+
+def simple_command(subparsers: Any, name: str, cmd: str, help_text: str) -> argparse.ArgumentParser:
+    """A subcommand that sends `cmd` with no arguments."""
+    p: argparse.ArgumentParser = subparsers.add_parser(name, help=help_text, description=help_text)
+    add_connection_options(p)
+    add_json_option(p)
+    p.set_defaults(func=lambda args: call(args, cmd))
+    return p

@@ -1,0 +1,73 @@
+"""`rigctl` entry point: finds the subcommand modules present and dispatches.
+
+Each `daq.rigctl.cmd_*` module exposes `register(subparsers) -> None`, which adds its parser and
+sets `func=run(args) -> int`. Modules another branch has not delivered yet are skipped, so the
+branches merge in any order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from daq.rigctl.common import EXIT_USAGE, UsageError
+
+log = logging.getLogger(__name__)
+
+SUBCOMMAND_MODULES = (
+    "daq.rigctl.cmd_status",
+    "daq.rigctl.cmd_monitor",
+    "daq.rigctl.cmd_describe",
+    "daq.rigctl.cmd_state",  # arm, disarm, stop, estop, reset
+    "daq.rigctl.cmd_run",
+    "daq.rigctl.cmd_record",
+    "daq.rigctl.cmd_gains",
+    "daq.rigctl.cmd_keys",
+    "daq.rigctl.cmd_export",
+    "daq.rigctl.cmd_install",
+    "daq.rigctl.cmd_identify",
+    "daq.rigctl.cmd_report",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rigctl",
+        description="Drive and watch the rig service. Exit codes: 0 ok, 1 refused by the "
+        "service, 2 usage or bad input, 3 service unreachable.",
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as e:
+            if e.name != name:  # the module exists but one of its imports is broken
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse: --help (0) or a usage error (2)
+        return int(e.code) if isinstance(e.code, int) else EXIT_USAGE
+    level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args))
+    except UsageError as e:
+        print(f"rigctl: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

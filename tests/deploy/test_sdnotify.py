@@ -1,0 +1,227 @@
+"""sd_notify over a real AF_UNIX datagram socket bound by the test (playing systemd)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from daq.sdnotify import Notifier, WatchdogFeeder
+from tests.deploy.conftest import NotifyListener
+
+
+def test_without_notify_socket_everything_is_a_quiet_no_op() -> None:
+    n = Notifier.from_env({})
+    assert not n.enabled
+    assert n.watchdog_interval() is None
+    assert n.ready() is False
+    assert n.status("x") is False
+    assert n.watchdog() is False
+    assert n.stopping() is False
+    feeder = WatchdogFeeder(n, heartbeat=lambda: 0, status_text=lambda: "s").start()
+    assert feeder._thread is None  # no thread when there is nobody to talk to
+    feeder.stop()
+
+
+def test_ready_status_stopping_arrive_as_datagrams(notify_listener: NotifyListener) -> None:
+    with Notifier.from_env({"NOTIFY_SOCKET": notify_listener.env_name}) as n:
+        assert n.enabled
+        assert n.ready()
+        assert notify_listener.recv() == "READY=1"
+        assert n.ready("running, 1000 Hz")
+        assert notify_listener.recv() == "READY=1\nSTATUS=running, 1000 Hz"
+        assert n.status("state IDLE\nfault none")
+        # A newline would start a new KEY=VALUE pair: the status stays one line.
+        assert notify_listener.recv() == "STATUS=state IDLE fault none"
+        assert n.stopping("bye")
+        assert notify_listener.recv() == "STOPPING=1\nSTATUS=bye"
+        assert n.extend_timeout(2.5)
+        assert notify_listener.recv() == "EXTEND_TIMEOUT_USEC=2500000"
+
+
+def test_watchdog_usec_and_ping(notify_listener: NotifyListener) -> None:
+    env = {"NOTIFY_SOCKET": notify_listener.env_name, "WATCHDOG_USEC": "2000000"}
+    n = Notifier.from_env(env)
+    assert n.watchdog_interval() == pytest.approx(2.0)
+    assert n.watchdog()
+    assert notify_listener.recv() == "WATCHDOG=1"
+    n.close()
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ({"WATCHDOG_USEC": "500000", "WATCHDOG_PID": str(os.getpid())}, 0.5),
+        # Inherited by a child: the watchdog is someone else's.
+        ({"WATCHDOG_USEC": "500000", "WATCHDOG_PID": str(os.getpid() + 1)}, None),
+        ({"WATCHDOG_USEC": "0"}, None),
+        ({"WATCHDOG_USEC": "soon"}, None),
+        ({}, None),
+    ],
+)
+def test_watchdog_interval_rules(extra: dict[str, str], expected: float | None) -> None:
+    n = Notifier.from_env({"NOTIFY_SOCKET": "@unused", **extra})
+    got = n.watchdog_interval()
+    assert got == (pytest.approx(expected) if expected is not None else None)
+    n.close()
+
+
+def test_abstract_namespace_socket(abstract_listener: NotifyListener) -> None:
+    assert abstract_listener.env_name.startswith("@")
+    with Notifier.from_env({"NOTIFY_SOCKET": abstract_listener.env_name}) as n:
+        assert n.ready()
+        assert abstract_listener.recv() == "READY=1"
+
+
+def test_unusable_socket_name_is_refused_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="daq.sdnotify"):
+        n = Notifier.from_env({"NOTIFY_SOCKET": "vsock:2:1234"})
+    assert not n.enabled
+    assert "not an AF_UNIX" in caplog.text
+
+
+def test_send_failure_returns_false_and_is_logged_once(
+    short_tmp: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    n = Notifier.from_env({"NOTIFY_SOCKET": f"{short_tmp}/nobody-listens"})
+    with caplog.at_level(logging.WARNING, logger="daq.sdnotify"):
+        results = [n.watchdog() for _ in range(5)]
+    assert results == [False] * 5
+    assert len([r for r in caplog.records if "sd_notify" in r.getMessage()]) == 1
+    n.close()
+
+
+@pytest.mark.timeout(20)
+def test_sending_never_blocks_when_the_manager_does_not_read(
+    notify_listener: NotifyListener,
+) -> None:
+    # Nobody reads the socket: its queue fills, and then sends must fail at once, not block.
+    n = Notifier.from_env({"NOTIFY_SOCKET": notify_listener.env_name})
+    sent = 0
+    for _ in range(100_000):
+        if not n.status("x" * 200):
+            break
+        sent += 1
+    else:
+        pytest.fail("100000 datagrams queued without the receiver reading: queue never filled")
+    assert sent > 0
+    n.close()
+
+
+# --------------------------------------------------------------------------- WatchdogFeeder
+
+
+class FakeLoop:
+    """Stands in for the loop: a thread that increments `cycles` while `running` is set."""
+
+    def __init__(self) -> None:
+        self.cycles = 0
+        self.running = threading.Event()
+        self._quit = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._quit.is_set():
+            if self.running.wait(0.01):
+                self.cycles += 1
+                time.sleep(0.001)
+
+    def close(self) -> None:
+        self._quit.set()
+        self._thread.join()
+
+
+def _wait_for(listener: NotifyListener, pred: Callable[[str], bool], timeout: float) -> list[str]:
+    """Receive until a message satisfies `pred`; return everything received up to it."""
+    end = time.monotonic() + timeout
+    seen: list[str] = []
+    while time.monotonic() < end:
+        msg = listener.recv(max(0.0, end - time.monotonic()))
+        if msg is None:
+            break
+        seen.append(msg)
+        if pred(msg):
+            return seen
+    pytest.fail(f"no matching message within {timeout} s; got {seen[-5:]}")
+
+
+@pytest.mark.timeout(60)
+def test_feeder_pings_only_while_the_heartbeat_advances(notify_listener: NotifyListener) -> None:
+    env = {"NOTIFY_SOCKET": notify_listener.env_name, "WATCHDOG_USEC": "400000"}
+    notifier = Notifier.from_env(env)
+    loop = FakeLoop()
+    feeder = WatchdogFeeder(
+        notifier,
+        heartbeat=lambda: loop.cycles,
+        status_text=lambda: f"RUNNING cycles={loop.cycles}",
+        status_period=0.1,
+    )
+    # Pings are checked four times per interval: a live loop is pinged at ≤ interval/2.
+    assert feeder.check_period == pytest.approx(0.1)
+    try:
+        loop.running.set()
+        feeder.start()
+        seen = _wait_for(notify_listener, lambda m: m == "WATCHDOG=1", 10.0)
+        seen += _wait_for(notify_listener, lambda m: m == "WATCHDOG=1", 10.0)
+        if not any(m.startswith("STATUS=RUNNING cycles=") for m in seen):
+            _wait_for(notify_listener, lambda m: m.startswith("STATUS=RUNNING cycles="), 10.0)
+
+        # The loop stalls. Once the feeder reports the stall, no ping may follow.
+        loop.running.clear()
+        _wait_for(notify_listener, lambda m: m.startswith("STATUS=LOOP STALLED"), 10.0)
+        pings_at_stall = feeder.pings
+        after = [m for _, m in notify_listener.collect(1.0)]
+        assert "WATCHDOG=1" not in after
+        assert feeder.pings == pings_at_stall
+        assert any(m.startswith("STATUS=LOOP STALLED") for m in after)  # status keeps coming
+
+        # The loop recovers: pings resume.
+        loop.running.set()
+        _wait_for(notify_listener, lambda m: m == "WATCHDOG=1", 10.0)
+        assert feeder.pings > pings_at_stall
+    finally:
+        feeder.stop()
+        loop.close()
+        notifier.close()
+
+
+@pytest.mark.timeout(30)
+def test_feeder_never_pings_when_the_heartbeat_probe_fails(
+    notify_listener: NotifyListener, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken() -> int:
+        raise RuntimeError("loop object gone")
+
+    env = {"NOTIFY_SOCKET": notify_listener.env_name, "WATCHDOG_USEC": "200000"}
+    notifier = Notifier.from_env(env)
+    with caplog.at_level(logging.ERROR, logger="daq.sdnotify"):
+        with WatchdogFeeder(notifier, broken, lambda: "s", status_period=0.05) as feeder:
+            got = [m for _, m in notify_listener.collect(0.6)]
+        assert feeder.pings == 0
+    assert "WATCHDOG=1" not in got
+    assert any(m.startswith("STATUS=") for m in got)
+    assert len([r for r in caplog.records if "heartbeat probe failed" in r.getMessage()]) == 1
+    notifier.close()
+
+
+@pytest.mark.timeout(30)
+def test_feeder_without_watchdog_sends_status_only(notify_listener: NotifyListener) -> None:
+    notifier = Notifier.from_env({"NOTIFY_SOCKET": notify_listener.env_name})
+    counter = iter(range(10**9))
+    with WatchdogFeeder(notifier, lambda: next(counter), lambda: "IDLE", status_period=0.05):
+        got = [m for _, m in notify_listener.collect(0.4)]
+    assert "WATCHDOG=1" not in got
+    assert "STATUS=IDLE" in got
+    notifier.close()
+
+
+@pytest.mark.parametrize("kwargs", [{"status_period": 0.0}, {"check_period": -1.0}])
+def test_feeder_rejects_non_positive_periods(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="must be > 0"):
+        WatchdogFeeder(Notifier(None), lambda: 0, lambda: "", **kwargs)

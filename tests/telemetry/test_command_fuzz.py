@@ -1,0 +1,223 @@
+"""Random bytes and random msgpack at the command server: every message gets a well-formed
+error reply, the server stays up, and nothing invalid reaches the handler."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import msgpack
+import pytest
+import zmq
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from daq.commands import COMMANDS, ERROR_CODES, ClientIdentity, CommandError, CommandServer
+from daq.commands.spec import validate
+
+SETTINGS = settings(
+    max_examples=2000, deadline=None, suppress_health_check=list(HealthCheck), database=None
+)
+# Recursive strategies are slow to generate; the seeded fuzz below adds thousands more.
+FEW = settings(SETTINGS, max_examples=250)
+
+
+class RecordingHandler:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any], ClientIdentity]] = []
+
+    def __call__(self, cmd: str, args: dict[str, Any], who: ClientIdentity) -> dict[str, Any]:
+        self.calls.append((cmd, args, who))
+        if cmd == "arm":
+            raise CommandError("invalid_state", "cannot arm in FAULT")
+        return {"state": "IDLE"}
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[CommandServer, RecordingHandler, zmq.Context]]:
+    ctx = zmq.Context()
+    handler = RecordingHandler()
+    srv = CommandServer(ctx, "inproc://commands-fuzz", handler)
+    srv.start()
+    yield srv, handler, ctx
+    srv.stop()
+    ctx.destroy(linger=0)
+
+
+@pytest.fixture(scope="module")
+def dealer(server) -> Iterator[zmq.Socket]:
+    sock = server[2].socket(zmq.DEALER)
+    sock.linger = 0
+    sock.connect(server[0].endpoint)
+    yield sock
+    sock.close()
+
+
+def roundtrip(sock: zmq.Socket, frames: list[bytes]) -> dict[str, Any]:
+    sock.send_multipart(frames)
+    assert sock.poll(5000), "the command server did not answer"
+    reply_frames = sock.recv_multipart()
+    # The envelope (an empty delimiter frame, REQ style) comes back before the reply.
+    n_delim = 1 if frames[0] == b"" else 0
+    assert reply_frames[:-1] == [b""] * n_delim
+    reply = msgpack.unpackb(reply_frames[-1], raw=False)
+    assert isinstance(reply, dict) and isinstance(reply["ok"], bool)
+    if not reply["ok"]:
+        assert reply["error"] in ERROR_CODES and isinstance(reply["message"], str)
+        assert reply["message"]
+    return reply
+
+
+def assert_error(reply: dict[str, Any]) -> None:
+    assert reply["ok"] is False, reply
+
+
+msgpack_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.floats()
+    | st.text(max_size=20)
+    | st.binary(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=5)
+        | st.dictionaries(st.text(max_size=8) | st.integers(-(2**63), 2**63 - 1), inner, max_size=5)
+    ),
+    max_leaves=20,
+)
+
+
+@SETTINGS
+@given(data=st.binary(max_size=200))
+def test_random_bytes_get_an_error_reply(server, dealer, data: bytes) -> None:
+    handler = server[1]
+    before = len(handler.calls)
+    reply = roundtrip(dealer, [data])
+    assert_error(reply)
+    assert len(handler.calls) == before
+
+
+@FEW
+@given(obj=msgpack_values)
+def test_random_msgpack_gets_an_error_reply(server, dealer, obj: Any) -> None:
+    handler = server[1]
+    before = len(handler.calls)
+    assert_error(roundtrip(dealer, [msgpack.packb(obj, use_bin_type=True)]))
+    assert len(handler.calls) == before
+
+
+@FEW
+@given(
+    cmd=st.sampled_from([*COMMANDS, "Arm", "shutdown", ""]),
+    args=st.dictionaries(
+        st.sampled_from(["experiment", "joint", "gains", "reason", "name", "note", "x"]),
+        msgpack_values,
+        max_size=3,
+    ),
+)
+def test_near_miss_requests_reach_the_handler_only_when_valid(server, dealer, cmd, args) -> None:
+    handler = server[1]
+    before = len(handler.calls)
+    try:
+        validate(cmd, args)
+        valid = True
+    except CommandError:
+        valid = False
+    reply = roundtrip(dealer, [msgpack.packb({"cmd": cmd, "args": args}, use_bin_type=True)])
+    assert len(handler.calls) == before + valid
+    if valid:
+        assert handler.calls[-1][:2] == (cmd, args)
+        assert reply["ok"] is (cmd != "arm")
+    else:
+        assert reply["error"] in ("unknown_command", "bad_args")
+
+
+def _random_obj(rng: random.Random, depth: int = 0) -> Any:
+    kind = rng.randrange(9 if depth < 3 else 6)
+    if kind == 0:
+        return None
+    if kind == 1:
+        return rng.random() < 0.5
+    if kind == 2:
+        return rng.randrange(-(2**63), 2**64)
+    if kind == 3:
+        return rng.uniform(-1e300, 1e300)
+    if kind == 4:
+        return "".join(rng.choice("cmdargsstatusarm\x00é") for _ in range(rng.randrange(12)))
+    if kind == 5:
+        return rng.randbytes(rng.randrange(12))
+    if kind == 6:
+        return [_random_obj(rng, depth + 1) for _ in range(rng.randrange(4))]
+    keys = ["cmd", "args", "id", "joint", "gains", "experiment", "x"]
+    return {rng.choice(keys): _random_obj(rng, depth + 1) for _ in range(rng.randrange(4))}
+
+
+def test_seeded_fuzz_thousands_of_messages(server, dealer) -> None:
+    rng = random.Random(4)
+    handler = server[1]
+    for i in range(5000):
+        obj = _random_obj(rng)
+        body = msgpack.packb(obj, use_bin_type=True)
+        if i % 3 == 0:  # truncated or corrupted msgpack
+            body = body[: rng.randrange(len(body) + 1)] + rng.randbytes(rng.randrange(3))
+        before = len(handler.calls)
+        reply = roundtrip(dealer, [body])
+        if len(handler.calls) > before:  # only a request that passes the schema gets through
+            cmd, args, _ = handler.calls[-1]
+            validate(cmd, args)
+        else:
+            assert_error(reply)
+
+
+@pytest.mark.parametrize(
+    ("frames", "code"),
+    [
+        ([b""], "bad_frame"),
+        ([b"a", b"b"], "bad_frame"),
+        ([msgpack.packb({"cmd": "status"}) + b"\x00"], "bad_msgpack"),
+        ([b"\x92" * 3], "bad_msgpack"),
+        ([b"\x81" * 1_100_000], "too_large"),
+        ([msgpack.packb([1, 2])], "bad_request"),
+        ([msgpack.packb({"cmd": 3, "args": {}})], "bad_request"),
+        ([msgpack.packb({"cmd": "status", "args": []})], "bad_request"),
+        ([msgpack.packb({"cmd": "status", "extra": 1})], "bad_request"),
+        ([msgpack.packb({"cmd": "status", "id": 1.5})], "bad_request"),
+        ([msgpack.packb({"cmd": "launch", "args": {}})], "unknown_command"),
+        ([msgpack.packb({"cmd": "status", "args": {"x": 1}})], "bad_args"),
+        ([msgpack.packb({"cmd": "set_gains", "args": {"joint": "j1"}})], "bad_args"),
+        (
+            [msgpack.packb({"cmd": "set_gains", "args": {"joint": "j1", "gains": {"q": 1}}})],
+            "bad_args",
+        ),
+        (
+            [msgpack.packb({"cmd": "set_gains", "args": {"joint": "j1", "gains": {"p": True}}})],
+            "bad_args",
+        ),
+        (
+            [
+                msgpack.packb(
+                    {"cmd": "set_gains", "args": {"joint": "j1", "gains": {"p": float("nan")}}}
+                )
+            ],
+            "bad_args",
+        ),
+        ([msgpack.packb({"cmd": "run", "args": {"experiment": "file.toml"}})], "bad_args"),
+        ([msgpack.packb({"cmd": "arm", "args": {}})], "invalid_state"),
+    ],
+)
+def test_named_malformations(server, dealer, frames, code) -> None:
+    reply = roundtrip(dealer, frames)
+    assert reply["ok"] is False and reply["error"] == code, reply
+
+
+def test_server_still_serves_a_req_client_after_the_fuzz(server) -> None:
+    sock = server[2].socket(zmq.REQ)
+    sock.linger = 0
+    sock.connect(server[0].endpoint)
+    sock.send(msgpack.packb({"cmd": "status", "args": {}, "id": "x1"}))
+    assert sock.poll(5000)
+    reply = msgpack.unpackb(sock.recv())
+    assert reply == {"ok": True, "state": "IDLE", "id": "x1"}
+    assert server[1].calls[-1][2].role == "controller"  # loopback, no CURVE: local controller
+    sock.close()

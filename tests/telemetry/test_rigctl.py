@@ -1,0 +1,179 @@
+"""rigctl against a command server with a fake handler and a publisher fed by the test."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daq.commands import ClientIdentity, CommandError, CommandServer
+from daq.rigctl.main import main
+from daq.security import CurveConfig, generate_client_key
+from tests.telemetry.conftest import write_rows
+
+
+class Fake:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def __call__(self, cmd: str, args: dict[str, Any], who: ClientIdentity) -> dict[str, Any]:
+        self.calls.append((cmd, args))
+        if cmd == "arm":
+            raise CommandError("invalid_state", "cannot arm: fault latched (estop)")
+        if cmd == "status":
+            return {"state": "FAULT", "fault": "estop", "timing": {"overruns": 0}}
+        if cmd == "describe":
+            return {
+                "rig": "sim2dof",
+                "channels": [{"name": "q_1", "role": "resolver", "joint": "j1"}],
+                "joints": [{"name": "j1", "home_deg": 40.0, "limits": {"soft_min_deg": 22.0}}],
+                "columns": [{"name": "seq", "unit": "1"}],
+            }
+        return {}
+
+
+@pytest.fixture
+def service(ctx) -> Iterator[tuple[str, Fake]]:
+    fake = Fake()
+    srv = CommandServer(ctx, "tcp://127.0.0.1:*", fake)
+    srv.start()
+    yield srv.endpoint, fake
+    srv.stop()
+
+
+def test_status_json_and_exit_codes(service, capsys) -> None:
+    ep, fake = service
+    assert main(["status", "--endpoint", ep, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] is True and out["state"] == "FAULT"
+    assert main(["status", "--endpoint", ep]) == 0
+    assert "state: FAULT" in capsys.readouterr().out
+    assert main(["arm", "--endpoint", ep]) == 1
+    assert "invalid_state" in capsys.readouterr().err
+    assert main(["describe", "--endpoint", ep]) == 0
+    out = capsys.readouterr().out
+    assert "rig sim2dof" in out and "q_1" in out and "soft_min_deg" in out
+    assert main(["status", "--endpoint", "tcp://127.0.0.1:9", "--timeout", "0.3"]) == 3
+    assert main(["frobnicate"]) == 2
+    assert [c for c, _ in fake.calls] == ["status", "status", "arm", "describe"]
+
+
+def test_commands_send_the_documented_args(service, tmp_path: Path) -> None:
+    ep, fake = service
+    exp = tmp_path / "exp.toml"
+    exp.write_text('name = "sine"\n[[segments]]\nkind = "sine"\namplitude_deg = 5.0\n')
+    assert main(["run", str(exp), "--endpoint", ep]) == 0
+    assert main(["estop", "operator", "--endpoint", ep]) == 0
+    assert main(["record", "start", "--name", "r1", "--endpoint", ep]) == 0
+    assert main(["record", "stop", "--endpoint", ep]) == 0
+    assert main(["gains", "j1", "p=9", "i=0.5", "--endpoint", ep]) == 0
+    for name in ("disarm", "stop", "reset"):
+        assert main([name, "--endpoint", ep]) == 0
+    assert fake.calls == [
+        (
+            "run",
+            {"experiment": {"name": "sine", "segments": [{"kind": "sine", "amplitude_deg": 5.0}]}},
+        ),
+        ("estop", {"reason": "operator"}),
+        ("record_start", {"name": "r1"}),
+        ("record_stop", {}),
+        ("set_gains", {"joint": "j1", "gains": {"p": 9.0, "i": 0.5}}),
+        ("disarm", {}),
+        ("stop", {}),
+        ("reset", {}),
+    ]
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = \n")
+    assert main(["run", str(bad), "--endpoint", ep]) == 2
+    assert main(["run", str(tmp_path / "missing.toml"), "--endpoint", ep]) == 2
+    assert main(["gains", "j1", "q=1", "--endpoint", ep]) == 2
+    assert main(["gains", "j1", "p=fast", "--endpoint", ep]) == 2
+    assert len(fake.calls) == 8
+
+
+def test_keys_and_curve_options(tmp_path: Path, ctx, capsys) -> None:
+    keys = tmp_path / "keys"
+    assert main(["keys", "generate", "ops", "--role", "controller", "--dir", str(keys)]) == 0
+    assert main(["keys", "generate", "view", "--role", "monitor", "--dir", str(keys)]) == 0
+    assert main(["keys", "generate", "view", "--role", "monitor", "--dir", str(keys)]) == 2
+    capsys.readouterr()
+    assert main(["keys", "list", "--dir", str(keys), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [
+        {"name": "ops", "role": "controller"},
+        {"name": "view", "role": "monitor"},
+    ]
+    generate_client_key(tmp_path / "other", "stranger", "controller")
+    fake = Fake()
+    srv = CommandServer(ctx, "tcp://127.0.0.1:*", fake, auth=CurveConfig.from_keys_dir(keys))
+    srv.start()
+    try:
+        base = ["--endpoint", srv.endpoint, "--keys-dir", str(keys)]
+        assert main(["disarm", *base, "--key", "ops"]) == 0
+        assert main(["disarm", *base, "--key", "view"]) == 1  # forbidden
+        assert main(["status", *base, "--key", "view", "--json"]) == 0
+        stranger = str(tmp_path / "other" / "stranger.key_secret")
+        assert main(["status", *base, "--key", stranger, "--timeout", "0.5"]) == 3
+        assert main(["status", *base]) == 2  # --keys-dir without --key
+        assert main(["status", *base, "--key", "nobody"]) == 2
+    finally:
+        srv.stop()
+    assert [c for c, _ in fake.calls] == ["disarm", "status"]
+
+
+def test_monitor_json(make_publisher, capsys) -> None:
+    pub, ring = make_publisher()
+    done = threading.Event()
+
+    def loop() -> None:  # a stand-in for the loop: 20 rows every 20 ms
+        k = 0
+        while not done.wait(0.02):
+            write_rows(ring, k, 20)
+            k += 20
+            if k == 200:
+                pub.event("fault", cause="estop")
+
+    writer = threading.Thread(target=loop)
+    writer.start()
+    try:
+        rc = main(
+            ["monitor", "--endpoint", pub.endpoint, "--json", "--duration", "1.0", "--rate", "5"]
+        )
+    finally:
+        done.set()
+        writer.join()
+    assert rc == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert len(lines) >= 3
+    last = lines[-1]
+    assert last["state"] == "IDLE" and last["rows"] > 0 and last["lost_rows"] == 0
+    seq = last["seq"]
+    assert last["channels"]["eng.q_1"] == pytest.approx(seq + 26 / 1000.0)  # column 26
+    assert any(e["kind"] == "fault" and e["cause"] == "estop" for e in last["events"])
+    assert main(["monitor", "--endpoint", "tcp://127.0.0.1:9", "--timeout", "0.3"]) == 3
+
+
+def test_monitor_live_view_renders_state_channels_and_events() -> None:
+    import numpy as np
+    from rich.console import Console
+
+    from daq.rigctl.cmd_monitor import View
+    from daq.telemetry import Event, Meta, SampleBatch, Status
+
+    cols = [{"name": "seq", "unit": "1"}, {"name": "eng.q_1", "unit": "rad"}]
+    view = View()
+    view.update(Meta({"layout_id": "L", "columns": cols}))
+    view.update(
+        SampleBatch({"layout_id": "L", "seq0": 40, "n": 2}, np.array([[40, 41], [0.5, 0.7]]))
+    )
+    fault = {"name": "PRESSURE", "where": "p_cap_1", "message": "over 7.5 MPa"}
+    view.update(Status({"state": "FAULT", "fault": fault, "timing": {"overruns": 3}}))
+    view.update(Event({"seq": 41, "kind": "fault", "name": "PRESSURE"}))
+    console = Console(record=True, width=120)
+    console.print(view.render(lost=2))
+    text = console.export_text()
+    for expected in ("FAULT", "PRESSURE at p_cap_1", "eng.q_1", "0.7", "rad", "overruns", "41"):
+        assert expected in text, expected
