@@ -160,8 +160,11 @@ class FeedforwardPid(PidLaw):
             prev = self._force_prev[j]
             fdot = 0.0 if prev != prev else (force - prev) / self.period  # NaN: first cycle
             self._force_prev[j] = force
-            pc = self._pc[j] = self._pc[j] + self._alpha * (fb.p_cap[j] - self._pc[j])
-            pr = self._pr[j] = self._pr[j] + self._alpha * (fb.p_rod[j] - self._pr[j])
+            pc, pr = self._pc[j], self._pr[j]
+            mc, mr = fb.p_cap[j], fb.p_rod[j]
+            if mc == mc and mr == mr:  # NaN (no channel, or a dropped sample): keep the filter
+                pc = self._pc[j] = mc if pc != pc else pc + self._alpha * (mc - pc)
+                pr = self._pr[j] = mr if pr != pr else pr + self._alpha * (mr - pr)
             if self.source == "measured" and pc == pc and pr == pr:
                 # Split Ḟ = A⁺ṗ⁺ − A⁻ṗ⁻ evenly: ṗ⁺ = −ṗ⁻ = Ḟ/(A⁺ + A⁻).
                 pdot = fdot / (m.Ac[j] + m.Ar[j])

@@ -50,6 +50,13 @@ class ExperimentRefused(ExperimentError):
         )
 
 
+def _check_feedback(fb: Feedback, n: int) -> None:
+    if fb.n_joints != n:
+        raise ValueError(f"feedback has {fb.n_joints} joints, the runner {n}")
+    if not np.all(np.isfinite(fb.q)):
+        raise ValueError(f"cannot enable: joint positions are not all finite ({fb.q.tolist()})")
+
+
 class HoldRunner:
     """Holds the position measured at `enable` with each joint's PID."""
 
@@ -66,6 +73,7 @@ class HoldRunner:
         self._period = period
 
     def enable(self, fb: Feedback) -> None:
+        _check_feedback(fb, self.n)
         self.position[:] = fb.q
         self.law.enable(fb, self.position)
         self.time_in_segment = self.elapsed = 0.0
@@ -169,6 +177,7 @@ class ExperimentRunner:
     def enable(self, fb: Feedback) -> None:
         """Starts from the measured position: an approach move to the first segment's start
         (allocates; the loop calls this outside the steady state)."""
+        _check_feedback(fb, self.n)
         self._phases = list(self._planned)
         first = self._phases[0]
         if np.abs(fb.q - first.start).max() > _TOL:

@@ -213,3 +213,42 @@ def test_wrong_sizes_are_refused(rig2: tuple, rig1: tuple) -> None:
     with pytest.raises(ValueError, match="experiment has 1 joints"):
         ExperimentRunner(Experiment.from_dict(d), *rig2, DT)
     ExperimentRunner(Experiment.from_dict(d), *rig1, DT)
+
+
+def test_enable_refuses_unknown_positions(rig2: tuple) -> None:
+    fb = feedback([0.7, float("nan")])
+    with pytest.raises(ValueError, match="not all finite"):
+        HoldRunner(*rig2, DT).enable(fb)
+    with pytest.raises(ValueError, match="feedback has 1 joints"):
+        HoldRunner(*rig2, DT).enable(feedback([0.7]))
+
+
+def test_feedforward_survives_a_dropped_pressure_sample(params2: PlantParams, rig2: tuple) -> None:
+    d = {
+        "name": "x",
+        "home_deg": [40.0, 30.0],
+        "segments": [
+            {
+                "name": "a",
+                "duration_s": 1.0,
+                "controller": {"kind": "pid_ff", "pressure_source": "measured"},
+                "trajectory": {
+                    "kind": "sine",
+                    "amplitude_deg": [1.0, 1.0],
+                    "frequency_hz": [1.0, 1.0],
+                },
+            }
+        ],
+    }
+    r = ExperimentRunner(Experiment.from_dict(d), *rig2, DT, params2)
+    fb = feedback(list(np.radians([40.0, 30.0])))
+    r.enable(fb)
+    ref, volts = np.zeros(2), np.zeros(2)
+    for k in range(300):
+        fb.p_cap[0] = np.nan if k == 100 else 3.4e6
+        r.step(fb, ref, volts)
+        fb.q[:] = ref
+        assert np.all(np.isfinite(volts))
+    # The filtered pressures recovered: the law still uses the measurements, not the fallback.
+    law = r._cur.law
+    assert np.isfinite(law._pc).all() and law._pc[0] == pytest.approx(3.4e6)
