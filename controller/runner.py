@@ -196,27 +196,29 @@ class ExperimentRunner:
         self._k = 0
 
     def _next(self, fb: Feedback) -> bool:
-        """Moves to the next phase; False when there is none."""
-        if self._cur is not self._recover:
+        """Moves to the next phase (a recovery move first if an open-loop phase left the joints
+        away from where the next one starts, or from the final pose); False when done."""
+        recovering = self._cur is self._recover
+        if not recovering:
             self._ip += 1
-        if self._ip >= len(self._phases):
-            return False
-        nxt = self._phases[self._ip]
-        q = fb.q
+        last = self._ip >= len(self._phases)
+        target = self._final if last else self._phases[self._ip].start
         far = False
         for j in range(self.n):
-            if abs(q[j] - nxt.start[j]) > RECOVER_TOL:
+            if abs(fb.q[j] - target[j]) > RECOVER_TOL:
                 far = True
-        if far and any(self._cur.law.open_loop):
+        if far and not recovering and any(self._cur.law.open_loop):
             path = self._recover.trajectory
             assert isinstance(path, TrapezoidPath)
-            path.replan(q, nxt.start)
+            path.replan(fb.q, target)
             self._recover.duration = max(path.duration, self.period)
             self.total_duration += self._recover.duration
-            self._recover.index = nxt.index
+            self._recover.index = self._cur.index if last else self._phases[self._ip].index
             self._enter(self._recover, fb)
-        else:
-            self._enter(nxt, fb)
+            return True
+        if last:
+            return False
+        self._enter(self._phases[self._ip], fb)
         return True
 
     def step(self, fb: Feedback, ref_out: np.ndarray, volts_out: np.ndarray) -> bool:
@@ -230,6 +232,7 @@ class ExperimentRunner:
         if t >= ph.duration * ph.repeats - 0.5 * self.period:
             if not self._next(fb):
                 self.finished = True
+                self.segment_name = "finished"
                 self._hold_law.enable(fb, self._final)
                 return self.step(fb, ref_out, volts_out)
             ph = self._cur

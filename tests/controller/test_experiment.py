@@ -267,3 +267,18 @@ def test_sakai_sequential_protocol(params2: PlantParams, rig2: tuple) -> None:
     steps = [s for s in exp.segments if s.name.startswith("step")]
     assert [s.controller["amplitude_v"] for s in steps] == [[0.0, 0.2], [0.2, 0.0], [0.2, 0.2]]
     assert check_experiment(exp, rig2[1], params2) == []
+
+
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "experiments").glob("*.toml")), ids=lambda p: p.stem
+)
+def test_every_example_experiment_passes_its_rigs_checks(
+    path: Path, request: pytest.FixtureRequest
+) -> None:
+    with open(path, "rb") as f:
+        exp = Experiment.from_dict(tomllib.load(f))
+    n = exp.n_joints
+    params = request.getfixturevalue(f"params{n}")
+    _, limits = request.getfixturevalue(f"rig{n}")
+    assert check_experiment(exp, limits, params) == []
+    assert exp.duration <= 120.0

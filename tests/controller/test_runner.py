@@ -88,7 +88,7 @@ def test_experiment_runner_progress_and_finish(rig2: tuple) -> None:
     assert seen == ["approach:start", "a", "b"]
     assert k * DT == pytest.approx(r.total_duration, abs=2 * DT)
     assert r.elapsed == pytest.approx(r.total_duration, abs=2 * DT)
-    assert r.finished
+    assert r.finished and r.segment_name == "finished"
     # After the end: holds the final pose and keeps returning False.
     assert not r.step(fb, ref, volts)
     np.testing.assert_allclose(ref, np.radians([40.0, 30.0]), atol=1e-9)
@@ -252,3 +252,34 @@ def test_feedforward_survives_a_dropped_pressure_sample(params2: PlantParams, ri
     # The filtered pressures recovered: the law still uses the measurements, not the fallback.
     law = r._cur.law
     assert np.isfinite(law._pc).all() and law._pc[0] == pytest.approx(3.4e6)
+
+
+def test_recovery_move_after_an_open_loop_segment(rig2: tuple, params2: PlantParams) -> None:
+    d = {"name": "x", "home_deg": [40.0, 30.0], "segments": [
+        {"name": "drive", "duration_s": 0.5, "trajectory": {"kind": "hold"},
+         "controller": {"kind": "valve_sine", "amplitude_v": [0.1, 0.0], "frequency_hz": [1.0, 1.0]}},
+        {"name": "hold", "duration_s": 0.3, "trajectory": {"kind": "hold"}, "controller": {"kind": "pid"}},
+    ]}  # fmt: skip
+    r = ExperimentRunner(Experiment.from_dict(d), *rig2, DT, params2)
+    home = np.radians([40.0, 30.0])
+    fb = feedback(list(home))
+    r.enable(fb)
+    ref, volts = np.zeros(2), np.zeros(2)
+    seen: list[str] = []
+    refs = []
+    for k in range(3000):
+        running = r.step(fb, ref, volts)
+        refs.append(ref.copy())
+        if not seen or seen[-1] != r.segment_name:
+            seen.append(r.segment_name)
+        if r.segment_name == "drive":
+            assert ref[0] == fb.q[0]  # open loop: the measured position is reported
+            fb.q[0] += 2e-4  # the valve walks joint 1 away (0.1 rad over the segment)
+        else:
+            fb.q[:] = ref
+        if not running:
+            break
+    assert seen == ["drive", "approach:recover", "hold", "finished"]
+    steps = np.abs(np.diff(np.asarray(refs), axis=0)).max()
+    assert steps < 1e-3  # the reference never jumps
+    np.testing.assert_allclose(ref, home)
