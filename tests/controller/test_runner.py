@@ -255,11 +255,16 @@ def test_feedforward_survives_a_dropped_pressure_sample(params2: PlantParams, ri
 
 
 def test_recovery_move_after_an_open_loop_segment(rig2: tuple, params2: PlantParams) -> None:
-    d = {"name": "x", "home_deg": [40.0, 30.0], "segments": [
-        {"name": "drive", "duration_s": 0.5, "trajectory": {"kind": "hold"},
-         "controller": {"kind": "valve_sine", "amplitude_v": [0.1, 0.0], "frequency_hz": [1.0, 1.0]}},
-        {"name": "hold", "duration_s": 0.3, "trajectory": {"kind": "hold"}, "controller": {"kind": "pid"}},
-    ]}  # fmt: skip
+    sine = {"kind": "valve_sine", "amplitude_v": [0.1, 0.0], "frequency_hz": [1.0, 1.0]}
+    hold = {"kind": "hold"}
+    d = {
+        "name": "x",
+        "home_deg": [40.0, 30.0],
+        "segments": [
+            {"name": "drive", "duration_s": 0.5, "trajectory": hold, "controller": sine},
+            {"name": "hold", "duration_s": 0.3, "trajectory": hold, "controller": {"kind": "pid"}},
+        ],
+    }
     r = ExperimentRunner(Experiment.from_dict(d), *rig2, DT, params2)
     home = np.radians([40.0, 30.0])
     fb = feedback(list(home))
@@ -267,7 +272,7 @@ def test_recovery_move_after_an_open_loop_segment(rig2: tuple, params2: PlantPar
     ref, volts = np.zeros(2), np.zeros(2)
     seen: list[str] = []
     refs = []
-    for k in range(3000):
+    for _ in range(3000):
         running = r.step(fb, ref, volts)
         refs.append(ref.copy())
         if not seen or seen[-1] != r.segment_name:
