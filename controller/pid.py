@@ -98,15 +98,6 @@ class PidParams:
         return PidParams(**d)
 
 
-def _clamp(x: float, lim: float) -> float:
-    if lim != 0.0:
-        if x > lim:
-            return lim
-        if x < -lim:
-            return -lim
-    return x
-
-
 class Pid:
     """One LinuxCNC-style PID loop. `update` is scalar float maths only: no allocation."""
 
@@ -160,57 +151,72 @@ class Pid:
         self.saturated_count = 0
 
     def update(self, command: float, feedback: float) -> float:
-        """One cycle; returns the output (also kept in `self.output`)."""
+        """One cycle; returns the output (also kept in `self.output`).
+
+        Written out flat (no helper calls, limits inlined): this runs once per joint per cycle.
+        """
         p = self.params
         dt = self.period
         e = command - feedback
         self.error = e
-        e = _clamp(e, p.max_error)
-        if e > p.deadband:
-            e -= p.deadband
-        elif e < -p.deadband:
-            e += p.deadband
-        else:
-            e = 0.0
-        if self.enabled:
+        lim = p.max_error
+        if lim != 0.0:
+            e = lim if e > lim else (-lim if e < -lim else e)
+        db = p.deadband
+        e = e - db if e > db else (e + db if e < -db else 0.0)
+        enabled = self.enabled
+        error_i = self.error_i
+        if enabled:
             # Anti-windup (LinuxCNC): integrate only if this error does not push further into
             # the limit the output hit on the previous cycle.
             if e * self.limit_state <= 0.0:
-                self.error_i += e * dt
-            self.error_i = _clamp(self.error_i, p.max_error_i)
+                error_i += e * dt
+            lim = p.max_error_i
+            if lim != 0.0:
+                error_i = lim if error_i > lim else (-lim if error_i < -lim else error_i)
         else:
-            self.error_i = 0.0
-        raw_d = -(feedback - self._prev_fb) / dt
+            error_i = 0.0
+        self.error_i = error_i
+        error_d = self.error_d + self._d_alpha * ((self._prev_fb - feedback) / dt - self.error_d)
         self._prev_fb = feedback
-        self.error_d = _clamp(self.error_d + self._d_alpha * (raw_d - self.error_d), p.max_error_d)
+        lim = p.max_error_d
+        if lim != 0.0:
+            error_d = lim if error_d > lim else (-lim if error_d < -lim else error_d)
+        self.error_d = error_d
         prev_cmd_d = self.cmd_d
-        self.cmd_d = _clamp((command - self._prev_cmd) / dt, p.max_cmd_d)
+        cmd_d = (command - self._prev_cmd) / dt
+        lim = p.max_cmd_d
+        if lim != 0.0:
+            cmd_d = lim if cmd_d > lim else (-lim if cmd_d < -lim else cmd_d)
+        self.cmd_d = cmd_d
         self._prev_cmd = command
-        self.cmd_dd = (self.cmd_d - prev_cmd_d) / dt
-        if self.enabled:
+        cmd_dd = self.cmd_dd = (cmd_d - prev_cmd_d) / dt
+        limit_state = 0.0
+        if enabled:
+            i_term = p.i * error_i
+            lim = p.max_i
+            if lim != 0.0:
+                i_term = lim if i_term > lim else (-lim if i_term < -lim else i_term)
             out = (
                 p.bias
                 + p.p * e
-                + _clamp(p.i * self.error_i, p.max_i)
-                + p.d * self.error_d
+                + i_term
+                + p.d * error_d
                 + p.ff0 * command
-                + p.ff1 * self.cmd_d
-                + p.ff2 * self.cmd_dd
+                + p.ff1 * cmd_d
+                + p.ff2 * cmd_dd
             )
             lim = p.max_output
-            if lim != 0.0 and out > lim:
-                out = lim
-                self.limit_state = 1.0
-            elif lim != 0.0 and out < -lim:
-                out = -lim
-                self.limit_state = -1.0
-            else:
-                self.limit_state = 0.0
+            if lim != 0.0:
+                if out > lim:
+                    out, limit_state = lim, 1.0
+                elif out < -lim:
+                    out, limit_state = -lim, -1.0
         else:
             out = 0.0
-            self.limit_state = 0.0
+        self.limit_state = limit_state
         self.output = out
-        if self.limit_state != 0.0:
+        if limit_state != 0.0:
             self.saturated = True
             self.saturated_s += dt
             if self.saturated_count < _INT32_MAX:
