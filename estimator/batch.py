@@ -33,6 +33,7 @@ from scipy.signal import butter, decimate, sosfiltfilt
 from controller.plant.dynamics import cylinder
 from controller.plant.params import PlantParams
 from daq.profile.schema import Profile
+from estimator.angles import AngleFusion
 from estimator.chain import N_SIGNALS, sample_from
 from estimator.models import LinearModel, Sample, evaluate, reference_models, static_sample
 from estimator.online import ROLE_SLOT
@@ -77,9 +78,16 @@ class BatchResult:
 
 
 def signals_from_columns(
-    columns: Mapping[str, np.ndarray], profile: Profile, params: PlantParams
+    columns: Mapping[str, np.ndarray],
+    profile: Profile,
+    params: PlantParams,
+    *,
+    fuse_angles: bool = True,
 ) -> np.ndarray:
-    """(N, 5·nj) raw block `[q | s | p_cap | p_rod | u]` from `eng.<channel>` columns."""
+    """(N, 5·nj) raw block `[q | s | p_cap | p_rod | u]` from `eng.<channel>` columns.
+
+    With potentiometers and `fuse_angles`, q is the potentiometer's angle with the resolver's
+    mean offset (`estimator.angles`: 5–7× less noise in q̈ on the reference rig)."""
     nj = len(profile.joints)
     n = len(next(iter(columns.values())))
     raw = np.zeros((n, N_SIGNALS * nj))
@@ -97,6 +105,8 @@ def signals_from_columns(
             raw[:, slot * nj + ji] = np.asarray(columns[name], dtype=float)
     if not have_s:
         raw[:, nj : 2 * nj] = cylinder(params, raw[:, :nj])[0]
+    elif fuse_angles:
+        AngleFusion(params, nj).apply(raw)
     return raw
 
 
@@ -206,6 +216,7 @@ def identify_run(
     decimation: int | None = None,
     trim_s: float = 0.5,
     rank_tol: float = 1e-6,
+    fuse_angles: bool = True,
 ) -> BatchResult:
     """IDIM-LS/WLS of every model on a recorded run (see the module docstring).
 
@@ -218,7 +229,7 @@ def identify_run(
         raise ValueError(f"decimation must be ≥ 1, got {decimation}")
     if cutoff_hz is not None and not 0.0 < cutoff_hz < fs / 2:
         raise ValueError(f"cutoff_hz must be in (0, {fs / 2}), got {cutoff_hz}")
-    raw = signals_from_columns(columns, profile, params_known)
+    raw = signals_from_columns(columns, profile, params_known, fuse_angles=fuse_angles)
     if models is None:
         models = reference_models(params_known)
     trim = int(trim_s * fs)
