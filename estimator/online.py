@@ -7,7 +7,9 @@
 
 Only the `eng.<channel>` columns of the profile's input channels are read (resolver → q,
 pressure_cap/pressure_rod → p⁺/p⁻, lvdt → u, potentiometer → s); without a potentiometer the
-piston position comes from the resolver through the known cylinder geometry.
+piston position comes from the resolver through the known cylinder geometry. With a
+potentiometer on every joint the regressors' joint angle q is the potentiometer's, through the
+same geometry, with the resolver's mean offset (`estimator.angles`: 5–7× less noise in q̈).
 """
 
 from __future__ import annotations
