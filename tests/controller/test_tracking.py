@@ -119,11 +119,14 @@ def test_velocity_limited_pd_moves_at_constant_velocity(rig2: tuple) -> None:
     assert np.degrees(q[-200:, 0]).mean() == pytest.approx(52.0, abs=0.3)
 
 
-def test_standard_experiment_runs_on_the_simulator(params2: PlantParams, rig2: tuple) -> None:
-    p = profile("sim-2dof")
-    with open(ROOT / "experiments" / "standard-2dof.toml", "rb") as f:
+@pytest.mark.parametrize("n", [2, 1])
+def test_standard_experiment_runs_on_the_simulator(n: int, request: pytest.FixtureRequest) -> None:
+    params = request.getfixturevalue(f"params{n}")
+    rig = request.getfixturevalue(f"rig{n}")
+    p = profile(f"sim-{n}dof")
+    with open(ROOT / "experiments" / f"standard-{n}dof.toml", "rb") as f:
         exp = Experiment.from_dict(tomllib.load(f))
-    r = ExperimentRunner(exp, *rig2, p.period, params2)
+    r = ExperimentRunner(exp, *rig, p.period, params)
     loop = SimLoop(p)
     names: list[str] = []
 
