@@ -1,9 +1,9 @@
 """Closed loop on the simulator (virtual time): the control laws really track.
 
-Gains: the profile's p = 8 V/rad limit-cycles on the simulated rig's ~8 Hz hydraulic
-resonance (valve velocity gain G ≈ 4 rad/s/V at joint 1, so Kv = p·G ≈ 32 s⁻¹ against a stable
-bound of about 2ζω_h ≈ 6.5 s⁻¹ with ζ ≈ 0.06). These tests use p = 1.5, the value the standard
-experiments set; see docs/controller.md.
+Gains: a P position loop on the simulated rig is stable only for p ≲ 2 V/rad (valve velocity
+gain G ≈ 4 rad/s/V at joint 1, ~8 Hz hydraulic resonance with ζ ≈ 0.06: p·G ≲ 2ζω_h ≈ 6.5 s⁻¹;
+p = 8 limit-cycles). These tests use p = 1.5, the value the example experiments set; see
+docs/controller.md.
 """
 
 from __future__ import annotations
