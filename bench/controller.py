@@ -154,17 +154,14 @@ def tracking(seconds: float) -> dict[str, object]:
     base = np.asarray(out["rms_deg_pid"])
     out["pid_over_ff_model"] = (base / np.asarray(out["rms_deg_pid_ff_model"])).tolist()
     out["pid_over_ff_measured"] = (base / np.asarray(out["rms_deg_pid_ff_measured"])).tolist()
-    # The profile's own gains (p = 8): the hold limit-cycles on the hydraulic resonance.
+    # Holding with the profile's gains, and with p = 8 (the hydraulic resonance: limit cycle).
     from controller.runner import HoldRunner
 
-    _, ref, q = SimLoop(p).run(HoldRunner(gains, limits, p.period), 3.0)
-    x = q[1000:, 0] - q[1000:, 0].mean()
-    f = np.fft.rfftfreq(x.size, p.period)[np.argmax(np.abs(np.fft.rfft(x)))]
-    out["profile_gains_hold"] = {
-        "p": gains[0].p,
-        "rms_deg": rms_deg(ref, q, 1000),
-        "peak_hz": float(f),
-    }
+    for name, gg in (("hold_profile_gains", gains), ("hold_p8", [g.replace(p=8.0) for g in gains])):
+        _, ref, q = SimLoop(p).run(HoldRunner(gg, limits, p.period), 3.0)
+        x = q[1000:, 0] - q[1000:, 0].mean()
+        f = np.fft.rfftfreq(x.size, p.period)[np.argmax(np.abs(np.fft.rfft(x)))]
+        out[name] = {"p": gg[0].p, "rms_deg": rms_deg(ref, q, 1000), "peak_hz": float(f)}
     return out
 
 

@@ -221,7 +221,7 @@ def optimise_mfs(
     best: tuple[float, np.ndarray, str, bool] | None = None
     for _ in range(restarts):
         z0 = rng.standard_normal(n * (ka + kb))
-        for _ in range(60):  # shrink until feasible (centre is feasible, so this terminates)
+        for _ in range(60):  # shrink until feasible at the samples (the centre is)
             if cons(z0).min() >= 0:
                 break
             z0 *= 0.7
@@ -234,13 +234,17 @@ def optimise_mfs(
         )
         z, ok, msg = res.x, bool(res.success), str(res.message)
         # The constraints hold at the samples; between them the path may overshoot a little.
-        # Shrink about the centre until it also holds on a 20× finer grid (exact limits).
-        for _ in range(200):
-            if _margins(*build(z).sample(t_check), lims, 1.0).min() >= 0:
+        # Shrink about the centre until they also hold on a 20× finer grid. This terminates:
+        # the centre itself (z = 0) is strictly inside every limit.
+        shrink = 1.0
+        while _margins(*build(z).sample(t_check), lims, fraction).min() < 0:
+            z = 0.98 * z
+            shrink *= 0.98
+            if shrink < 1e-6:
+                z, ok, msg = 0.0 * z, False, "no excitation fits the limits"
                 break
-            z = 0.99 * z
-        else:
-            z, ok, msg = z0, False, "optimum could not be brought inside the limits; kept start"
+        if shrink < 1.0:
+            msg += f" (scaled by {shrink:.3f} to hold between samples)"
         f = objective(z)
         if best is None or f < best[0]:
             best = (f, z, msg, ok)

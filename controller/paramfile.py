@@ -34,10 +34,16 @@ The file is TOML; this module maps it to and from plain dicts (no I/O here). For
 
 `load_params(d, base)` takes any key missing from the file from `base` (the profile's nominal
 `PlantParams`), so an estimator may write only what it identified.
+
+`load_params` also reads the file `rig-estimator` writes today (`format = "hydrig-params/1"`,
+estimator/paramfile.py): its `[plant]` table (inertia, viscous_friction, gravity_moment,
+flow_gains, coupling, bulk_modulus) or, without one, its `[models.mechanical]` /
+`[models.fluid]` θ vectors, laid over `base` (required: that file has no geometry).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -48,6 +54,15 @@ from controller.plant.params import PlantParams
 
 FORMAT = "hydrig-plant-params"
 VERSION = 1
+ESTIMATOR_FORMAT = "hydrig-params/1"
+_EST_PLANT = (
+    "inertia",
+    "viscous_friction",
+    "gravity_moment",
+    "flow_gains",
+    "coupling",
+    "bulk_modulus",
+)
 _GLOBAL = {
     "gravity": "gravity",
     "supply_pressure_pa": "supply_pressure",
@@ -114,6 +129,8 @@ def _num(v: Any, where: str, key: str) -> float:
 
 def load_params(d: Mapping[str, Any], base: PlantParams | None = None) -> PlantParams:
     """`PlantParams` from a parameter-file dict; missing keys come from `base` (if given)."""
+    if d.get("format") == ESTIMATOR_FORMAT:
+        return _load_estimator(d, base)
     if d.get("format") != FORMAT:
         raise ParamFileError(
             f"not a plant-parameter file: format is {d.get('format')!r}, expected {FORMAT!r}"
@@ -171,3 +188,40 @@ def load_params(d: Mapping[str, Any], base: PlantParams | None = None) -> PlantP
         kw[attr] = np.asarray(vals)
     kw["flow_gains"] = np.asarray(flows)
     return PlantParams(**kw)
+
+
+def _load_estimator(d: Mapping[str, Any], base: PlantParams | None) -> PlantParams:
+    """The estimator's own file (see the module doc) over `base`."""
+    if base is None:
+        raise ParamFileError(f"a {ESTIMATOR_FORMAT!r} file holds no geometry: pass base=")
+    plant = d.get("plant")
+    if plant is not None:
+        bad = sorted(set(plant) - set(_EST_PLANT))
+        if bad:
+            raise ParamFileError(f"plant: unknown key(s) {bad}; allowed {list(_EST_PLANT)}")
+        kw: dict[str, Any] = {}
+        for key in ("inertia", "viscous_friction", "gravity_moment"):
+            if key in plant:
+                arr = np.asarray([_num(x, "plant", key) for x in plant[key]])
+                if arr.shape != (base.n,):
+                    raise ParamFileError(f"plant.{key}: expected {base.n} values")
+                kw[key] = arr
+        if "flow_gains" in plant:
+            fg = plant["flow_gains"]
+            if np.shape(fg) != (base.n, 4):
+                raise ParamFileError(f"plant.flow_gains: expected {base.n} rows of 4")
+            kw["flow_gains"] = np.asarray([[_num(x, "plant", "flow_gains") for x in r] for r in fg])
+        for key in ("coupling", "bulk_modulus"):
+            if key in plant:
+                kw[key] = _num(plant[key], "plant", key)
+        return dataclasses.replace(base, **kw)
+    models = d.get("models", {})
+    mech = models.get("mechanical", {}).get("theta")
+    fluid = models.get("fluid", {}).get("theta")
+    if mech is not None and len(mech) != len(base.theta_mech()):
+        raise ParamFileError(f"models.mechanical.theta: expected {len(base.theta_mech())} values")
+    if fluid is not None and len(fluid) != len(base.theta_fluid()):
+        raise ParamFileError(f"models.fluid.theta: expected {len(base.theta_fluid())} values")
+    if mech is None and fluid is None:
+        raise ParamFileError("the file has neither a [plant] table nor mechanical/fluid models")
+    return base.with_identified(theta_mech=mech, theta_fluid=fluid)

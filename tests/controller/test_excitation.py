@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.excitation import (
     condition_number,
@@ -113,3 +115,37 @@ def test_bad_requests(rig2: tuple) -> None:
         optimise_mfs(np.radians([80.0, 30.0]), 0.1, 5, rig2[1])
     with pytest.raises(ValueError, match="one JointLimits per joint"):
         optimise_mfs(HOME2, 0.1, 5, rig2[1][:1])
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    lo=st.floats(10.0, 30.0),
+    span=st.floats(10.0, 40.0),
+    vmax=st.floats(10.0, 80.0),
+    amax=st.floats(50.0, 800.0),
+    base=st.floats(0.1, 0.5),
+    seed=st.integers(0, 1000),
+)
+def test_any_optimised_mfs_respects_its_limits(
+    params1: PlantParams, lo: float, span: float, vmax: float, amax: float, base: float, seed: int
+) -> None:
+    lim = [JointLimits.from_degrees(lo, lo + span, vmax, amax, 6.0)]
+    center = [np.radians(lo + span / 2)]
+    r = optimise_mfs(
+        center,
+        base,
+        4,
+        lim,
+        model="mechanical",
+        params=params1,
+        seed=seed,
+        n_samples=60,
+        restarts=1,
+        maxiter=8,
+        fraction=0.8,
+        position_margin=0.01,
+    )
+    _inside(r.trajectory, lim, 1.0 / base, 0.8, 0.01)
+    q, qd, _ = r.trajectory.sample(np.array([0.0, 1.0 / base]))
+    np.testing.assert_allclose(q[:, 0], center[0], atol=1e-9)
+    np.testing.assert_allclose(qd, 0.0, atol=1e-9)

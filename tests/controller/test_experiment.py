@@ -282,3 +282,20 @@ def test_every_example_experiment_passes_its_rigs_checks(
     _, limits = request.getfixturevalue(f"rig{n}")
     assert check_experiment(exp, limits, params) == []
     assert exp.duration <= 120.0
+
+
+def test_standard_2dof_mfs_condition_numbers_as_documented(params2: PlantParams) -> None:
+    from controller.excitation import max_single_sine, trajectory_condition
+    from controller.limits import JointLimits
+
+    with open(ROOT / "experiments" / "standard-2dof.toml", "rb") as f:
+        exp = Experiment.from_dict(tomllib.load(f))
+    mfs = next(s for s in exp.segments if s.name == "mfs").trajectory
+    assert trajectory_condition(mfs, "mechanical", params2) == pytest.approx(82, rel=0.02)
+    assert trajectory_condition(mfs, "fluid", params2) == pytest.approx(4.0, rel=0.02)
+    lim = [
+        JointLimits.from_degrees(22, 58, 60, 600, 6),
+        JointLimits.from_degrees(0, 48, 60, 600, 6),
+    ]
+    sine = max_single_sine(exp.home, 0.1, lim)
+    assert trajectory_condition(sine, "mechanical", params2) > 5 * 82

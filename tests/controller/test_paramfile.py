@@ -99,3 +99,34 @@ def test_errors_name_the_key(params2: PlantParams, mutate: object, message: str)
 def test_joint_count_must_match_base(params1: PlantParams, params2: PlantParams) -> None:
     with pytest.raises(ParamFileError, match="the rig 1"):
         load_params(dump_params(params2), base=params1)
+
+
+def test_reads_the_estimators_file(params2: PlantParams, tmp_path: object) -> None:
+    """What rig-estimator writes (estimator.paramfile) feeds the feed-forward directly."""
+    from pathlib import Path
+
+    from estimator.paramfile import read_param_file, write_param_file
+
+    ident = params2.with_identified(
+        theta_mech=params2.theta_mech() * 1.1, theta_fluid=params2.theta_fluid() * 0.9
+    )
+    path = Path(str(tmp_path)) / "p.toml"
+    models = {
+        "mechanical": {
+            "names": params2.mech_names(),
+            "theta": ident.theta_mech().tolist(),
+            "sigma_pct": [1.0] * 7,
+            "cov_diag": [0.0] * 7,
+            "residual_var": 1.0,
+        }
+    }
+    write_param_file(path, "sim2dof", 100, models, ident)
+    _equal(load_params(read_param_file(path), base=params2), ident)
+    # Without the [plant] table: the θ vectors of the models.
+    d = read_param_file(path)
+    del d["plant"]
+    got = load_params(d, base=params2)
+    np.testing.assert_allclose(got.theta_mech(), ident.theta_mech())
+    np.testing.assert_allclose(got.theta_fluid(), params2.theta_fluid())  # not identified here
+    with pytest.raises(ParamFileError, match="no geometry"):
+        load_params(d)
