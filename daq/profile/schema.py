@@ -312,6 +312,30 @@ class Recording(Strict):
     min_free_bytes: Annotated[int, Field(ge=0)] = 1_000_000_000
 
 
+class Estimator(Strict):
+    """The online estimator (`rig-estimator`, docs/estimator.md). Optional section."""
+
+    #: "reference" (the rig's mechanical + fluid models) or "package.module:function", a factory
+    #: `function(params: PlantParams) -> LinearModel | list[LinearModel]` (estimator.models).
+    model: Annotated[str, Field(pattern=r"^(reference|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$")] = (
+        "reference"
+    )
+    #: RLS exponential forgetting factor λ ∈ (0, 1]; 1 = growing-window least squares.
+    forgetting: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
+    #: Bound on trace(P) of the normalised problem while forgetting (no wind-up).
+    trace_max: Positive = 1.0e4
+    #: Causal FIR conditioning per reference model (Hz, odd tap count); None = built-in default.
+    mech_cutoff_hz: Positive | None = None
+    mech_taps: Annotated[int, Field(ge=3, le=2001)] | None = None
+    fluid_cutoff_hz: Positive | None = None
+    fluid_taps: Annotated[int, Field(ge=3, le=2001)] | None = None
+    #: Estimate messages per second on network.estimates.
+    publish_hz: Annotated[float, Field(gt=0.0, le=100.0)] = 4.0
+    #: Parameter file written on exit (and read as the prior on restart when `resume`).
+    param_file: str = "params/estimate.toml"
+    resume: bool = True
+
+
 class Rig(Strict):
     id: Identifier
     description: str = ""
@@ -328,6 +352,7 @@ class Profile(Strict):
     joints: Annotated[list[Joint], Field(min_length=1, max_length=2)]
     channels: Annotated[list[Channel], Field(min_length=1)]
     plant: Plant | None = None
+    estimator: Estimator | None = None
 
     @property
     def period(self) -> float:

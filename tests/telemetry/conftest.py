@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -59,3 +60,14 @@ def make_publisher(
     yield make
     for p in made:
         p.stop()
+
+
+def wait_until(predicate, timeout: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
+    """Poll `predicate` until true: the publisher counts a batch just after its send returns,
+    which may be after a fast subscriber already holds it."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True

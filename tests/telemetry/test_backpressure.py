@@ -7,7 +7,7 @@ import zmq
 
 from daq.telemetry import SampleBatch, TelemetrySubscriber
 from daq.telemetry.publisher import SNDHWM
-from tests.telemetry.conftest import write_rows
+from tests.telemetry.conftest import wait_until, write_rows
 
 BATCH = 20
 BATCHES = 4 * SNDHWM
@@ -71,7 +71,7 @@ def test_publisher_counts_rows_lost_when_the_ring_laps_it(make_publisher, ctx) -
                 assert msg is not None
                 if isinstance(msg, SampleBatch):
                     seen_last = msg.seq0 + msg.n == total
-        assert pub.stats.rows_sent + pub.stats.lost_rows == total
+        assert wait_until(lambda: pub.stats.rows_sent + pub.stats.lost_rows == total)
         assert fast.lost_rows == pub.stats.lost_rows
     finally:
         fast.close()

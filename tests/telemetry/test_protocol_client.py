@@ -9,7 +9,7 @@ import msgpack
 import numpy as np
 import zmq
 
-from tests.telemetry.conftest import write_rows
+from tests.telemetry.conftest import wait_until, write_rows
 
 ROWS = 10_000  # 10 s at 1 kHz
 BATCH = 20
@@ -66,7 +66,8 @@ def test_docs_client_decodes_10_s_with_contiguous_seq(make_publisher, ctx) -> No
     c = names.index("eng.q_1")
     np.testing.assert_allclose(data[c], np.arange(ROWS) + c / 1000.0)
     sub.close()
-    assert pub.stats.rows_sent == ROWS and pub.stats.lost_rows == 0
+    assert wait_until(lambda: pub.stats.rows_sent == ROWS)
+    assert pub.stats.lost_rows == 0
 
 
 def test_events_and_status_follow_the_documented_shape(make_publisher, ctx) -> None:

@@ -1,0 +1,202 @@
+"""`rigctl identify`: the identification experiment end to end, or batch LS of a recorded run.
+
+    rigctl identify --profile hw_profiles/sim-2dof.toml --virtual-time [--json] [--out DIR]
+    rigctl identify RUN.rigrun [--profile P] [--json]
+
+End to end: `rig-daq` and `rig-estimator` start as their own processes on free loopback ports;
+the standard experiment runs (recorded); the estimator's online result is taken when it has
+consumed the experiment's last sample; batch IDIM-WLS runs on the recording; a validation
+experiment (a different trajectory) is recorded for the report; the table of identified
+parameters with %σ is printed beside the simulator's true values, then the report's path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from daq.profile import ProfileError, load_profile
+from daq.rigctl.common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
+from daq.rigctl.identify_table import ParameterRow, format_table, rows_from
+from daq.rigctl.session import ROOT, RigSession, SessionError
+from estimator.report.runs import ReportError
+
+EXPERIMENTS = ROOT / "experiments"
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "identify",
+        help="identify the rig's parameters (end to end, or batch LS of a recorded run)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("run", nargs="?", help="a recorded run (.rigrun): batch identification only")
+    p.add_argument("--profile", help="hardware profile (required end to end)")
+    p.add_argument("--virtual-time", action="store_true", help="simulator as fast as the CPU")
+    p.add_argument("--experiment", help="experiment file (default experiments/standard-*.toml)")
+    p.add_argument(
+        "--validation",
+        help="validation experiment (default experiments/"
+        "validation-*.toml if present; 'none' to skip)",
+    )
+    p.add_argument("--out", help="output directory (default runs/identify-<UTC time>)")
+    p.add_argument("--no-report", action="store_true", help="skip the HTML report")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.run is not None:
+            result = _offline(Path(args.run), args.profile)
+        else:
+            if args.profile is None:
+                print(
+                    "rigctl identify: --profile is required (or give a recorded RUN)",
+                    file=sys.stderr,
+                )
+                return EXIT_USAGE
+            result = _end_to_end(args)
+    except (ProfileError, FileNotFoundError, ValueError, ReportError) as exc:
+        print(f"rigctl identify: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except SessionError as exc:
+        print(f"rigctl identify: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    if args.json:
+        print(json.dumps(result, default=str, sort_keys=True))
+    else:
+        print(result["table"])
+        for note in result.get("notes", []):
+            print(f"note: {note}")
+        if result.get("report"):
+            print(f"report: {result['report']}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------- offline
+
+
+def _offline(run_path: Path, profile_path: str | None) -> dict[str, Any]:
+    from estimator.batch import identify_run
+    from estimator.report.runs import load_run
+
+    data = load_run(run_path, profile_path)
+    batch = identify_run(data.columns, data.params, profile=data.profile)
+    truth = data.params if data.is_simulated else None
+    rows = rows_from(batch.names, None, batch.theta, batch.sigma_pct, truth)
+    return _result(rows, {"run": str(run_path)}, online=False)
+
+
+# ---------------------------------------------------------------------------- end to end
+
+
+def _experiment(path: str | None, default_stem: str, n_joints: int) -> dict[str, Any] | None:
+    if path == "none":
+        return None
+    if path is None:
+        candidate = EXPERIMENTS / f"{default_stem}-{n_joints}dof.toml"
+        if not candidate.exists():
+            if default_stem == "validation":
+                return None
+            raise FileNotFoundError(f"no default experiment {candidate}; pass --experiment")
+        path = str(candidate)
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
+    from estimator.batch import identify_run
+    from estimator.paramfile import read_param_file
+    from estimator.report.runs import load_run
+
+    profile_path = Path(args.profile)
+    profile = load_profile(profile_path)
+    n = len(profile.joints)
+    experiment = _experiment(args.experiment, "standard", n)
+    assert experiment is not None
+    validation = _experiment(args.validation, "validation", n)
+    out = Path(args.out or f"runs/identify-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}")
+    progress = sys.stderr if not args.json else None
+    _say(progress, f"starting rig-daq and rig-estimator ({out})")
+    with RigSession(profile_path, out, virtual_time=args.virtual_time) as s:
+        ident_run = Path(s.command("record_start", {"name": "identification"})["path"])
+        _say(
+            progress,
+            f"running '{experiment.get('name', 'experiment')}' (recording {ident_run.name})",
+        )
+        t0 = time.monotonic()
+        status = s.run_experiment(experiment, timeout=3600.0)
+        last_seq = int(status["seq"])
+        s.command("record_stop")
+        _say(
+            progress,
+            f"experiment done: {status['t']:.1f} s rig time in "
+            f"{time.monotonic() - t0:.1f} s; waiting for the estimator to catch up",
+        )
+        s.wait_estimate(
+            lambda e: e.get("data_seq", -1) >= last_seq,
+            timeout=600.0,
+            what="the estimator to consume the experiment",
+        )
+        s.stop_estimator()  # writes the parameter file; the validation run stays unseen
+        val_run = None
+        if validation is not None:
+            val_run = Path(s.command("record_start", {"name": "validation"})["path"])
+            _say(progress, f"validation run '{validation.get('name', '')}'")
+            s.run_experiment(validation, timeout=3600.0)
+            s.command("record_stop")
+        s.command("disarm")
+    online = read_param_file(s.param_file)
+    _say(progress, "batch identification of the recording (IDIM-WLS)")
+    data = load_run(ident_run, profile_path)
+    batch = identify_run(data.columns, data.params, profile=data.profile)
+    theta_on, sigma_on = _online_vectors(online, batch.names)
+    truth = data.params if data.is_simulated else None
+    rows = rows_from(batch.names, (theta_on, sigma_on), batch.theta, batch.sigma_pct, truth)
+    extra: dict[str, Any] = {
+        "identification_run": str(ident_run),
+        "validation_run": str(val_run) if val_run else None,
+        "online_param_file": str(s.param_file),
+        "online_samples": online.get("samples"),
+    }
+    if not args.no_report:
+        from estimator.report import build_report
+
+        _say(progress, "writing the report")
+        rep = build_report(
+            ident_run, val_run, out / "report", profile=profile_path, progress=progress is not None
+        )
+        extra["report"] = str(rep.html)
+        extra["fit"] = rep.fit_table
+    return _result(rows, extra, online=True)
+
+
+def _online_vectors(online: dict[str, Any], names: list[str]) -> tuple[list[float], list[float]]:
+    by_name: dict[str, tuple[float, float]] = {}
+    for model in online.get("models", {}).values():
+        for nm, th, sg in zip(model["names"], model["theta"], model["sigma_pct"], strict=True):
+            by_name[nm] = (float(th), float(sg))
+    missing = [nm for nm in names if nm not in by_name]
+    if missing:
+        raise SessionError(f"the estimator's parameter file lacks {missing}")
+    return [by_name[nm][0] for nm in names], [by_name[nm][1] for nm in names]
+
+
+def _result(rows: list[ParameterRow], extra: dict[str, Any], *, online: bool) -> dict[str, Any]:
+    return {
+        "parameters": [r.to_dict() for r in rows],
+        "table": format_table(rows, online=online),
+        **extra,
+    }
+
+
+def _say(stream: Any, text: str) -> None:
+    if stream is not None:
+        print(f"rigctl identify: {text}", file=stream, flush=True)

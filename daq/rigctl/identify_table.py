@@ -1,0 +1,133 @@
+"""The identified-parameter table (the form of Sakai's Table III): estimate ± %σ, online and
+batch, beside the simulator's true value and the relative error."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from controller.plant.params import PlantParams
+
+
+@dataclass
+class ParameterRow:
+    name: str
+    truth: float | None
+    online: float | None
+    online_sigma_pct: float | None
+    batch: float
+    batch_sigma_pct: float
+
+    def error_pct(self, value: float | None) -> float | None:
+        if value is None or self.truth is None or self.truth == 0.0:
+            return None
+        return 100.0 * (value - self.truth) / abs(self.truth)
+
+    def within_3_sigma(self, value: float | None, sigma_pct: float | None) -> bool | None:
+        err = self.error_pct(value)
+        if err is None or sigma_pct is None or not math.isfinite(sigma_pct) or value is None:
+            return None
+        return abs(err) * abs(self.truth or 0.0) <= 3.0 * sigma_pct * abs(value) + 1e-300
+
+    def to_dict(self) -> dict[str, object]:
+        d: dict[str, object] = asdict(self)
+        d["online_error_pct"] = self.error_pct(self.online)
+        d["batch_error_pct"] = self.error_pct(self.batch)
+        d["online_within_3sigma"] = self.within_3_sigma(self.online, self.online_sigma_pct)
+        d["batch_within_3sigma"] = self.within_3_sigma(self.batch, self.batch_sigma_pct)
+        return d
+
+
+def rows_from(
+    names: Sequence[str],
+    online: tuple[Sequence[float], Sequence[float]] | None,
+    batch: np.ndarray,
+    batch_sigma_pct: np.ndarray,
+    truth_params: PlantParams | None,
+) -> list[ParameterRow]:
+    truth: dict[str, float] = {}
+    if truth_params is not None:
+        truth_names = truth_params.mech_names() + truth_params.fluid_names()
+        values = np.concatenate([truth_params.theta_mech(), truth_params.theta_fluid()])
+        truth = dict(zip(truth_names, values.tolist(), strict=True))
+    rows = []
+    for i, name in enumerate(names):
+        rows.append(
+            ParameterRow(
+                name=name,
+                truth=truth.get(name),
+                online=None if online is None else float(online[0][i]),
+                online_sigma_pct=None if online is None else float(online[1][i]),
+                batch=float(batch[i]),
+                batch_sigma_pct=float(batch_sigma_pct[i]),
+            )
+        )
+    return rows
+
+
+def _num(v: float | None, width: int = 11) -> str:
+    return f"{'—':>{width}}" if v is None else f"{v:>{width}.5g}"
+
+
+def _pct(v: float | None, width: int = 7, signed: bool = False) -> str:
+    if v is None or not math.isfinite(v):
+        return f"{'—':>{width}}"
+    return f"{v:>+{width}.2f}" if signed else f"{v:>{width}.2f}"
+
+
+def format_table(rows: Sequence[ParameterRow], *, online: bool) -> str:
+    has_truth = any(r.truth is not None for r in rows)
+    head = f"{'parameter':<9} "
+    if has_truth:
+        head += f"{'true':>11} "
+    if online:
+        head += f"{'online':>11} {'%σ':>7} " + (f"{'err %':>7} " if has_truth else "")
+    head += f"{'batch':>11} {'%σ':>7}" + (f" {'err %':>7}" if has_truth else "")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        line = f"{r.name:<9} "
+        if has_truth:
+            line += _num(r.truth) + " "
+        if online:
+            line += f"{_num(r.online)} {_pct(r.online_sigma_pct)} "
+            if has_truth:
+                line += _pct(r.error_pct(r.online), signed=True) + " "
+        line += f"{_num(r.batch)} {_pct(r.batch_sigma_pct)}"
+        if has_truth:
+            line += " " + _pct(r.error_pct(r.batch), signed=True)
+        lines.append(line)
+    if has_truth:
+        lines.append("")
+        if online:
+            lines.append(
+                _summary(
+                    "online",
+                    [
+                        (r.error_pct(r.online), r.within_3_sigma(r.online, r.online_sigma_pct))
+                        for r in rows
+                    ],
+                )
+            )
+        lines.append(
+            _summary(
+                "batch",
+                [
+                    (r.error_pct(r.batch), r.within_3_sigma(r.batch, r.batch_sigma_pct))
+                    for r in rows
+                ],
+            )
+        )
+    return "\n".join(lines)
+
+
+def _summary(label: str, items: list[tuple[float | None, bool | None]]) -> str:
+    errs = [abs(e) for e, _ in items if e is not None]
+    inside = sum(1 for _, w in items if w)
+    return (
+        f"{label}: max |error| {max(errs):.2f} %, truth within ±3σ for {inside}/{len(items)}"
+        if errs
+        else f"{label}: no truth to compare"
+    )

@@ -1,0 +1,225 @@
+"""Start the rig service and the estimator as separate processes, as on the rig PC, on free
+loopback ports, for the end-to-end identification (`rigctl identify`) and its tests."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import msgpack
+import zmq
+
+from daq.commands import CommandClient, ServiceUnreachable
+
+log = logging.getLogger(__name__)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class SessionError(RuntimeError):
+    """A process did not start, died, or the service refused a step (message says which)."""
+
+
+def free_endpoint() -> str:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
+
+
+class RigSession:
+    """`rig-daq` + `rig-estimator` subprocesses; commands over the service's own socket.
+
+    Nothing here reaches into either process: the session sees what any client sees.
+    """
+
+    def __init__(self, profile: Path, out: Path, *, virtual_time: bool, estimator: bool = True):
+        self.profile = profile
+        self.out = out
+        self.virtual_time = virtual_time
+        self.with_estimator = estimator
+        self.commands = free_endpoint()
+        self.telemetry = free_endpoint()
+        self.estimates = free_endpoint()
+        self.param_file = out / "online-params.toml"
+        self.daq: subprocess.Popen[bytes] | None = None
+        self.estimator: subprocess.Popen[bytes] | None = None
+        self._ctx = zmq.Context()
+        self._est_sub: zmq.Socket[bytes] | None = None
+        self.last_estimate: dict[str, Any] | None = None
+        self._logs: list[Any] = []
+
+    # ------------------------------------------------------------------ processes
+
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        logf = open(self.out / f"{name}.log", "wb")
+        self._logs.append(logf)
+        return subprocess.Popen(
+            [sys.executable, "-m", *args], stdout=logf, stderr=subprocess.STDOUT, env=env
+        )
+
+    def start(self) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        daq_args = [
+            "daq.service",
+            "--profile",
+            str(self.profile),
+            "--run-dir",
+            str(self.out),
+            "--telemetry",
+            self.telemetry,
+            "--commands",
+            self.commands,
+        ]
+        if self.virtual_time:
+            # As fast as the CPU allows: real-time priority would only starve the estimator.
+            daq_args += ["--virtual-time", "--rt-priority", "0", "--no-mlock"]
+        self.daq = self._spawn("rig-daq", daq_args)
+        self._wait_service()
+        if self.with_estimator:
+            self.estimator = self._spawn(
+                "rig-estimator",
+                [
+                    "estimator.service",
+                    "--profile",
+                    str(self.profile),
+                    "--telemetry",
+                    self.telemetry,
+                    "--publish",
+                    self.estimates,
+                    "--param-file",
+                    str(self.param_file),
+                    "--no-resume",
+                ],
+            )
+            sub = self._ctx.socket(zmq.SUB)
+            sub.setsockopt(zmq.LINGER, 0)
+            sub.subscribe(b"estimate")
+            sub.connect(self.estimates)
+            self._est_sub = sub
+            # The estimator publishes only once it has the telemetry layout: then it listens.
+            self.wait_estimate(lambda e: True, timeout=120.0, what="the estimator to start")
+
+    def _check_alive(self) -> None:
+        for name, p in (("rig-daq", self.daq), ("rig-estimator", self.estimator)):
+            if p is not None and p.poll() is not None:
+                log_path = self.out / f"{name}.log"
+                tail = log_path.read_text(errors="replace")[-2000:] if log_path.exists() else ""
+                raise SessionError(f"{name} exited with code {p.returncode}:\n{tail}")
+
+    def _wait_service(self, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._check_alive()
+            try:
+                self.request("status", timeout=1.0)
+                return
+            except ServiceUnreachable:
+                continue
+        raise SessionError(f"rig-daq did not answer on {self.commands} within {timeout:.0f} s")
+
+    def stop_estimator(self, timeout: float = 60.0) -> int | None:
+        """Stop the estimator (it writes its parameter file); the service carries on."""
+        code = _terminate(self.estimator, timeout)
+        self.estimator = None
+        return code
+
+    def stop(self) -> None:
+        if self._est_sub is not None:
+            self._est_sub.close(0)
+            self._est_sub = None
+        _terminate(self.estimator, 60.0)
+        _terminate(self.daq, 60.0)
+        for f in self._logs:
+            f.close()
+        self._ctx.term()
+
+    def __enter__(self) -> RigSession:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ commands
+
+    def request(
+        self, cmd: str, args: dict[str, Any] | None = None, *, timeout: float = 10.0
+    ) -> dict[str, Any]:
+        with CommandClient(self.commands, timeout=timeout) as client:
+            return client.request(cmd, args)
+
+    def command(self, cmd: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A command that must succeed; a refusal is a SessionError naming the reason."""
+        self._check_alive()
+        reply = self.request(cmd, args)
+        if not reply.get("ok"):
+            raise SessionError(f"{cmd} refused ({reply.get('error')}): {reply.get('message')}")
+        return reply
+
+    def run_experiment(self, experiment: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Arm if needed, run, and wait until the service is back in ARMED; return the status."""
+        if self.request("status").get("state") == "IDLE":
+            self.command("arm")
+        self.command("run", {"experiment": experiment})
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._check_alive()
+            status = self.request("status")
+            if status.get("fault"):
+                raise SessionError(f"the rig faulted during the experiment: {status['fault']}")
+            if status.get("state") == "ARMED":
+                return status
+            self.poll_estimates(0.2)
+        raise SessionError(f"the experiment did not finish within {timeout:.0f} s")
+
+    # ------------------------------------------------------------------ estimates
+
+    def poll_estimates(self, seconds: float) -> None:
+        if self._est_sub is None:
+            time.sleep(seconds)
+            return
+        if self._est_sub.poll(int(seconds * 1000)):
+            while True:
+                try:
+                    head = self._est_sub.recv_multipart(zmq.NOBLOCK)[1]
+                except zmq.Again:
+                    break
+                self.last_estimate = msgpack.unpackb(head, raw=False)
+
+    def wait_estimate(self, done: Any, *, timeout: float, what: str) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._check_alive()
+            self.poll_estimates(0.2)
+            if self.last_estimate is not None and done(self.last_estimate):
+                return self.last_estimate
+        raise SessionError(f"timed out waiting for {what}")
+
+
+def _terminate(p: subprocess.Popen[bytes] | None, timeout: float) -> int | None:
+    if p is None or p.poll() is not None:
+        return None if p is None else p.returncode
+    p.send_signal(signal.SIGTERM)
+    try:
+        return p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        log.error("process %d ignored SIGTERM for %.0f s; killing it", p.pid, timeout)
+        with contextlib.suppress(ProcessLookupError):
+            p.kill()
+        return p.wait()

@@ -1,0 +1,187 @@
+"""One model's chain: raw per-joint signals → causal conditioning → Φ, y → normalised RLS.
+
+Raw blocks are (N, 5·nj) arrays laid out `[q | s | p_cap | p_rod | u]` (nj columns each).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from estimator.conditioning import Conditioner
+from estimator.models import LinearModel, Sample, evaluate, static_sample
+from estimator.rls import Rls, RlsConfig, sigma_pct
+
+N_SIGNALS = 5
+
+
+def sample_from(block: np.ndarray, nj: int, derivs: np.ndarray | None = None) -> Sample:
+    """A `Sample` viewing a raw block (derivatives zero) or conditioned output (N, 3, 5·nj)."""
+    if derivs is None:
+        v = block
+        z = np.zeros((block.shape[0], nj))
+        d1 = d2 = None
+    else:
+        v, d1, d2 = derivs[:, 0], derivs[:, 1], derivs[:, 2]
+        z = np.zeros((0, 0))
+
+    def sig(a: np.ndarray | None, k: int) -> np.ndarray:
+        return z if a is None else a[:, k * nj : (k + 1) * nj]
+
+    return Sample(
+        q=sig(v, 0),
+        qd=sig(d1, 0),
+        qdd=sig(d2, 0),
+        s=sig(v, 1),
+        sd=sig(d1, 1),
+        p_cap=sig(v, 2),
+        pd_cap=sig(d1, 2),
+        p_rod=sig(v, 3),
+        pd_rod=sig(d1, 3),
+        u=sig(v, 4),
+    )
+
+
+class ModelChain:
+    def __init__(
+        self,
+        model: LinearModel,
+        fs: float,
+        n_joints: int,
+        rls_config: RlsConfig | None = None,
+        theta0: np.ndarray | None = None,
+        cov0: np.ndarray | None = None,
+        block: int | None = None,
+    ) -> None:
+        self.model = model
+        self.nj = n_joints
+        m, n = model.n_outputs, model.n_params
+        self.cond = Conditioner(N_SIGNALS * n_joints, fs, model.cutoff_hz, model.taps, 3)
+        self.static = Conditioner(m * n + m, fs, model.cutoff_hz, model.taps, 1)
+        self.scale = np.asarray(model.param_scale, dtype=float)
+        self.weight = 1.0 / np.asarray(model.output_scale, dtype=float)
+        self.rls = Rls(n, m, rls_config)
+        self.set_prior(theta0, cov0)
+        self.rejected = 0
+        # Batch means of the residuals (blocks of `block` samples) → correlation factor κ.
+        self.block = block or 4 * self.cond.length
+        self._carry = np.zeros((0, m))
+        self._bm = np.zeros(4)  # [Σ block-mean², blocks, Σ e², residuals]
+        self._seen = 0  # raw rows since the last continuity reset
+        self._last_bad = -(10**12)  # index (in that count) of the last invalid raw row
+        self._out = np.zeros((0, 3, N_SIGNALS * n_joints))
+        self._sout = np.zeros((0, 1, m * n + m))
+
+    @property
+    def delay(self) -> int:
+        """Samples from a raw row to the instant its regression equation describes."""
+        return self.cond.delay
+
+    def set_prior(self, theta0: np.ndarray | None, cov0: np.ndarray | None) -> None:
+        """Start from θ0 with covariance diag(cov0) (physical units), or diffuse if None."""
+        t = None if theta0 is None else np.asarray(theta0, dtype=float) / self.scale
+        p = None
+        if cov0 is not None:
+            p = np.asarray(cov0, dtype=float) / self.scale**2
+            # cov0 is in σ² units; RLS's P is Cov/σ²: σ² is unknown at start, take 1 (the
+            # normalised equations have unit scale), so a prior is as strong as its variance.
+        self.rls.reset(t, p)
+        self._prior = (t, p)
+
+    def reset_to_prior(self) -> None:
+        self.rls.reset(*self._prior)
+        self._bm[:] = 0.0
+        self._carry = self._carry[:0]
+
+    def reset_continuity(self) -> None:
+        """A gap in the data: the filters restart; the estimate is kept."""
+        self.cond.reset()
+        self.static.reset()
+        self._seen = 0
+        self._last_bad = -(10**12)
+
+    def push(self, raw: np.ndarray) -> int:
+        """Feed raw rows (N, 5·nj); returns how many regression samples reached the RLS."""
+        N = raw.shape[0]
+        m, n = self.model.n_outputs, self.model.n_params
+        if self._out.shape[0] < N:
+            self._out = np.zeros((N, 3, raw.shape[1]))
+            self._sout = np.zeros((N, 1, m * n + m))
+        out = self._out[:N]
+        first = self.cond.push(raw, out)
+        if self.model.split_static:
+            Phi_s, y_s = evaluate(self.model, sample_from(raw, self.nj))
+            flat = np.concatenate([Phi_s.reshape(N, m * n), y_s], axis=1)
+            sout = self._sout[:N]
+            self.static.push(flat, sout)
+        ok = self._valid_mask(raw)
+        if first >= N:
+            return 0
+        x = sample_from(raw[first:], self.nj, out[first:])
+        Phi, y = evaluate(self.model, x)
+        if self.model.split_static:
+            Phi0, y0 = evaluate(self.model, static_sample(x))
+            sf = self._sout[first:N, 0]
+            Phi = Phi - Phi0 + sf[:, : m * n].reshape(-1, m, n)
+            y = y - y0 + sf[:, m * n :]
+        if ok is not None:
+            keep = ok[first:]
+            self.rejected += int(keep.size - np.count_nonzero(keep))
+            Phi, y = Phi[keep], y[keep]
+            if Phi.shape[0] == 0:
+                return 0
+        Phi_n = Phi * self.scale[None, None, :] * self.weight[None, :, None]
+        y_n = y * self.weight[None, :]
+        self.rls.update(Phi_n, y_n)
+        self._batch_means(y_n - Phi_n @ self.rls.theta)
+        return int(Phi_n.shape[0])
+
+    def _batch_means(self, e: np.ndarray) -> None:
+        """Accumulate residual statistics for the correlation factor (see `correlation`)."""
+        if self.rls.frozen:
+            return
+        e = np.concatenate([self._carry, e]) if self._carry.shape[0] else e
+        nb = e.shape[0] // self.block
+        if nb:
+            full = e[: nb * self.block]
+            means = full.reshape(nb, self.block, -1).mean(axis=1)
+            self._bm += (np.sum(means**2), means.size, np.sum(full**2), full.size)
+        self._carry = e[nb * self.block :].copy()
+
+    def correlation(self) -> float:
+        """κ = B·Var(block means)/Var(residual) ≥ 1: how much the residuals' correlation
+        (1 kHz samples, filtered, colored model error) inflates the variance of θ̂ over the
+        white-residual formula σ²P. Batch-means estimate of the long-run variance; 1 until
+        eight blocks have been seen."""
+        if self._bm[1] < 8 or self._bm[2] <= 0:
+            return 1.0
+        k = self.block * (self._bm[0] / self._bm[1]) / (self._bm[2] / self._bm[3])
+        return float(max(k, 1.0))
+
+    def _valid_mask(self, raw: np.ndarray) -> np.ndarray | None:
+        """Per row: no invalid raw sample among the last L (the FIR history it depends on)."""
+        if self.model.valid is None:
+            self._seen += raw.shape[0]
+            return None
+        N = raw.shape[0]
+        bad = ~np.asarray(self.model.valid(sample_from(raw, self.nj)), dtype=bool)
+        idx = np.arange(self._seen, self._seen + N)
+        last = np.maximum.accumulate(np.where(bad, idx, self._last_bad))
+        self._last_bad = int(last[-1])
+        self._seen += N
+        return (idx - last) >= self.cond.length
+
+    # ------------------------------------------------------------------ read-outs
+    def theta(self) -> np.ndarray:
+        return self.rls.theta * self.scale
+
+    def covariance(self) -> np.ndarray:
+        """κ σ² P in physical units (Gautier eq. 18 with the correlation factor)."""
+        return self.correlation() * self.rls.covariance() * np.outer(self.scale, self.scale)
+
+    def sigma_pct(self) -> np.ndarray:
+        return sigma_pct(self.theta(), self.covariance())
+
+    def excitation(self) -> tuple[float, float]:
+        """(smallest eigenvalue, condition number) of the normalised information matrix."""
+        ev = self.rls.information_eigenvalues()
+        return float(ev[0]), float(ev[-1] / ev[0])

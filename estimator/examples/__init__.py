@@ -1,0 +1,1 @@
+"""Worked examples of user-written estimator models (`[estimator] model = "module:function"`)."""

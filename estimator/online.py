@@ -1,0 +1,218 @@
+"""`OnlineIdentifier`: telemetry sample rows in, running estimates out (no I/O here).
+
+    ident = OnlineIdentifier(profile, layout_columns)   # columns as in the `meta` message
+    ident.update_rows(rows)                            # (N, width) float64, consecutive seq
+    ident.gap()                                        # a seq gap: filters restart
+    est = ident.estimate()                             # Estimate: θ, names, cov, %σ, …
+
+Only the `eng.<channel>` columns of the profile's input channels are read (resolver → q,
+pressure_cap/pressure_rod → p⁺/p⁻, lvdt → u, potentiometer → s); without a potentiometer the
+piston position comes from the resolver through the known cylinder geometry.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from controller.plant.dynamics import cylinder
+from controller.plant.params import PlantParams
+from daq.profile.plant import plant_params
+from daq.profile.schema import Profile
+from estimator.chain import N_SIGNALS, ModelChain
+from estimator.models import LinearModel, load_models
+from estimator.rls import RlsConfig
+
+log = logging.getLogger(__name__)
+
+ROLE_SLOT = {"resolver": 0, "potentiometer": 1, "pressure_cap": 2, "pressure_rod": 3, "lvdt": 4}
+
+
+@dataclass
+class Estimate:
+    names: list[str]
+    theta: np.ndarray
+    cov: np.ndarray
+    sigma_pct: np.ndarray
+    #: Per model: name → residual variance (normalised equations), samples, excitation.
+    models: dict[str, dict[str, Any]]
+    samples: int
+    gaps: int
+    t: float
+    truth: np.ndarray | None = None
+    #: Convergence history: times (K,) and θ (K, n_params).
+    history_t: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    history_theta: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+
+    @property
+    def residual_var(self) -> dict[str, float]:
+        return {k: v["residual_var"] for k, v in self.models.items()}
+
+
+def column_names(layout_columns: Sequence[Any]) -> list[str]:
+    """Names from `meta.columns` dicts, `sample_layout.Column`s or plain strings."""
+    out = []
+    for c in layout_columns:
+        if isinstance(c, str):
+            out.append(c)
+        elif isinstance(c, dict):
+            out.append(str(c["name"]))
+        else:
+            out.append(str(c.name))
+    return out
+
+
+class OnlineIdentifier:
+    def __init__(
+        self,
+        profile: Profile,
+        layout_columns: Sequence[Any],
+        models: Sequence[LinearModel] | None = None,
+        rls_config: RlsConfig | None = None,
+        prior: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
+        history_dt: float = 0.1,
+    ) -> None:
+        if profile.plant is None:
+            raise ValueError(
+                "the estimator needs the [plant] section of the profile for the known geometry "
+                "(areas, pins, volumes, stroke, supply pressure)"
+            )
+        self.params: PlantParams = plant_params(profile)
+        self.nj = len(profile.joints)
+        cfg = profile.estimator if hasattr(profile, "estimator") else None
+        if models is None:
+            models = load_models(getattr(cfg, "model", None), self.params)
+            if cfg is not None:
+                models = [_apply_cfg(m, cfg) for m in models]
+        if rls_config is None and cfg is not None:
+            rls_config = RlsConfig(forgetting=cfg.forgetting, trace_max=cfg.trace_max)
+        self.fs = profile.rig.loop_rate_hz
+        self.chains = [
+            ModelChain(m, self.fs, self.nj, rls_config, *(prior or {}).get(m.name, (None, None)))
+            for m in models
+        ]
+        self._index = self._map_columns(profile, column_names(layout_columns))
+        self._t_col = column_names(layout_columns).index("t")
+        self.gaps = 0
+        self.rows = 0
+        self.t = 0.0
+        self.history_dt = history_dt
+        self._hist_t: list[float] = []
+        self._hist_theta: list[np.ndarray] = []
+        self._raw = np.zeros((0, N_SIGNALS * self.nj))
+
+    def _map_columns(self, profile: Profile, names: list[str]) -> np.ndarray:
+        idx = np.full(N_SIGNALS * self.nj, -1)
+        for ji, j in enumerate(profile.joints):
+            for role, slot in ROLE_SLOT.items():
+                ch = profile.joint_channel(j.name, role)  # type: ignore[arg-type]
+                if ch is None:
+                    continue
+                col = f"eng.{ch.name}"
+                if col not in names:
+                    raise ValueError(f"telemetry layout has no column '{col}' (joint {j.name})")
+                idx[slot * self.nj + ji] = names.index(col)
+        need_u = any(m.model.name == "fluid" for m in self.chains)
+        if need_u and np.any(idx[4 * self.nj :] < 0):
+            raise ValueError("the fluid model needs an 'lvdt' (spool) channel on every joint")
+        return idx
+
+    def gap(self) -> None:
+        """Samples were lost: derivatives across the gap would be wrong, so restart filters."""
+        self.gaps += 1
+        for c in self.chains:
+            c.reset_continuity()
+
+    def update_rows(self, rows: np.ndarray) -> int:
+        """Consecutive telemetry rows (N, width). Returns regression samples used."""
+        rows = np.asarray(rows, dtype=np.float64)
+        N = rows.shape[0]
+        if N == 0:
+            return 0
+        if self._raw.shape[0] < N:
+            self._raw = np.zeros((N, N_SIGNALS * self.nj))
+        raw = self._raw[:N]
+        nj = self.nj
+        for k, col in enumerate(self._index):
+            raw[:, k] = rows[:, col] if col >= 0 else 0.0
+        if np.any(self._index[nj : 2 * nj] < 0):  # no potentiometer: s from the resolver
+            s, _ = cylinder(self.params, raw[:, :nj])
+            raw[:, nj : 2 * nj] = s
+        used = 0
+        for c in self.chains:
+            used = c.push(raw)
+        self.rows += N
+        self.t = float(rows[-1, self._t_col])
+        if not self._hist_t or self.t - self._hist_t[-1] >= self.history_dt:
+            self._hist_t.append(self.t)
+            self._hist_theta.append(np.concatenate([c.theta() for c in self.chains]))
+        return used
+
+    def freeze(self, frozen: bool = True) -> None:
+        for c in self.chains:
+            c.rls.frozen = frozen
+
+    def reset(self) -> None:
+        """Back to each chain's prior (the estimate restarts; filters keep running)."""
+        for c in self.chains:
+            c.reset_to_prior()
+
+    def estimate(self) -> Estimate:
+        names: list[str] = []
+        thetas, covs, sig = [], [], []
+        models: dict[str, dict[str, Any]] = {}
+        truth: list[np.ndarray] | None = []
+        for c in self.chains:
+            names += list(c.model.names)
+            thetas.append(c.theta())
+            covs.append(c.covariance())
+            sig.append(c.sigma_pct())
+            emin, cond = c.excitation()
+            models[c.model.name] = {
+                "names": list(c.model.names),
+                "residual_var": c.rls.residual_variance(),
+                "output_residual_var": c.rls.output_residual_variance().tolist(),
+                "samples": c.rls.samples,
+                "skipped": c.rls.skipped,
+                "rejected": c.rejected,
+                "correlation_factor": c.correlation(),
+                "info_min_eig": emin,
+                "info_cond": cond,
+                "frozen": c.rls.frozen,
+            }
+            if truth is not None and c.model.truth is not None:
+                truth.append(np.asarray(c.model.truth))
+            else:
+                truth = None
+        n = len(names)
+        cov = np.zeros((n, n))
+        o = 0
+        for C in covs:
+            k = C.shape[0]
+            cov[o : o + k, o : o + k] = C
+            o += k
+        return Estimate(
+            names=names,
+            theta=np.concatenate(thetas),
+            cov=cov,
+            sigma_pct=np.concatenate(sig),
+            models=models,
+            samples=min(c.rls.samples for c in self.chains),
+            gaps=self.gaps,
+            t=self.t,
+            truth=None if truth is None else np.concatenate(truth),
+            history_t=np.asarray(self._hist_t),
+            history_theta=np.asarray(self._hist_theta),
+        )
+
+
+def _apply_cfg(model: LinearModel, cfg: Any) -> LinearModel:
+    if model.name == "mechanical":
+        return model.with_conditioning(cfg.mech_cutoff_hz, cfg.mech_taps)
+    if model.name == "fluid":
+        return model.with_conditioning(cfg.fluid_cutoff_hz, cfg.fluid_taps)
+    return model

@@ -1,0 +1,190 @@
+"""The numbers behind the report: batch and online identification of a run, the online
+estimate's convergence, model validation, and the tables built from them.
+
+Nothing here draws or writes files; `figures` and `html` turn a `ReportData` into the report.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from controller.plant.params import PlantParams
+from estimator.batch import BatchResult, identify_run
+from estimator.models import load_models
+from estimator.online import Estimate, OnlineIdentifier
+from estimator.report.runs import ReportError, RunData, measured
+from estimator.validation import ValidationResult, validate
+
+log = logging.getLogger(__name__)
+
+#: Units of the reference models' parameters, by name stem (DESIGN §2.1, §2.2).
+_UNITS = {
+    "M": "kg·m²",
+    "R12": "kg·m²",
+    "Fv": "N·m·s/rad",
+    "W": "kg·m",
+    "1/b": "1/Pa",
+    "Cf": "m²/(s·V·√Pa)",
+}
+#: Validation outputs in display order: label → (title, unit, display scale).
+OUTPUT_INFO = {
+    "s": ("piston displacement", "mm", 1e3),
+    "p_cap": ("cap-side pressure", "MPa", 1e-6),
+    "p_rod": ("rod-side pressure", "MPa", 1e-6),
+    "q": ("joint angle", "deg", 180.0 / np.pi),
+}
+
+
+def unit_of(name: str) -> str:
+    for stem in ("R12", "1/b", "Fv", "Cf", "M", "W"):
+        if name.startswith(stem):
+            return _UNITS[stem]
+    return ""
+
+
+@dataclass
+class Convergence:
+    """The online estimate sampled while the run is replayed through the RLS."""
+
+    names: list[str]
+    t: np.ndarray  # (K,) rig time, s
+    theta: np.ndarray  # (K, n)
+    sigma: np.ndarray  # (K, n) standard deviation (same units as θ)
+
+
+@dataclass
+class ReportData:
+    ident: RunData
+    valid: RunData
+    cross_validation: bool
+    batch: BatchResult
+    online: Estimate
+    convergence: Convergence
+    truth: np.ndarray | None  # simulator only
+    #: Validation per parameter set: "batch", "online", and "truth" on the simulator.
+    validation: dict[str, ValidationResult]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def names(self) -> list[str]:
+        return self.batch.names
+
+
+def online_replay(
+    rd: RunData, sample_dt: float, on_chunk: Callable[[int, int], None] | None = None
+) -> tuple[Estimate, Convergence]:
+    """Feed the analysed rows through an `OnlineIdentifier` in chunks of `sample_dt` of rig
+    time, as telemetry would, sampling θ and σ after each chunk (the convergence curve)."""
+    ident = OnlineIdentifier(rd.profile, rd.run.meta["columns"])
+    rows = rd.rows
+    step = max(1, round(sample_dt / rd.period))
+    ts, thetas, sigmas = [], [], []
+    for k in range(0, len(rows), step):
+        ident.update_rows(rows[k : k + step])
+        est = ident.estimate()
+        ts.append(est.t - rows[0, rd.run.columns.index("t")])
+        thetas.append(est.theta)
+        sigmas.append(np.sqrt(np.clip(np.diag(est.cov), 0.0, None)))
+        if on_chunk is not None:
+            on_chunk(min(k + step, len(rows)), len(rows))
+    est = ident.estimate()
+    conv = Convergence(list(est.names), np.array(ts), np.array(thetas), np.array(sigmas))
+    return est, conv
+
+
+def batch_identify(rd: RunData) -> BatchResult:
+    cfg = rd.profile.estimator
+    models = load_models(None if cfg is None else cfg.model, rd.params)
+    try:
+        return identify_run(rd.columns, rd.params, profile=rd.profile, models=models)
+    except ValueError as exc:
+        raise ReportError(f"{rd.path.name}: batch identification failed: {exc}") from None
+
+
+def identified_params(
+    known: PlantParams, names: Sequence[str], theta: np.ndarray
+) -> tuple[PlantParams | None, str | None]:
+    """`known` with the identified values substituted by name; (None, why) if the models are
+    not the reference ones (a user model's parameters cannot drive the shared physics)."""
+    names = list(names)
+    mech, fluid = known.mech_names(), known.fluid_names()
+    have_m = all(n in names for n in mech)
+    have_f = all(n in names for n in fluid)
+    if not (have_m and have_f):
+        return None, (
+            "the identified models are not the reference mechanical + fluid models, so they "
+            "cannot drive the shared physics: no model validation"
+        )
+
+    def pick(sel: list[str]) -> np.ndarray:
+        return np.array([theta[names.index(n)] for n in sel])
+
+    if not np.all(np.isfinite(theta)):
+        return None, "the estimate has non-finite values"
+    return known.with_identified(theta_mech=pick(mech), theta_fluid=pick(fluid)), None
+
+
+def run_validation(
+    rd: RunData, params: PlantParams, label: str, notes: list[str]
+) -> ValidationResult | None:
+    try:
+        with np.errstate(all="ignore"):  # a poor estimate may diverge: FIT shows it, no crash
+            return validate(params, rd.period, measured(rd))
+    except (ValueError, FloatingPointError) as exc:
+        notes.append(f"validation with the {label} parameters failed: {exc}")
+        return None
+
+
+def parameter_table(data: ReportData) -> list[dict[str, Any]]:
+    """One row per parameter (Sakai Table III form): batch and online estimate and %σ, and on
+    the simulator the truth and each estimate's relative error in %."""
+    b, o = data.batch, data.online
+    rows = []
+    for i, name in enumerate(b.names):
+        j = o.names.index(name) if name in o.names else None
+        row: dict[str, Any] = {
+            "name": name,
+            "unit": unit_of(name),
+            "batch": float(b.theta[i]),
+            "batch_sigma_pct": float(b.sigma_pct[i]),
+            "online": None if j is None else float(o.theta[j]),
+            "online_sigma_pct": None if j is None else float(o.sigma_pct[j]),
+        }
+        if data.truth is not None:
+            tr = float(data.truth[i])
+            row["truth"] = tr
+            row["batch_err_pct"] = 100.0 * (row["batch"] - tr) / tr if tr else None
+            row["online_err_pct"] = (
+                None if j is None or not tr else 100.0 * (row["online"] - tr) / tr
+            )
+        rows.append(row)
+    return rows
+
+
+def fit_table(data: ReportData) -> list[dict[str, Any]]:
+    """One row per output (Sakai Table IV form): FIT in % per parameter set, then the RMS
+    residual of each joint torque (N·m) from the inverse model."""
+    sets = list(data.validation)
+    keys: list[str] = []
+    for r in data.validation.values():
+        keys += [k for k in r.fit if k not in keys]
+    order = {lab: i for i, lab in enumerate(OUTPUT_INFO)}
+    keys.sort(key=lambda k: (order.get(k.rstrip("0123456789"), 99), k))
+    rows: list[dict[str, Any]] = []
+    for k in keys:
+        row: dict[str, Any] = {"output": k, "kind": "FIT %"}
+        for s in sets:
+            row[s] = data.validation[s].fit.get(k)
+        rows.append(row)
+    nj = len(data.valid.profile.joints)
+    for i in range(nj):
+        row = {"output": f"tau{i + 1}", "kind": "torque RMS N·m"}
+        for s in sets:
+            row[s] = data.validation[s].torque_rms[i]
+        rows.append(row)
+    return rows

@@ -1,0 +1,195 @@
+"""`rig-estimator`: the online estimator as its own process (`python -m estimator.service`).
+
+    rig-estimator --profile PATH [--telemetry EP] [--publish EP] [--param-file PATH]
+                  [--duration S] [--no-resume] [-v]
+
+Subscribes to daq telemetry (it only ever reads; daq never waits for it), restarts its filters
+on a sequence gap (and counts it), runs conditioning → regressors → RLS, publishes
+`b"estimate"` messages on its own PUB socket at `[estimator] publish_hz`, and on exit
+(SIGTERM, SIGINT, --duration) writes the parameter file. SIGUSR1 resets the estimate to its
+prior, SIGUSR2 toggles freeze. Restarted with the parameter file present (and resume on), it
+starts from that file's estimate with its covariance inflated ×100 (`RESUME_INFLATION`): the
+old estimate is a starting point worth ~1 % of the samples it came from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import numpy as np
+import zmq
+
+from daq.profile.loader import ProfileError, load_profile
+from daq.profile.schema import Estimator as EstimatorCfg
+from estimator.online import Estimate, OnlineIdentifier
+from estimator.paramfile import read_param_file, write_param_file
+from estimator.telemetry_in import Meta, Samples, TelemetryError, TelemetrySubscriber
+
+log = logging.getLogger(__name__)
+RESUME_INFLATION = 100.0
+SCHEMA_VERSION = 1
+
+
+def estimate_message(rig: str, seq: int, est: Estimate, last_seq: int) -> list[bytes]:
+    head: dict[str, Any] = {
+        "v": SCHEMA_VERSION,
+        "rig": rig,
+        "seq": seq,
+        "t": est.t,
+        "data_seq": last_seq,
+        "names": est.names,
+        "theta": est.theta.tolist(),
+        "sigma_pct": [float(x) for x in est.sigma_pct],
+        "cov": est.cov.tolist(),
+        "samples": est.samples,
+        "gaps": est.gaps,
+        "models": est.models,
+    }
+    return [b"estimate", msgpack.packb(head, use_bin_type=True)]
+
+
+def prior_from_file(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    data = read_param_file(path)
+    prior = {}
+    for name, m in data.get("models", {}).items():
+        theta = np.asarray(m["theta"], dtype=float)
+        rv = float(m["residual_var"])
+        cov = np.asarray(m["cov_diag"], dtype=float)
+        if not (np.all(np.isfinite(theta)) and np.all(cov > 0) and rv > 0):
+            log.warning("%s: model %s not usable as a prior; starting diffuse", path, name)
+            continue
+        prior[name] = (theta, cov / rv * RESUME_INFLATION)
+    return prior
+
+
+def write_estimate(path: Path, rig: str, ident: OnlineIdentifier) -> None:
+    models = {}
+    ths = {}
+    for c in ident.chains:
+        th = c.theta()
+        ths[c.model.name] = th
+        models[c.model.name] = {
+            "names": list(c.model.names),
+            "theta": th.tolist(),
+            "sigma_pct": [float(x) for x in c.sigma_pct()],
+            "cov_diag": np.diag(c.covariance()).tolist(),
+            "residual_var": c.rls.residual_variance(),
+        }
+    params = None
+    if "mechanical" in ths and "fluid" in ths:
+        params = ident.params.with_identified(ths["mechanical"], ths["fluid"])
+    samples = min((c.rls.samples for c in ident.chains), default=0)
+    write_param_file(path, rig, samples, models, params)
+    log.info("wrote %s (%d samples)", path, samples)
+
+
+class _Flags:
+    stop = False
+    reset = False
+    freeze = False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="rig-estimator", description=__doc__.split("\n")[0])
+    ap.add_argument("--profile", required=True)
+    ap.add_argument("--telemetry", help="daq telemetry endpoint (default: profile network)")
+    ap.add_argument("--publish", help="estimates PUB endpoint (default: network.estimates)")
+    ap.add_argument("--param-file", help="parameter file (default: [estimator] param_file)")
+    ap.add_argument("--duration", type=float, default=0.0, help="stop after S seconds (0 = run)")
+    ap.add_argument("--no-resume", action="store_true", help="ignore an existing param file")
+    ap.add_argument("-v", "--verbose", action="count", default=0)
+    args = ap.parse_args(argv)
+    logging.basicConfig(
+        level=logging.WARNING - 10 * min(args.verbose, 2),
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    try:
+        profile = load_profile(args.profile)
+    except ProfileError as exc:
+        log.error("%s", exc)
+        return 2
+    cfg = profile.estimator or EstimatorCfg()
+    param_path = Path(args.param_file or cfg.param_file)
+    prior = None
+    if cfg.resume and not args.no_resume and param_path.exists():
+        try:
+            prior = prior_from_file(param_path)
+            log.info("resuming from %s", param_path)
+        except ValueError as exc:
+            log.warning("%s; starting diffuse", exc)
+
+    flags = _Flags()
+
+    def on_stop(*_: object) -> None:
+        flags.stop = True
+
+    signal.signal(signal.SIGTERM, on_stop)
+    signal.signal(signal.SIGINT, on_stop)
+    signal.signal(signal.SIGUSR1, lambda *_: setattr(flags, "reset", True))
+    signal.signal(signal.SIGUSR2, lambda *_: setattr(flags, "freeze", not flags.freeze))
+
+    ctx = zmq.Context()
+    sub = TelemetrySubscriber(ctx, args.telemetry or profile.network.telemetry)
+    pub = ctx.socket(zmq.PUB)
+    pub.setsockopt(zmq.SNDHWM, 10)
+    pub.setsockopt(zmq.LINGER, 0)
+    pub.bind(args.publish or profile.network.estimates)
+    ident: OnlineIdentifier | None = None
+    layout_id: Any = None
+    next_seq: int | None = None
+    out_seq = 0
+    period = 1.0 / cfg.publish_hz
+    t_end = time.monotonic() + args.duration if args.duration > 0 else float("inf")
+    next_pub = time.monotonic() + period
+    try:
+        while not flags.stop and time.monotonic() < t_end:
+            try:
+                msg = sub.recv(timeout_ms=50)
+            except TelemetryError as exc:
+                log.warning("bad telemetry message: %s", exc)
+                msg = None
+            if isinstance(msg, Meta) and (ident is None or msg.layout_id != layout_id):
+                ident = OnlineIdentifier(profile, msg.columns, prior=prior)
+                layout_id, next_seq = msg.layout_id, None
+                log.info("layout %s: %d columns", layout_id, len(msg.columns))
+            elif isinstance(msg, Samples) and ident is not None and msg.layout_id == layout_id:
+                if next_seq is not None and msg.seq0 != next_seq:
+                    log.info("telemetry gap: expected seq %d, got %d", next_seq, msg.seq0)
+                    ident.gap()
+                ident.update_rows(msg.rows)
+                next_seq = msg.seq0 + msg.rows.shape[0]
+            if ident is not None:
+                if flags.reset:
+                    flags.reset = False
+                    ident.reset()
+                ident.freeze(flags.freeze)
+                now = time.monotonic()
+                if now >= next_pub:
+                    next_pub = now + period
+                    est = ident.estimate()
+                    try:
+                        pub.send_multipart(
+                            estimate_message(profile.rig.id, out_seq, est, (next_seq or 0) - 1),
+                            zmq.NOBLOCK,
+                        )
+                    except zmq.Again:
+                        pass
+                    out_seq += 1
+    finally:
+        if ident is not None and ident.rows > 0:
+            write_estimate(param_path, profile.rig.id, ident)
+        sub.close()
+        pub.close(0)
+        ctx.term()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

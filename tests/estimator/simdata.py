@@ -1,0 +1,53 @@
+"""Telemetry-like rows from the simulated rig stepped directly (no service), for tests/benches."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from daq.backends.sim.rig import SimRig
+from daq.profile.loader import load_profile
+from daq.sample_layout import SampleLayout
+
+
+def excite(
+    profile_path,
+    seconds: float,
+    seed: int | None = None,
+    amp_deg: float = 8.0,
+    gain: float = 8.0,
+    dither: float = 0.2,
+):
+    """PD tracking of a multisine about home plus a valve dither.
+
+    Returns (profile, layout, rows, rig)."""
+    profile = load_profile(profile_path)
+    if seed is not None:
+        sim = profile.backend.sim.model_copy(update={"seed": seed})
+        profile = profile.model_copy(
+            update={"backend": profile.backend.model_copy(update={"sim": sim})}
+        )
+    rig = SimRig(profile)
+    layout = SampleLayout.from_profile(profile)
+    names = layout.names
+    N = round(seconds / profile.period)
+    rows = np.zeros((N, layout.width))
+    inputs = [c.name for c in profile.inputs]
+    eng0 = names.index(f"eng.{inputs[0]}")
+    nj = len(profile.joints)
+    qi = [rig.index(profile.joint_channel(j.name, "resolver").name) for j in profile.joints]
+    home = np.array(profile.home_rad())
+    freqs = np.array([[0.31, 0.73, 1.7], [0.43, 1.1, 2.3]])[:nj]
+    phases = np.array([[0.0, 1.0, 2.0], [0.5, 1.5, 2.5]])[:nj]
+    amps = np.radians(amp_deg) * np.array([1.0, 0.5, 0.25])
+    v = np.zeros(len(profile.outputs))
+    eng = rig.read()
+    for k in range(N):
+        t = k * profile.period
+        ref = home + (amps * np.sin(2 * np.pi * freqs * t + phases)).sum(axis=1) * (1 - np.exp(-t))
+        q = eng[qi]
+        v[:nj] = np.clip(gain * (ref - q) + dither * np.sin(2 * np.pi * 3.7 * t), -6, 6)
+        eng = rig.step(v)
+        rows[k, 0] = k
+        rows[k, 1] = (k + 1) * profile.period
+        rows[k, eng0 : eng0 + len(inputs)] = eng
+    return profile, layout, rows, rig

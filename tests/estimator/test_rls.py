@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+import numpy as np
+import padasip as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from estimator.rls import Rls, RlsConfig, sigma_pct
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(1, 16),
+    m=st.integers(1, 4),
+    noise=st.floats(1e-3, 1.0),
+)
+def test_rls_equals_batch_least_squares(seed: int, n: int, m: int, noise: float) -> None:
+    rng = np.random.default_rng(seed)
+    N = 3 * n + 20
+    scales = 10.0 ** rng.uniform(-2, 2, size=n)  # unequal column scales
+    Phi = rng.normal(size=(N, m, n)) * scales
+    theta = rng.normal(size=n) / scales
+    y = Phi @ theta + noise * rng.normal(size=(N, m))
+    r = Rls(n, m, RlsConfig(forgetting=1.0, p0=1e14))
+    r.update(Phi, y)
+    A, b = Phi.reshape(-1, n), y.reshape(-1)
+    ls, *_ = np.linalg.lstsq(A, b, rcond=None)
+    np.testing.assert_allclose(r.theta, ls, rtol=1e-6, atol=1e-6 * np.abs(ls).max())
+    res = b - A @ ls
+    s2 = res @ res / (A.shape[0] - n)
+    # σ² and Cov (Gautier eq. 17-18) carry the diffuse prior's rounding: looser than θ.
+    assert r.residual_variance() == pytest.approx(s2, rel=1e-3)
+    C = s2 * np.linalg.inv(A.T @ A)
+    np.testing.assert_allclose(r.covariance(), C, rtol=1e-3, atol=1e-6 * abs(C).max())
+
+
+def test_covariance_stays_spd_and_bounded_after_1e6_poorly_exciting_updates() -> None:
+    rng = np.random.default_rng(3)
+    n, N = 16, 1_000_000
+    r = Rls(n, 1, RlsConfig(forgetting=0.995, p0=100.0, trace_max=1e4))
+    theta = np.linspace(1.0, 2.0, n)
+    # Excitation in only two directions, plus tiny noise: the other 14 are unexcited.
+    base = rng.normal(size=(2, n))
+    for _ in range(10):
+        c = rng.normal(size=(N // 10, 2))
+        Phi = (c @ base + 1e-9 * rng.normal(size=(N // 10, n)))[:, None, :]
+        r.update(Phi, Phi[:, 0, :] @ theta[:, None] + 1e-3 * rng.normal(size=(N // 10, 1)))
+    P = r.P
+    assert r.samples == N
+    assert np.all(np.isfinite(P)) and np.all(np.isfinite(r.theta))
+    np.testing.assert_array_equal(P, P.T)
+    assert np.linalg.eigvalsh(P).min() > 0.0
+    # Unbounded, the 14 unexcited directions would have grown by 0.995^-1e6 (overflow).
+    assert 0.9e4 < np.trace(P) <= 1e4 * (1 + 1e-9)
+    assert np.all(r.d > 0)
+    # The excited directions are still estimated.
+    np.testing.assert_allclose(base @ r.theta, base @ theta, rtol=1e-3)
+
+
+def test_matches_padasip_filter_rls() -> None:
+    rng = np.random.default_rng(1)
+    n, N = 16, 3000
+    x = rng.normal(size=(N, n))
+    d = x @ rng.normal(size=n) + 0.01 * rng.normal(size=N)
+    f = pa.filters.FilterRLS(n, mu=0.99, eps=0.01, w="zeros")
+    f.run(d, x)
+    r = Rls(n, 1, RlsConfig(forgetting=0.99, p0=100.0, trace_max=1e300))
+    r.update(x[:, None, :], d[:, None])
+    np.testing.assert_allclose(r.theta, f.w, rtol=1e-8, atol=1e-10)
+
+
+def test_freeze_reset_and_nonfinite_samples() -> None:
+    r = Rls(2, 1)
+    Phi = np.array([[[1.0, 0.0]], [[0.0, 1.0]], [[1.0, 1.0]]])
+    y = np.array([[1.0], [2.0], [3.0]])
+    r.update(Phi, y)
+    th = r.theta.copy()
+    r.frozen = True
+    r.update(Phi, 10 * y)
+    np.testing.assert_array_equal(r.theta, th)
+    r.frozen = False
+    r.update(np.array([[[np.nan, 1.0]]]), np.array([[1.0]]))
+    assert r.skipped == 1 and r.samples == 3
+    np.testing.assert_array_equal(r.theta, th)
+    r.reset(theta0=np.array([5.0, 6.0]))
+    np.testing.assert_array_equal(r.theta, [5.0, 6.0])
+    assert r.samples == 0
+
+
+def test_shape_and_config_errors_are_clear() -> None:
+    r = Rls(3, 2)
+    with pytest.raises(ValueError, match=r"expected Phi \(N, 2, 3\)"):
+        r.update(np.zeros((4, 2, 2)), np.zeros((4, 2)))
+    with pytest.raises(ValueError, match=r"forgetting"):
+        RlsConfig(forgetting=1.5)
+    with pytest.raises(ValueError, match=r"theta0 must have 3"):
+        r.reset(theta0=np.zeros(2))
+
+
+def test_sigma_pct_is_gautier_eq19() -> None:
+    cov = np.diag([0.04, 1.0])
+    np.testing.assert_allclose(sigma_pct(np.array([2.0, -10.0]), cov), [10.0, 10.0])
+    assert sigma_pct(np.array([0.0]), np.eye(1))[0] == np.inf

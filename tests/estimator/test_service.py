@@ -1,0 +1,115 @@
+"""rig-estimator as a subprocess against a fake daq telemetry publisher (loopback TCP)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import msgpack
+import numpy as np
+import zmq
+
+from estimator.paramfile import read_param_file
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _samples(seq0: int, rows: np.ndarray) -> list[bytes]:
+    n, width = rows.shape
+    head = {
+        "v": 1,
+        "rig": "sim1dof",
+        "layout_id": 7,
+        "seq0": seq0,
+        "n": n,
+        "t0": 0.0,
+        "t1": 0.0,
+        "width": width,
+    }
+    return [b"samples", msgpack.packb(head), np.ascontiguousarray(rows.T).astype("<f8").tobytes()]
+
+
+def test_service_estimates_counts_gaps_and_writes_param_file(sim1dof_run, tmp_path) -> None:
+    _profile, layout, rows = sim1dof_run
+    ctx = zmq.Context()
+    tel = ctx.socket(zmq.PUB)
+    tport = tel.bind_to_random_port("tcp://127.0.0.1")
+    est_ep = f"tcp://127.0.0.1:{_free_port()}"
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.SUBSCRIBE, b"estimate")
+    sub.connect(est_ep)
+    pfile = tmp_path / "params.toml"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "estimator.service",
+            "--profile",
+            str(ROOT / "hw_profiles" / "sim-1dof.toml"),
+            "--telemetry",
+            f"tcp://127.0.0.1:{tport}",
+            "--publish",
+            est_ep,
+            "--param-file",
+            str(pfile),
+            "--duration",
+            "12",
+        ],
+        env=env,
+    )
+    meta = [
+        b"meta",
+        msgpack.packb(
+            {
+                "v": 1,
+                "rig": "sim1dof",
+                "layout_id": 7,
+                "period": 0.001,
+                "columns": layout.to_dict(),
+                "joints": ["j1"],
+            }
+        ),
+    ]
+    got = None
+    try:
+        deadline = time.monotonic() + 10.0
+        k = 0
+        while time.monotonic() < deadline and got is None:
+            tel.send_multipart(meta)
+            for _ in range(25):
+                if k + 20 > len(rows):
+                    k = 0
+                skip = 40 if k == 4000 else 0  # one deliberate gap
+                tel.send_multipart(_samples(k + skip, rows[k + skip : k + skip + 20]))
+                k += 20 + skip
+            if sub.poll(20):
+                frames = sub.recv_multipart()
+                head = msgpack.unpackb(frames[1])
+                if head["samples"] > 3000 and head["gaps"] >= 1:
+                    got = head
+        assert got is not None, "no estimate with samples and the gap counted"
+        assert got["names"] == ["M1", "Fv1", "W1", "1/b", "Cf++1", "Cf+-1", "Cf-+1", "Cf--1"]
+        assert len(got["cov"]) == 8 and len(got["sigma_pct"]) == 8
+        assert set(got["models"]) == {"mechanical", "fluid"}
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=20) == 0
+        sub.close(0)
+        tel.close(0)
+        ctx.term()
+    data = read_param_file(pfile)
+    assert data["rig"] == "sim1dof"
+    assert data["models"]["mechanical"]["names"] == ["M1", "Fv1", "W1"]
+    assert np.all(np.isfinite(data["models"]["fluid"]["theta"]))
+    assert "inertia" in data["plant"]
