@@ -207,6 +207,9 @@ class Service:
             if self.recorder is None:
                 raise RuntimeError("--record: the recording package is not available")
             path = self.recorder.start()
+            error = self.recorder.stats.error
+            if error:
+                raise RuntimeError(f"--record: {error}")
             log.info("recording to %s", path)
         self.housekeeping.start()
         if not self.loop.virtual_time:

@@ -151,3 +151,11 @@ def test_recording_of_n_cycles_holds_exactly_n_contiguous_samples(tmp_path: Path
     assert np.array_equal(seq, np.arange(3000))
     np.testing.assert_allclose(run.column("t"), np.arange(3000) * 1e-3, atol=1e-12)
     assert run.complete
+
+
+def test_record_into_an_unusable_directory_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "runs").write_text("a file where the run directory should be")
+    proc = _service(["--virtual-time", "--duration", "1", "--record"], tmp_path)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2, out
+    assert "--record" in out
