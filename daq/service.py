@@ -75,7 +75,10 @@ class Service:
         network: bool = True,
         telemetry_endpoint: str | None = None,
         command_endpoint: str | None = None,
+        params: Any | None = None,
     ) -> None:
+        """`params`: plant parameters (`controller.plant.params.PlantParams`) for model-based
+        experiment segments; None refuses such segments."""
         self.profile = profile
         self.backend = backend
         hold = make_hold_runner(profile, joint_gains(profile)) if controller_available() else None
@@ -98,7 +101,11 @@ class Service:
         self.telemetry: Any = None
         self.commands: Any = None
         self.api = ControlApi(
-            self.loop, status=self.status, recorder=self.recorder, on_describe=self._request_meta
+            self.loop,
+            status=self.status,
+            recorder=self.recorder,
+            on_describe=self._request_meta,
+            params=params,
         )
         if network:
             self._make_network(telemetry_endpoint, command_endpoint)
@@ -309,6 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--telemetry", default=None, help="telemetry endpoint (overrides the profile)")
     p.add_argument("--commands", default=None, help="command endpoint (overrides the profile)")
     p.add_argument(
+        "--params", default=None, help="plant-parameter file (TOML) for model-based experiments"
+    )
+    p.add_argument(
         "--status-out",
         default=None,
         help="write the final status (timing statistics) as JSON here at exit",
@@ -328,6 +338,18 @@ def _rt_settings(args: argparse.Namespace, profile: Profile) -> rt.RtSettings | 
     cpu = r.cpu if args.cpu is None else args.cpu
     lock = r.lock_memory and not args.no_mlock and not args.virtual_time
     return rt.RtSettings(priority=priority, cpu=cpu, lock_memory=lock)
+
+
+def _load_params(path: str, profile: Profile) -> Any:
+    """A plant-parameter file; keys it lacks come from the profile's [plant] (if any)."""
+    import tomllib
+
+    from controller.paramfile import load_params
+    from daq.profile.plant import plant_params
+
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    return load_params(data, plant_params(profile) if profile.plant is not None else None)
 
 
 def _configure_logging(verbosity: int) -> ModuleType | None:
@@ -356,6 +378,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from daq.backends.factory import make_backend
 
     try:
+        params = _load_params(args.params, profile) if args.params else None
+    except (OSError, ValueError, ImportError) as exc:
+        log.error("--params %s: %s", args.params, exc)
+        return 2
+    try:
         backend = make_backend(profile)
         if args.virtual_time and backend.paced_by_hardware:
             raise BackendError("--virtual-time needs a simulated backend, not hardware")
@@ -370,6 +397,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             network=not args.no_network,
             telemetry_endpoint=args.telemetry,
             command_endpoint=args.commands,
+            params=params,
         )
     except (BackendError, ValueError, OSError) as exc:
         log.error("cannot start: %s", exc)
