@@ -345,6 +345,7 @@ def _load_params(path: str, profile: Profile) -> Any:
     import tomllib
 
     from controller.paramfile import load_params
+
     from daq.profile.plant import plant_params
 
     with open(path, "rb") as f:
