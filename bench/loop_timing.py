@@ -89,23 +89,24 @@ def cyclictest_summary(parts: list[tuple[np.ndarray, float] | str], cmd: str) ->
     }
 
 
-def _command(endpoint: str, cmd: str, alive: Any, timeout_s: float = 60.0) -> dict[str, Any]:
-    """One request on the command socket (raw pyzmq + msgpack), retried until the service is
-    up or `timeout_s` passes."""
+def _command(endpoint: str, cmd: str, alive: Any, timeout_s: float = 120.0) -> dict[str, Any]:
+    """One request on the command socket (raw pyzmq + msgpack). A REQ socket queues the request
+    until the service binds, so it is sent once and waited for while the service is alive."""
     import msgpack
     import zmq
 
     ctx: Any = zmq.Context.instance()
+    sock = ctx.socket(zmq.REQ)
+    sock.linger = 0
+    sock.connect(endpoint)
+    sock.send(msgpack.packb({"cmd": cmd, "args": {}}))
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and alive():
-        sock = ctx.socket(zmq.REQ)
-        sock.linger = 0
-        sock.connect(endpoint)
-        sock.send(msgpack.packb({"cmd": cmd, "args": {}}))
-        if sock.poll(1000):
-            reply: dict[str, Any] = msgpack.unpackb(sock.recv(), raw=False)
-            sock.close()
-            return reply
+    try:
+        while time.monotonic() < deadline and alive():
+            if sock.poll(200):
+                reply: dict[str, Any] = msgpack.unpackb(sock.recv(), raw=False)
+                return reply
+    finally:
         sock.close()
     return {"ok": False, "error": "timeout", "message": f"no reply to {cmd} from {endpoint}"}
 
