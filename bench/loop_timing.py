@@ -44,10 +44,11 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_cyclictest(seconds: float, priority: int, cpu: int) -> dict[str, Any]:
+def run_cyclictest(seconds: float, priority: int, cpu: int) -> tuple[np.ndarray, float] | str:
+    """cyclictest's 1-µs histogram and maximum, or the reason it could not run."""
     exe = shutil.which("cyclictest")
     if exe is None:
-        return {"error": "cyclictest not installed (apt-get install -y rt-tests)"}
+        return "cyclictest not installed (apt-get install -y rt-tests)"
     loops = round(seconds * 1000)
     cmd = [exe, "-m", f"-p{priority}", "-i1000", f"-l{loops}", "-q", "-h", "20000", "-t1"]
     if cpu >= 0:
@@ -66,35 +67,46 @@ def run_cyclictest(seconds: float, priority: int, cpu: int) -> dict[str, Any]:
             overflows = int(line.split(":")[1].split()[0])
     hist[-1] += overflows
     if hist.sum() == 0:
-        return {"error": f"cyclictest gave no histogram: {out.stderr.strip()[:300]}"}
+        return f"cyclictest gave no histogram: {out.stderr.strip()[:300]}"
+    return hist, maximum
+
+
+def cyclictest_summary(parts: list[tuple[np.ndarray, float] | str], cmd: str) -> dict[str, Any]:
+    """One summary of several cyclictest runs (their histograms added)."""
+    good = [p for p in parts if not isinstance(p, str)]
+    if not good:
+        return {"error": next(p for p in parts if isinstance(p, str))}
+    hist = sum(h for h, _ in good)
+    assert isinstance(hist, np.ndarray)
     return {
         "cycles": int(hist.sum()),
         "p50": percentile_from_histogram(hist, 50.0),
         "p99": percentile_from_histogram(hist, 99.0),
         "p99.9": percentile_from_histogram(hist, 99.9),
-        "max": maximum,
+        "max": max(m for _, m in good),
         "over_period": int(hist[1000:].sum()),
-        "command": " ".join(cmd),
+        "command": cmd,
     }
 
 
-def _command(endpoint: str, cmd: str, alive: Any, timeout_s: float = 60.0) -> dict[str, Any]:
-    """One request on the command socket (raw pyzmq + msgpack), retried until the service is
-    up or `timeout_s` passes."""
+def _command(endpoint: str, cmd: str, alive: Any, timeout_s: float = 120.0) -> dict[str, Any]:
+    """One request on the command socket (raw pyzmq + msgpack). A REQ socket queues the request
+    until the service binds, so it is sent once and waited for while the service is alive."""
     import msgpack
     import zmq
 
     ctx: Any = zmq.Context.instance()
+    sock = ctx.socket(zmq.REQ)
+    sock.linger = 0
+    sock.connect(endpoint)
+    sock.send(msgpack.packb({"cmd": cmd, "args": {}}))
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and alive():
-        sock = ctx.socket(zmq.REQ)
-        sock.linger = 0
-        sock.connect(endpoint)
-        sock.send(msgpack.packb({"cmd": cmd, "args": {}}))
-        if sock.poll(1000):
-            reply: dict[str, Any] = msgpack.unpackb(sock.recv(), raw=False)
-            sock.close()
-            return reply
+    try:
+        while time.monotonic() < deadline and alive():
+            if sock.poll(200):
+                reply: dict[str, Any] = msgpack.unpackb(sock.recv(), raw=False)
+                return reply
+    finally:
         sock.close()
     return {"ok": False, "error": "timeout", "message": f"no reply to {cmd} from {endpoint}"}
 
@@ -143,20 +155,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--virtual-seconds", type=float, default=20.0)
     ap.add_argument("--profile", type=Path, default=ROOT / "hw_profiles/sim-2dof.toml")
-    ap.add_argument("--spin-us", type=float, default=0.0, help="passed to the service")
+    ap.add_argument("--spin-us", type=float, default=None, help="passed to the service")
     args = ap.parse_args(argv)
     prof = load_profile(args.profile)
     prio, cpu = prof.realtime.priority, prof.realtime.cpu
 
-    cyc = run_cyclictest(args.seconds, prio, cpu)
-    print(f"cyclictest: {cyc}", flush=True)
+    # cyclictest for half the time before the service and half after, histograms added: on a
+    # shared machine the load drifts, and bracketing the service run samples the same drift.
+    half = args.seconds / 2
+    before = run_cyclictest(half, prio, cpu)
     # Armed: the hold controller runs every cycle (compute time includes it). If the service
     # cannot arm (no controller package), the reply says why and it is measured in IDLE.
-    real = run_service(
-        args.profile, args.seconds, False, ["--spin-us", str(args.spin_us)], arm=True
-    )
+    spin = [] if args.spin_us is None else ["--spin-us", str(args.spin_us)]
+    real = run_service(args.profile, args.seconds, False, spin, arm=True)
     t = real["timing"]
     print(f"service (real time): {t}  rt={real.get('rt')}", flush=True)
+    after = run_cyclictest(half, prio, cpu)
+    cyc = cyclictest_summary(
+        [before, after], f"cyclictest -m -p{prio} -i1000 -q -h 20000 -t1 -a{cpu} (2 × {half} s)"
+    )
+    print(f"cyclictest: {cyc}", flush=True)
     virt = run_service(args.profile, args.virtual_seconds, True, [])
     speedup = args.virtual_seconds / virt["wall_s"]
     print(

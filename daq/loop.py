@@ -29,24 +29,23 @@ from __future__ import annotations
 
 import gc
 import logging
-import math
 import threading
 import time
 from collections import deque
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
-from controller.feedback import Feedback
 from daq.backends.base import Backend, BackendStatus
 from daq.feedback_map import FeedbackMap
-from daq.interlocks import CLAMP_FLAG, Interlocks, Trip, TripInfo, describe_flags
+from daq.interlocks import Interlocks, Trip, TripInfo
+from daq.loop_commands import LoopCommands, Runner
 from daq.mailbox import Mailbox, Request
 from daq.profile.schema import Profile
 from daq.ring import SampleRing
 from daq.sample_layout import SampleLayout
 from daq.scaling import ChannelScaler
-from daq.state import LATCHED_STATES, LIVE_STATES, Action, State, TransitionError, next_state
+from daq.state import LATCHED_STATES, LIVE_STATES, State
 from daq.timing import LoopTiming
 
 log = logging.getLogger(__name__)
@@ -55,21 +54,11 @@ log = logging.getLogger(__name__)
 DEFAULT_RING_CAPACITY = 1 << 14
 
 
-class Runner(Protocol):
-    """What the loop drives (`controller.runner.HoldRunner`/`ExperimentRunner` implement it)."""
-
-    def enable(self, fb: Feedback) -> None: ...
-
-    def step(self, fb: Feedback, ref_out: np.ndarray, volts_out: np.ndarray) -> bool: ...
-
-    def disable(self) -> None: ...
-
-
 class LoopError(RuntimeError):
     """The loop stopped because of an exception inside a cycle."""
 
 
-class Loop:
+class Loop(LoopCommands):
     def __init__(
         self,
         profile: Profile,
@@ -252,9 +241,9 @@ class Loop:
             now = clock()
             # Sleep to the deadline (minus the spin margin) and spin the rest. Python's
             # time.sleep is clock_nanosleep on CLOCK_MONOTONIC; with SCHED_FIFO and 1 ns timer
-            # slack it wakes within the kernel's latency. Spinning the last `spin_us` hides the
-            # interpreter's wake-up cost but holds the GIL and a CPU: it defaults to 0 (see
-            # bench/loop_timing.py, which measures both).
+            # slack it wakes within the kernel's latency (10–30 µs here). Spinning the last
+            # `spin_us` hides that and the interpreter's wake-up cost for a few % of a CPU; the
+            # service spins 50 µs (daq/service.py DEFAULT_SPIN_US; bench/loop_timing.py).
             if deadline - now > spin_ns:
                 sleep((deadline - now - spin_ns) * 1e-9)
             now = clock()
@@ -383,135 +372,3 @@ class Loop:
             self._event("experiment_done")
             self._set_state(State.ARMED)
             self._hold_or_fault()
-
-    # ------------------------------------------------------------------ rare paths
-
-    def _event(self, kind: str, **fields: Any) -> None:
-        self.events.append({"kind": kind, "seq": self.seq, "t": self.t, **fields})
-
-    def _set_state(self, new: State) -> None:
-        if new != self.state:
-            old, self.state = self.state, new
-            self._event("state", state=new.name, previous=old.name)
-
-    def _switch_runner(self, runner: Runner | None) -> str | None:
-        """Disable the active runner, enable `runner`; the error text if either raised (then
-        no runner is active and the caller decides: refuse the command or fault)."""
-        error = None
-        if self.active is not None:
-            try:
-                self.active.disable()
-            except Exception as exc:
-                error = f"disable: {exc!r}"
-        self.active = None
-        self.ref.fill(np.nan)
-        self._ref_fresh = True
-        if runner is not None and error is None:
-            try:
-                runner.enable(self.fb)
-                self.active = runner
-            except Exception as exc:
-                error = f"enable: {exc!r}"
-        return error
-
-    def _hold_or_fault(self) -> None:
-        """Switch to the hold runner; if even that fails, fault (valves null this cycle)."""
-        error = self._switch_runner(self.hold)
-        if error is not None:
-            self.interlocks.trip(Trip.CONTROLLER_ERROR, error)
-
-    def _enter_latched(self, state: State, info: TripInfo) -> None:
-        """FAULT/ESTOP: valves to null in this very cycle (the caller writes `self.volts`)."""
-        self._switch_runner(None)
-        np.copyto(self.volts, self.null)
-        if self.fault is None or state == State.ESTOP:
-            self.fault = TripInfo(info.code, info.where, info.value, info.limit, self.seq, self.t)
-            self._event("fault", **self.fault.to_dict())
-        self._set_state(state)
-
-    def _handle(self, req: Request) -> None:
-        try:
-            action = Action[req.kind.upper()] if req.kind != "set_gains" else None
-        except KeyError:
-            req.finish(False, f"unknown loop command '{req.kind}'", code="internal")
-            return
-        try:
-            if action is None:
-                self._set_gains(req)
-                return
-            target = next_state(self.state, action)
-        except TransitionError as exc:
-            req.finish(False, exc.reason, code="invalid_state")
-            return
-        if action == Action.ESTOP:
-            self._enter_latched(State.ESTOP, TripInfo(Trip.ESTOP, str(req.payload or ""), 0, 0))
-        elif action == Action.RESET:
-            active = self.last_flags & ~CLAMP_FLAG
-            if active:
-                req.finish(
-                    False,
-                    f"reset refused: the cause is still present ({describe_flags(active)})",
-                    code="rejected",
-                )
-                return
-            self.fault = None
-            self.timing.record_on_time()
-            self._set_state(target)
-        elif action == Action.ARM:
-            reason = self._arm_refusal()
-            if reason:
-                req.finish(False, reason, code="rejected")
-                return
-            error = self._switch_runner(self.hold)
-            if error is not None:
-                req.finish(False, f"arm refused: the controller failed to {error}", code="rejected")
-                return
-            self._set_state(target)
-        elif action == Action.RUN:
-            error = self._switch_runner(req.payload if req.payload is not None else self.hold)
-            if error is not None:
-                self._hold_or_fault()  # stays ARMED, holding (or faults if hold fails too)
-                req.finish(False, f"run refused: the runner failed to {error}", code="rejected")
-                return
-            self._set_state(target)
-        elif action == Action.STOP:
-            self._set_state(target)
-            self._hold_or_fault()
-        elif action == Action.DISARM:
-            self._switch_runner(None)
-            self._set_state(target)
-        req.finish(True, "", state=self.state.name, seq=self.seq)
-
-    def _arm_refusal(self) -> str | None:
-        if self.hold is None:
-            return "arm refused: no controller (hold runner) available"
-        active = self.last_flags & ~CLAMP_FLAG
-        if active:
-            return f"arm refused: interlock active in the last cycle ({describe_flags(active)})"
-        il = self.interlocks
-        q = self.fb.q
-        for j, name in enumerate(il.joint_names):
-            if not il.soft_min[j] <= q[j] <= il.soft_max[j]:
-                return (
-                    f"arm refused: joint {name} at {math.degrees(q[j]):.2f}° is outside its soft "
-                    f"limits [{math.degrees(il.soft_min[j]):.2f}°, "
-                    f"{math.degrees(il.soft_max[j]):.2f}°]"
-                )
-        return None
-
-    def _set_gains(self, req: Request) -> None:
-        if self.state == State.RUNNING:
-            req.finish(False, "set_gains refused in RUNNING: stop first", code="invalid_state")
-            return
-        old, self.hold = self.hold, req.payload
-        if self.state == State.ARMED:
-            # Bumpless: the new hold re-captures the measured position.
-            error = self._switch_runner(self.hold)
-            if error is not None:
-                self.hold = old
-                self._hold_or_fault()
-                req.finish(
-                    False, f"set_gains refused: the controller failed to {error}", code="rejected"
-                )
-                return
-        req.finish(True, "", state=self.state.name, seq=self.seq)

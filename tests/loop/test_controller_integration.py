@@ -13,11 +13,11 @@ import pytest
 
 pytest.importorskip("controller.runner")
 
-from daq.backends.sim import SimBackend  # noqa: E402
-from daq.control_api import CommandError, ControlApi, joint_gains, make_hold_runner  # noqa: E402
-from daq.loop import Loop  # noqa: E402
-from daq.profile.schema import Profile  # noqa: E402
-from daq.state import State  # noqa: E402
+from daq.backends.sim import SimBackend
+from daq.control_api import CommandError, ControlApi, joint_gains, make_hold_runner
+from daq.loop import Loop
+from daq.profile.schema import Profile
+from daq.state import State
 
 
 def _experiment(amplitude_deg: float, seconds: float = 1.0) -> dict[str, Any]:

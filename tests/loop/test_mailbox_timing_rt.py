@@ -3,6 +3,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -50,8 +51,10 @@ def test_histogram_percentiles() -> None:
     values = rng.integers(0, 90, size=10_000)
     for v in values:
         timing.record(int(v) * 1000 + 500, 1000)
-    for q in (50.0, 99.0):
+    snap0: dict[str, Any] = timing.snapshot()
+    for q, key in ((50.0, "p50"), (99.0, "p99")):
         assert abs(percentile_from_histogram(timing.wake_hist, q) - np.percentile(values, q)) <= 1
+        assert snap0["wake_latency_us"][key] == percentile_from_histogram(timing.wake_hist, q)
     timing.record(5_000_000, 2_000_000)  # beyond the range: overflow bin, still the max
     snap = timing.snapshot()
     assert snap["cycles"] == 10_001
