@@ -97,7 +97,7 @@ def validate(
     n = params.n
     qf, qd, qdd = smooth_derivatives(m.q, period)
     total = m.q.shape[0]
-    step = total if window_s <= 0 else max(1, int(round(window_s / period)))
+    step = total if window_s <= 0 else max(1, round(window_s / period))
     states = np.empty((total, 5 * n))
     for k0 in range(0, total, step):
         k1 = min(total, k0 + step)
