@@ -7,16 +7,19 @@
 `profile` says which channel is which (role, joint). `params_known` supplies the geometry.
 
 Steps per model (Gautier §II; the same models as online, `estimator.models`):
-  1. zero-phase Butterworth low-pass (`sosfiltfilt`) of every measured signal, then central
-     differences for ṡ, ṗ, q̇, q̈ (no phase shift: exact alignment of all columns);
+  0. the joint angle q the regressors differentiate is the potentiometer's, through the cylinder
+     geometry (`estimator.angles`: the resolver's noise in q̈ biased M1, M2, R12 by up to 4 %);
+  1. zero-phase Butterworth low-pass (`sosfiltfilt`) of every measured signal, then five-point
+     central differences for ṡ, ṗ, q̇, q̈ (no phase shift: exact alignment of all columns);
   2. the derivative-free part of Φ and y is evaluated on the raw samples and filtered with the
      same zero-phase filter (exact parallel filtering), the rest on the filtered signals;
   2b. samples where the model does not hold (`LinearModel.valid`, e.g. relief valve open) are
      dropped together with everything the filters smeared them into;
   3. parallel decimation: every column of Φ and y low-passed (0.8·f_s/(2·n_d)) and resampled
-     1 in n_d, which also whitens the residual so eq. 17–19 hold;
+     1 in n_d, which whitens the noise part of the residual (not the colored rest: step 4);
   4. OLS (eq. 15), σ² (eq. 17), Cov (eq. 18), %σ (eq. 19); then WLS weighting each output
-     equation by 1/σ_j from the OLS residuals of that equation (eq. 20–21);
+     equation by 1/σ_j from the OLS residuals of that equation (eq. 20–21), its covariance
+     multiplied by the residual correlation factor κ ≥ 1 (`correlation_factor`, as online);
   5. identifiability by SVD of the observation matrix in normalised units (UBC thesis §4.3.5):
      singular values, condition number, and the parameter combinations of the directions whose
      singular value is below `rank_tol`·σ_max (unidentifiable).
@@ -33,6 +36,7 @@ from scipy.signal import butter, decimate, sosfiltfilt
 from controller.plant.dynamics import cylinder
 from controller.plant.params import PlantParams
 from daq.profile.schema import Profile
+from estimator.angles import AngleFusion
 from estimator.chain import N_SIGNALS, sample_from
 from estimator.models import LinearModel, Sample, evaluate, reference_models, static_sample
 from estimator.online import ROLE_SLOT
@@ -55,6 +59,8 @@ class ModelFit:
     unidentifiable: list[str]
     rows: int
     truth: np.ndarray | None = None
+    #: κ ≥ 1 applied to the WLS covariance: residual correlation left after decimation.
+    correlation: float = 1.0
 
 
 @dataclass
@@ -77,9 +83,16 @@ class BatchResult:
 
 
 def signals_from_columns(
-    columns: Mapping[str, np.ndarray], profile: Profile, params: PlantParams
+    columns: Mapping[str, np.ndarray],
+    profile: Profile,
+    params: PlantParams,
+    *,
+    fuse_angles: bool = True,
 ) -> np.ndarray:
-    """(N, 5·nj) raw block `[q | s | p_cap | p_rod | u]` from `eng.<channel>` columns."""
+    """(N, 5·nj) raw block `[q | s | p_cap | p_rod | u]` from `eng.<channel>` columns.
+
+    With potentiometers and `fuse_angles`, q is the potentiometer's angle with the resolver's
+    mean offset (`estimator.angles`: 5–7× less noise in q̈ on the reference rig)."""
     nj = len(profile.joints)
     n = len(next(iter(columns.values())))
     raw = np.zeros((n, N_SIGNALS * nj))
@@ -97,13 +110,27 @@ def signals_from_columns(
             raw[:, slot * nj + ji] = np.asarray(columns[name], dtype=float)
     if not have_s:
         raw[:, nj : 2 * nj] = cylinder(params, raw[:, :nj])[0]
+    elif fuse_angles:
+        AngleFusion(params, nj).apply(raw)
     return raw
+
+
+def derivative(x: np.ndarray, dt: float) -> np.ndarray:
+    """dx/dt along axis 0 by the five-point central difference (np.gradient at the two ends).
+
+    Why not the three-point one: its gain sin(ωΔt)/(ωΔt) is 0.17 % low at the 16 Hz hydraulic
+    resonance at 1 kHz, twice that for q̈ — a bias in the inertial columns that filtering
+    keeps (it is in band); the five-point stencil's error is (ωΔt)⁴/30 ≈ 3e-6."""
+    d = np.gradient(x, dt, axis=0)
+    if x.shape[0] >= 5:
+        d[2:-2] = (x[:-4] - 8.0 * x[1:-3] + 8.0 * x[3:-1] - x[4:]) / (12.0 * dt)
+    return d
 
 
 def _conditioned(raw: np.ndarray, sos: np.ndarray, fs: float, nj: int) -> Sample:
     xf = sosfiltfilt(sos, raw, axis=0)
-    d1 = np.gradient(xf, 1.0 / fs, axis=0)
-    d2 = np.gradient(d1, 1.0 / fs, axis=0)
+    d1 = derivative(xf, 1.0 / fs)
+    d2 = derivative(d1, 1.0 / fs)
     return sample_from(raw, nj, np.stack([xf, d1, d2], axis=1))
 
 
@@ -148,9 +175,34 @@ def _ls(W: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
     return theta, s2, cov
 
 
+def correlation_factor(res: np.ndarray, block: int) -> float:
+    """κ = B·mean(block mean²)/mean(e²) ≥ 1 of normalised residuals `res` (r, m): how much
+    their correlation inflates the variance of θ̂ over the white-residual formula (eq. 18).
+
+    Decimation whitens the noise, not the colored part of the residual (equation error from
+    sensor noise in the regressors, unmodelled dynamics), whose long-run variance is what the
+    estimate feels. Same batch-means estimate as online (`estimator.chain`); 1 with fewer than
+    eight blocks per equation. Never below 1: anti-correlated residuals are not credited."""
+    nb = res.shape[0] // block
+    if block < 1 or nb < 8:
+        return 1.0
+    full = res[: nb * block]
+    means = full.reshape(nb, block, -1).mean(axis=1)
+    var = float(np.mean(full**2))
+    if var <= 0.0:
+        return 1.0
+    return max(1.0, block * float(np.mean(means**2)) / var)
+
+
 def fit_model(
-    model: LinearModel, Phi: np.ndarray, y: np.ndarray, rank_tol: float = 1e-6
+    model: LinearModel,
+    Phi: np.ndarray,
+    y: np.ndarray,
+    rank_tol: float = 1e-6,
+    block: int = 0,
 ) -> ModelFit:
+    """OLS and WLS of one model on (Φ (r, m, n), y (r, m)); `block` rows per batch mean for
+    the correlation factor κ (0 = none, white residuals assumed)."""
     r, m, n = Phi.shape
     if r * m <= n:
         raise ValueError(f"model '{model.name}': {r * m} equations for {n} parameters")
@@ -165,6 +217,8 @@ def fit_model(
     sig_j = np.where(sig_j > 0, sig_j, 1.0)
     w = np.repeat(1.0 / sig_j, r)
     th_w, _, cov_w = _ls(W * w[:, None], Y * w)
+    kappa = correlation_factor(((Y - W @ th_w) * w).reshape(m, r).T, block)
+    cov_w = kappa * cov_w
     # Identifiability (thesis §4.3.5): SVD of W in the model's normalised units (parameters
     # scaled by their typical magnitude). Not unit-norm columns: that would make a column of
     # 1e-20 (a joint that never accelerates) look as informative as any other.
@@ -193,6 +247,7 @@ def fit_model(
         unidentifiable=weak,
         rows=m * r,
         truth=None if model.truth is None else np.asarray(model.truth),
+        correlation=kappa,
     )
 
 
@@ -206,6 +261,8 @@ def identify_run(
     decimation: int | None = None,
     trim_s: float = 0.5,
     rank_tol: float = 1e-6,
+    fuse_angles: bool = True,
+    block_s: float = 1.0,
 ) -> BatchResult:
     """IDIM-LS/WLS of every model on a recorded run (see the module docstring).
 
@@ -218,7 +275,7 @@ def identify_run(
         raise ValueError(f"decimation must be ≥ 1, got {decimation}")
     if cutoff_hz is not None and not 0.0 < cutoff_hz < fs / 2:
         raise ValueError(f"cutoff_hz must be in (0, {fs / 2}), got {cutoff_hz}")
-    raw = signals_from_columns(columns, profile, params_known)
+    raw = signals_from_columns(columns, profile, params_known, fuse_angles=fuse_angles)
     if models is None:
         models = reference_models(params_known)
     trim = int(trim_s * fs)
@@ -232,6 +289,6 @@ def identify_run(
         if raw.shape[0] <= 4 * trim + 30 * nd:
             raise ValueError(f"run too short: {raw.shape[0]} samples")
         Phi, y = observation(mdl, raw, fs, nj, fc, nd, trim)
-        fits.append(fit_model(mdl, Phi, y, rank_tol))
+        fits.append(fit_model(mdl, Phi, y, rank_tol, block=max(1, round(block_s * fs / nd))))
         used.append((fc, nd))
     return BatchResult(fits=fits, fs=fs, conditioning=used)

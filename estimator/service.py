@@ -28,12 +28,16 @@ import zmq
 
 from daq.profile.loader import ProfileError, load_profile
 from daq.profile.schema import Estimator as EstimatorCfg
+from daq.telemetry.subscriber import TelemetrySubscriber
+from daq.telemetry.wire import TOPIC_META, TOPIC_SAMPLES, Meta, SampleBatch
 from estimator.online import Estimate, OnlineIdentifier
 from estimator.paramfile import read_param_file, write_param_file
-from estimator.telemetry_in import Meta, Samples, TelemetryError, TelemetrySubscriber
 
 log = logging.getLogger(__name__)
 RESUME_INFLATION = 100.0
+#: Telemetry messages queued for the estimator (20 rows each: 400 s at 1 kHz) before ZeroMQ
+#: drops: a busy estimator catches up instead of losing data; daq never waits either way.
+TELEMETRY_QUEUE = 20_000
 SCHEMA_VERSION = 1
 
 
@@ -136,7 +140,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGUSR2, lambda *_: setattr(flags, "freeze", not flags.freeze))
 
     ctx = zmq.Context()
-    sub = TelemetrySubscriber(ctx, args.telemetry or profile.network.telemetry)
+    sub = TelemetrySubscriber(
+        args.telemetry or profile.network.telemetry,
+        topics=(TOPIC_META, TOPIC_SAMPLES),
+        ctx=ctx,
+        rcvhwm=TELEMETRY_QUEUE,
+    )
     pub = ctx.socket(zmq.PUB)
     pub.setsockopt(zmq.SNDHWM, 10)
     pub.setsockopt(zmq.LINGER, 0)
@@ -150,21 +159,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     next_pub = time.monotonic() + period
     try:
         while not flags.stop and time.monotonic() < t_end:
-            try:
-                msg = sub.recv(timeout_ms=50)
-            except TelemetryError as exc:
-                log.warning("bad telemetry message: %s", exc)
-                msg = None
+            msg = sub.recv(timeout=0.05)  # malformed messages are counted and skipped there
             if isinstance(msg, Meta) and (ident is None or msg.layout_id != layout_id):
-                ident = OnlineIdentifier(profile, msg.columns, prior=prior)
+                ident = OnlineIdentifier(profile, msg.header["columns"], prior=prior)
                 layout_id, next_seq = msg.layout_id, None
-                log.info("layout %s: %d columns", layout_id, len(msg.columns))
-            elif isinstance(msg, Samples) and ident is not None and msg.layout_id == layout_id:
+                log.info("layout %s: %d columns", layout_id, len(msg.names))
+            elif isinstance(msg, SampleBatch) and ident is not None and msg.layout_id == layout_id:
                 if next_seq is not None and msg.seq0 != next_seq:
                     log.info("telemetry gap: expected seq %d, got %d", next_seq, msg.seq0)
                     ident.gap()
-                ident.update_rows(msg.rows)
-                next_seq = msg.seq0 + msg.rows.shape[0]
+                ident.update_rows(msg.rows())
+                next_seq = msg.seq0 + msg.n
             if ident is not None:
                 if flags.reset:
                     flags.reset = False

@@ -128,7 +128,10 @@ class RigSession:
         raise SessionError(f"rig-daq did not answer on {self.commands} within {timeout:.0f} s")
 
     def stop_estimator(self, timeout: float = 60.0) -> int | None:
-        return _terminate(self.estimator, timeout)
+        """Stop the estimator (it writes its parameter file); the service carries on."""
+        code = _terminate(self.estimator, timeout)
+        self.estimator = None
+        return code
 
     def stop(self) -> None:
         if self._est_sub is not None:

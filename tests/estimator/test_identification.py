@@ -64,8 +64,9 @@ def test_batch_reports_unidentifiable_direction(sim1dof_run) -> None:
     """Holding the arm still: the inertia column is ~0, SVD must say so."""
     profile, layout, rows = sim1dof_run
     cols = {n: rows[:, i] for i, n in enumerate(layout.names)}
-    q = cols["eng.q_1"]
-    cols["eng.q_1"] = np.full_like(q, q.mean())
+    # Both angle sensors (the regressors take q from the potentiometer: estimator.angles).
+    for name in ("eng.q_1", "eng.piston_1"):
+        cols[name] = np.full_like(cols[name], cols[name].mean())
     res = identify_run(cols, plant_params(profile), profile=profile, rank_tol=1e-3)
     mech = res.fits[0]
     assert len(mech.unidentifiable) == 2, mech.unidentifiable

@@ -1,0 +1,216 @@
+"""Loop timing of `rig-daq` on the simulated rig against `cyclictest`, in the same run.
+
+    /work/venv/bin/python bench/loop_timing.py [--seconds 60] [--profile hw_profiles/sim-2dof.toml]
+
+1. `cyclictest` (rt-tests) at the profile's SCHED_FIFO priority, on its CPU, with a 1 ms period
+   for the same number of cycles: the machine's own wake-up latency, the floor for any loop.
+2. The service (`python -m daq.service`, telemetry and command socket bound on loopback) in real
+   time for the same duration; it writes its timing statistics at exit (`--status-out`).
+3. The service in virtual time on the same profile for `--virtual-seconds` of rig time: speed-up
+   = rig time / wall time of the loop.
+
+Figures (µs): p50/p99/p99.9/max wake-up latency for both, overruns, the p99 ratio (target ≤ 2.0),
+cycle compute time (read → outputs written, simulator included) median (≤ 150) and p99 (≤ 400),
+virtual-time speed-up (≥ 5). The last line of output is the JSON of all of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from daq.profile.loader import load_profile  # noqa: E402
+from daq.timing import percentile_from_histogram  # noqa: E402
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_cyclictest(seconds: float, priority: int, cpu: int) -> tuple[np.ndarray, float] | str:
+    """cyclictest's 1-µs histogram and maximum, or the reason it could not run."""
+    exe = shutil.which("cyclictest")
+    if exe is None:
+        return "cyclictest not installed (apt-get install -y rt-tests)"
+    loops = round(seconds * 1000)
+    cmd = [exe, "-m", f"-p{priority}", "-i1000", f"-l{loops}", "-q", "-h", "20000", "-t1"]
+    if cpu >= 0:
+        cmd.append(f"-a{cpu}")
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds * 3 + 60)
+    hist = np.zeros(20_001, dtype=np.int64)
+    maximum = 0.0
+    overflows = 0
+    for line in out.stdout.splitlines():
+        m = re.match(r"^(\d+)\s+(\d+)$", line.strip())
+        if m:
+            hist[min(int(m.group(1)), 20_000)] += int(m.group(2))
+        elif line.startswith("# Max Latencies:"):
+            maximum = float(line.split(":")[1].split()[0])
+        elif line.startswith("# Histogram Overflows:"):
+            overflows = int(line.split(":")[1].split()[0])
+    hist[-1] += overflows
+    if hist.sum() == 0:
+        return f"cyclictest gave no histogram: {out.stderr.strip()[:300]}"
+    return hist, maximum
+
+
+def cyclictest_summary(parts: list[tuple[np.ndarray, float] | str], cmd: str) -> dict[str, Any]:
+    """One summary of several cyclictest runs (their histograms added)."""
+    good = [p for p in parts if not isinstance(p, str)]
+    if not good:
+        return {"error": next(p for p in parts if isinstance(p, str))}
+    hist = sum(h for h, _ in good)
+    assert isinstance(hist, np.ndarray)
+    return {
+        "cycles": int(hist.sum()),
+        "p50": percentile_from_histogram(hist, 50.0),
+        "p99": percentile_from_histogram(hist, 99.0),
+        "p99.9": percentile_from_histogram(hist, 99.9),
+        "max": max(m for _, m in good),
+        "over_period": int(hist[1000:].sum()),
+        "command": cmd,
+    }
+
+
+def _command(endpoint: str, cmd: str, alive: Any, timeout_s: float = 120.0) -> dict[str, Any]:
+    """One request on the command socket (raw pyzmq + msgpack). A REQ socket queues the request
+    until the service binds, so it is sent once and waited for while the service is alive."""
+    import msgpack
+    import zmq
+
+    ctx: Any = zmq.Context.instance()
+    sock = ctx.socket(zmq.REQ)
+    sock.linger = 0
+    sock.connect(endpoint)
+    sock.send(msgpack.packb({"cmd": cmd, "args": {}}))
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline and alive():
+            if sock.poll(200):
+                reply: dict[str, Any] = msgpack.unpackb(sock.recv(), raw=False)
+                return reply
+    finally:
+        sock.close()
+    return {"ok": False, "error": "timeout", "message": f"no reply to {cmd} from {endpoint}"}
+
+
+def run_service(
+    profile: Path, seconds: float, virtual: bool, extra: list[str], arm: bool = False
+) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        status = Path(tmp) / "status.json"
+        commands = f"tcp://127.0.0.1:{_free_port()}"
+        cmd = [
+            sys.executable,
+            "-m",
+            "daq.service",
+            "--profile",
+            str(profile),
+            "--duration",
+            str(seconds),
+            "--status-out",
+            str(status),
+            "--run-dir",
+            tmp,
+            "--telemetry",
+            f"tcp://127.0.0.1:{_free_port()}",
+            "--commands",
+            commands,
+            *extra,
+        ]
+        if virtual:
+            cmd.append("--virtual-time")
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        proc = subprocess.Popen(
+            cmd, env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        armed = _command(commands, "arm", lambda: proc.poll() is None) if arm else None
+        _, stderr = proc.communicate(timeout=seconds * 5 + 300)
+        if proc.returncode != 0 or not status.exists():
+            raise SystemExit(f"service failed ({proc.returncode}):\n{stderr[-3000:]}")
+        result: dict[str, Any] = json.loads(status.read_text())
+        result["arm_reply"] = armed
+        return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--virtual-seconds", type=float, default=20.0)
+    ap.add_argument("--profile", type=Path, default=ROOT / "hw_profiles/sim-2dof.toml")
+    ap.add_argument("--spin-us", type=float, default=None, help="passed to the service")
+    args = ap.parse_args(argv)
+    prof = load_profile(args.profile)
+    prio, cpu = prof.realtime.priority, prof.realtime.cpu
+
+    # cyclictest for half the time before the service and half after, histograms added: on a
+    # shared machine the load drifts, and bracketing the service run samples the same drift.
+    half = args.seconds / 2
+    before = run_cyclictest(half, prio, cpu)
+    # Armed: the hold controller runs every cycle (compute time includes it). If the service
+    # cannot arm (no controller package), the reply says why and it is measured in IDLE.
+    spin = [] if args.spin_us is None else ["--spin-us", str(args.spin_us)]
+    real = run_service(args.profile, args.seconds, False, spin, arm=True)
+    t = real["timing"]
+    print(f"service (real time): {t}  rt={real.get('rt')}", flush=True)
+    after = run_cyclictest(half, prio, cpu)
+    cyc = cyclictest_summary(
+        [before, after], f"cyclictest -m -p{prio} -i1000 -q -h 20000 -t1 -a{cpu} (2 × {half} s)"
+    )
+    print(f"cyclictest: {cyc}", flush=True)
+    virt = run_service(args.profile, args.virtual_seconds, True, [])
+    speedup = args.virtual_seconds / virt["wall_s"]
+    print(
+        f"service (virtual time): {args.virtual_seconds} s of rig time in {virt['wall_s']:.2f} s",
+        flush=True,
+    )
+
+    wake, comp = t["wake_latency_us"], t["compute_time_us"]
+    ratio = wake["p99"] / cyc["p99"] if "p99" in cyc and cyc["p99"] > 0 else None
+    figures = {
+        "seconds": args.seconds,
+        "cyclictest": cyc,
+        "service": {
+            "cycles": t["cycles"],
+            "wake_latency_us": wake,
+            "compute_time_us": comp,
+            "overruns": t["overruns"],
+            "skipped_cycles": t["skipped_cycles"],
+            "max_consecutive_overruns": t["max_consecutive_overruns"],
+            "state": real["state"],
+            "arm_reply": real.get("arm_reply"),
+            "rt": real.get("rt"),
+        },
+        "p99_ratio": ratio,
+        "p99_ratio_ok": ratio is not None and ratio <= 2.0,
+        "compute_median_us": comp["p50"],
+        "compute_median_ok": comp["p50"] <= 150.0,
+        "compute_p99_us": comp["p99"],
+        "compute_p99_ok": comp["p99"] <= 400.0,
+        "virtual_speedup": speedup,
+        "virtual_speedup_ok": speedup >= 5.0,
+        "load_average": os.getloadavg(),
+    }
+    print(json.dumps(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""Experiment files: a sequence of segments (trajectory + control law + duration + repeats).
+
+An experiment file is TOML; the daq/rigctl parse it and hand the dict to `Experiment.from_dict`
+(this package does no I/O). Angles are degrees in the file (`*_deg`, `*_deg_s`, ...) and radians
+here. The full format, with every trajectory and controller kind, is in docs/controller.md.
+
+    name = "standard-2dof"
+    home_deg = [40.0, 30.0]            # centre of the trajectories, default hold position
+    [[segments]]
+    name = "mfs"
+    duration_s = 10.0                  # one repeat; default: the trajectory's natural length
+    repeats = 6
+    trajectory = { kind = "mfs", base_hz = 0.1, a_deg_s = [[...]], b_deg_s = [[...]] }
+    controller = { kind = "pid_ff" }
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from controller import trajectories as tr
+from controller.pid import PidParams
+from controller.tables import (
+    CONTROLLER_KEYS,
+    ExperimentError,
+    build_law,
+    build_trajectory,
+    pid_overrides,
+    required,
+    to_rad,
+)
+
+__all__ = [
+    "Experiment",
+    "ExperimentError",
+    "Segment",
+    "build_law",
+    "build_trajectory",
+    "sakai_sequential",
+]
+
+
+@dataclass(frozen=True)
+class Segment:
+    name: str
+    trajectory: tr.Trajectory
+    controller: Mapping[str, Any]
+    duration: float  # one repeat, s
+    repeats: int = 1
+
+    @property
+    def total(self) -> float:
+        return self.duration * self.repeats
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    home: tuple[float, ...]  # rad
+    segments: tuple[Segment, ...]
+    description: str = ""
+    #: Top-level `pid` table(s): applied over the rig's gains for every segment, and for the
+    #: runner's own approach and hold moves.
+    pid: Any = None
+    source: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    def gains(self, base: Sequence[PidParams]) -> list[PidParams]:
+        """The rig's gains with this experiment's top-level overrides."""
+        return pid_overrides(base, {"pid": self.pid}, f"experiment {self.name!r}")
+
+    @property
+    def n_joints(self) -> int:
+        return len(self.home)
+
+    @property
+    def duration(self) -> float:
+        return sum(s.total for s in self.segments)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Experiment:
+        unknown = sorted(set(d) - {"name", "description", "home_deg", "segments", "pid"})
+        if unknown:
+            raise ExperimentError(f"experiment: unknown top-level key(s) {unknown}")
+        home = tuple(to_rad(required(d, "home_deg", "experiment")))
+        segs_in = required(d, "segments", "experiment")
+        if not isinstance(segs_in, list) or not segs_in:
+            raise ExperimentError("experiment: 'segments' must be a non-empty list of tables")
+        segs = []
+        for i, s in enumerate(segs_in):
+            where = f"segment {i} ({s.get('name', '?')!r})"
+            bad = sorted(set(s) - {"name", "duration_s", "repeats", "trajectory", "controller"})
+            if bad:
+                raise ExperimentError(f"{where}: unknown key(s) {bad}")
+            dur = s.get("duration_s")
+            if dur is not None and not (isinstance(dur, int | float) and dur > 0):
+                raise ExperimentError(f"{where}: duration_s must be > 0, got {dur!r}")
+            traj = build_trajectory(required(s, "trajectory", where), home, dur, where)
+            if traj.n != len(home):
+                raise ExperimentError(f"{where}: trajectory has {traj.n} joints, home {len(home)}")
+            duration = float(dur) if dur is not None else traj.duration
+            if not duration > 0:
+                raise ExperimentError(f"{where}: needs duration_s (the trajectory has no length)")
+            reps = s.get("repeats", 1)
+            if not isinstance(reps, int) or reps < 1:
+                raise ExperimentError(f"{where}: repeats must be an integer >= 1, got {reps!r}")
+            if reps > 1:
+                q, _, _ = traj.sample(np.array([0.0, duration]))
+                if np.abs(q[0] - q[1]).max() > 1e-6:
+                    raise ExperimentError(
+                        f"{where}: repeats > 1 but the trajectory does not "
+                        f"end where it starts after duration_s={duration}"
+                    )
+            ctrl = dict(required(s, "controller", where))
+            kind = ctrl.get("kind")
+            if kind not in CONTROLLER_KEYS:
+                raise ExperimentError(
+                    f"{where}: unknown controller kind {kind!r}; one of {sorted(CONTROLLER_KEYS)}"
+                )
+            bad = sorted(set(ctrl) - CONTROLLER_KEYS[kind] - {"kind"})
+            if bad:
+                raise ExperimentError(f"{where}: unknown key(s) {bad} for controller '{kind}'")
+            segs.append(Segment(str(s.get("name", f"segment{i}")), traj, ctrl, duration, reps))
+        pid = d.get("pid")
+        if pid is not None:
+            ok = isinstance(pid, Mapping) or (isinstance(pid, list) and len(pid) == len(home))
+            if not ok:
+                raise ExperimentError("experiment: 'pid' must be a table or one table per joint")
+            pid_overrides(
+                [PidParams()] * len(home), {"pid": pid}, "experiment"
+            )  # validate the names
+        return cls(
+            str(d.get("name", "experiment")),
+            home,
+            tuple(segs),
+            str(d.get("description", "")),
+            pid,
+            dict(d),
+        )
+
+
+def sakai_sequential(
+    home_deg: Sequence[float],
+    amplitude_v: float = 0.2,
+    frequency_hz: float = 1.0,
+    step_s: float = 20.0,
+    centering_v_per_rad: float = 2.0,
+) -> dict[str, Any]:
+    """Sakai's protocol as one experiment dict: step 1 drives joint 2 with joint 1 held, step 2
+    drives joint 1 with joint 2 held, step 3 drives both (the estimator stacks all steps)."""
+    n = len(home_deg)
+    steps = (
+        [[0.0, amplitude_v], [amplitude_v, 0.0], [amplitude_v, amplitude_v]]
+        if n == 2
+        else [[amplitude_v]]
+    )
+    segs = [
+        {
+            "name": "settle",
+            "duration_s": 2.0,
+            "trajectory": {"kind": "hold"},
+            "controller": {"kind": "pid"},
+        }
+    ]
+    for k, amp in enumerate(steps, start=1):
+        segs.append(
+            {
+                "name": f"step{k}",
+                "duration_s": step_s,
+                "trajectory": {"kind": "hold"},
+                "controller": {
+                    "kind": "valve_sine",
+                    "amplitude_v": amp,
+                    "frequency_hz": [frequency_hz] * n,
+                    "centering_v_per_rad": [centering_v_per_rad] * n,
+                },
+            }
+        )
+    return {
+        "name": "sakai-sequential",
+        "home_deg": list(home_deg),
+        "segments": segs,
+        "description": "Sakai & Maeshima: hold one joint, drive the other, then both",
+    }

@@ -1,0 +1,329 @@
+"""Control laws: joint reference in, valve volts out. Scalar maths only (no allocation).
+
+Every law has `enable(fb, q_ref)` (bumpless: histories from the measured state),
+`update(t, fb, q_ref, qd_ref, qdd_ref, volts_out)` and `disable()`. Outputs are clamped to each
+joint's `valve_max_v`.
+
+- `PidLaw`: one LinuxCNC PID per joint (`controller.pid`).
+- `FeedforwardPid`: PID + the inverse model's valve command (DESIGN §1.2 / `feedforward`).
+- `GravityCompPD`: Lin eq. 37, τ = −K_D q̇ + K_P (q_d − q) + i(q, q̇) with i the identified gravity
+  and friction torque; a hydraulic joint makes torque through pressure, so the torque demand
+  becomes a force demand F = τ/r closed around the measured force A⁺p⁺ − A⁻p⁻ (gain k_f, V/N).
+- `VelocityLimitedPD`: Lin eq. 34–36, the PD whose velocity demand saturates at V_max (constant
+  velocity over a wide range for a large step), with the incremental output of eq. 35.
+- `ValveSine`: Sakai's open-loop valve excitation v = v0 + A sin 2πft on the driven joints;
+  joints with A = 0 are held by their PID (Sakai's "hold one joint, drive the other").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from controller.feedback import Feedback
+from controller.feedforward import PlantModel
+from controller.limits import JointLimits
+from controller.pid import Pid, PidParams
+from controller.trajectories import Array
+
+
+class _VelocityEstimate:
+    """Backward difference q̇ = (q_k − q_{k−1})/Δt (Lin, after eq. 36), optionally low-passed."""
+
+    def __init__(self, n: int, period: float, cutoff_hz: float) -> None:
+        self.period = period
+        self.alpha = 1.0 - math.exp(-2 * math.pi * cutoff_hz * period) if cutoff_hz > 0 else 1.0
+        self.prev = [0.0] * n
+        self.v = [0.0] * n
+
+    def reset(self, q: Array) -> None:
+        for j in range(len(self.prev)):
+            self.prev[j] = float(q[j])
+            self.v[j] = 0.0
+
+    def update(self, q: Array) -> None:
+        for j in range(len(self.prev)):
+            raw = (q[j] - self.prev[j]) / self.period
+            self.prev[j] = float(q[j])
+            self.v[j] += self.alpha * (raw - self.v[j])
+
+
+class Law:
+    n: int
+    limits: Sequence[JointLimits]
+    saturated_count: int = 0
+    #: Per joint: True where the law has no position reference (open-loop valve drive); the
+    #: runner then reports the measured position as the reference.
+    open_loop: Sequence[bool] = (False, False)
+
+    def enable(self, fb: Feedback, q_ref: Array) -> None:
+        raise NotImplementedError
+
+    def update(
+        self, t: float, fb: Feedback, q_ref: Array, qd_ref: Array, qdd_ref: Array, volts_out: Array
+    ) -> None:
+        raise NotImplementedError
+
+    def disable(self) -> None:
+        """Nothing to release by default."""
+
+    def _clamp(self, j: int, v: float) -> float:
+        lim = self.limits[j].valve_max_v
+        if v > lim:
+            self.saturated_count += 1
+            return lim
+        if v < -lim:
+            self.saturated_count += 1
+            return -lim
+        return v
+
+
+class PidLaw(Law):
+    def __init__(
+        self, gains: Sequence[PidParams], limits: Sequence[JointLimits], period: float
+    ) -> None:
+        if len(gains) != len(limits):
+            raise ValueError("one PidParams and one JointLimits per joint")
+        self.n, self.limits = len(gains), list(limits)
+        self.pids = [Pid(g, period) for g in gains]
+
+    def enable(self, fb: Feedback, q_ref: Array) -> None:
+        for j, pid in enumerate(self.pids):
+            pid.enable(float(q_ref[j]), float(fb.q[j]))
+
+    def disable(self) -> None:
+        for pid in self.pids:
+            pid.disable()
+
+    def update(
+        self, t: float, fb: Feedback, q_ref: Array, qd_ref: Array, qdd_ref: Array, volts_out: Array
+    ) -> None:
+        for j, pid in enumerate(self.pids):
+            volts_out[j] = self._clamp(j, pid.update(q_ref[j], fb.q[j]))
+
+
+class FeedforwardPid(PidLaw):
+    """PID plus the inverse-model valve command for the reference motion.
+
+    `pressure_source="model"` (default) uses only the steady-state closed form: a pure
+    feed-forward, it leaves the loop's stability margin as it is. `"measured"` puts the
+    feedback pressures into the flow model (DESIGN §1.2); that closes a pressure loop through
+    the valve, so the pressures are low-passed at `pressure_filter_hz` (well below the ~8 Hz
+    hydraulic resonance) — unfiltered, it pumps the resonance (see docs/controller.md).
+    A NaN pressure falls back to the model.
+    """
+
+    def __init__(
+        self,
+        gains: Sequence[PidParams],
+        limits: Sequence[JointLimits],
+        period: float,
+        model: PlantModel,
+        pressure_source: str = "model",
+        pressure_filter_hz: float = 1.0,
+    ) -> None:
+        super().__init__(gains, limits, period)
+        if model.n != self.n:
+            raise ValueError(f"plant model has {model.n} joints, the law {self.n}")
+        if pressure_source not in ("measured", "model"):
+            raise ValueError(
+                f"pressure_source must be 'measured' or 'model', not {pressure_source!r}"
+            )
+        self.model, self.source, self.period = model, pressure_source, period
+        self._tau = [0.0] * self.n
+        self._force_prev = [math.nan] * self.n
+        self.ff_volts = [0.0] * self.n
+        self._pc = [math.nan] * self.n
+        self._pr = [math.nan] * self.n
+        self._alpha = (
+            1.0 - math.exp(-2 * math.pi * pressure_filter_hz * period)
+            if pressure_filter_hz > 0
+            else 1.0
+        )
+
+    def enable(self, fb: Feedback, q_ref: Array) -> None:
+        super().enable(fb, q_ref)
+        for j in range(self.n):
+            self._force_prev[j] = math.nan
+            self._pc[j] = float(fb.p_cap[j])
+            self._pr[j] = float(fb.p_rod[j])
+
+    def update(
+        self, t: float, fb: Feedback, q_ref: Array, qd_ref: Array, qdd_ref: Array, volts_out: Array
+    ) -> None:
+        m = self.model
+        m.inverse_dynamics(q_ref, qd_ref, qdd_ref, self._tau)
+        for j, pid in enumerate(self.pids):
+            s, r = m.cylinder(j, q_ref[j])
+            sd = r * qd_ref[j]
+            force = self._tau[j] / r
+            prev = self._force_prev[j]
+            fdot = 0.0 if prev != prev else (force - prev) / self.period  # NaN: first cycle
+            self._force_prev[j] = force
+            pc, pr = self._pc[j], self._pr[j]
+            mc, mr = fb.p_cap[j], fb.p_rod[j]
+            if mc == mc and mr == mr:  # NaN (no channel, or a dropped sample): keep the filter
+                pc = self._pc[j] = mc if pc != pc else pc + self._alpha * (mc - pc)
+                pr = self._pr[j] = mr if pr != pr else pr + self._alpha * (mr - pr)
+            if self.source == "measured" and pc == pc and pr == pr:
+                # Split Ḟ = A⁺ṗ⁺ − A⁻ṗ⁻ evenly: ṗ⁺ = −ṗ⁻ = Ḟ/(A⁺ + A⁻).
+                pdot = fdot / (m.Ac[j] + m.Ar[j])
+                u = m.spool_measured(j, s, sd, pdot, -pdot, pc, pr)
+            else:
+                u = m.spool_steady(j, force, sd)
+            ff = u / m.kv[j]
+            self.ff_volts[j] = ff
+            volts_out[j] = self._clamp(j, pid.update(q_ref[j], fb.q[j]) + ff)
+
+
+class GravityCompPD(Law):
+    """Lin eq. 37 with an inner force loop (see module doc). Gains per joint."""
+
+    def __init__(
+        self,
+        kp: Sequence[float],
+        kd: Sequence[float],
+        kf: Sequence[float],
+        limits: Sequence[JointLimits],
+        period: float,
+        model: PlantModel,
+        velocity_filter_hz: float = 50.0,
+    ) -> None:
+        self.n, self.limits = len(kp), list(limits)
+        if not (len(kd) == len(kf) == len(limits) == self.n == model.n):
+            raise ValueError("kp, kd, kf, limits and the plant model need one entry per joint")
+        self.kp, self.kd, self.kf = list(kp), list(kd), list(kf)
+        self.model = model
+        self.vel = _VelocityEstimate(self.n, period, velocity_filter_hz)
+        self._comp = [0.0] * self.n
+
+    def enable(self, fb: Feedback, q_ref: Array) -> None:
+        self.vel.reset(fb.q)
+
+    def update(
+        self, t: float, fb: Feedback, q_ref: Array, qd_ref: Array, qdd_ref: Array, volts_out: Array
+    ) -> None:
+        self.vel.update(fb.q)
+        qd = self.vel.v
+        self.model.gravity_friction(fb.q, qd, self._comp)
+        for j in range(self.n):
+            tau = -self.kd[j] * qd[j] + self.kp[j] * (q_ref[j] - fb.q[j]) + self._comp[j]
+            _, r = self.model.cylinder(j, fb.q[j])
+            f_meas = self.model.Ac[j] * fb.p_cap[j] - self.model.Ar[j] * fb.p_rod[j]
+            volts_out[j] = self._clamp(j, self.kf[j] * (tau / r - f_meas))
+
+
+class VelocityLimitedPD(Law):
+    """Lin eq. 34–36 per joint:
+
+        q̈*  = K_D (−q̇ + (K_P/K_D) V (q_d − q)),  V = min(1, V_max / ((K_P/K_D) |q_d − q|))
+        out = J q̈* + out_prev − J (q̇ − q̇_prev)/Δt
+
+    K_D = 2√K_P is Lin's usual choice; `j_gain` (V·s²/rad) plays J_i; the output is frozen
+    (not integrated further) while clamped, so it does not wind up against the valve limit.
+
+    Lin's actuator is a torque motor: eq. 35 integrates acceleration into current. A servo
+    valve already commands velocity, so literal eq. 35 adds a second integrator and overshoots.
+    `velocity_ff` (V·s/rad, ≈ 1/valve velocity gain) adds the hydraulic form: the velocity
+    demand of eq. 34, (K_P/K_D)·V·(q_d − q), sent straight to the valve, with eq. 35's
+    increments on top as the correction (J = 0 leaves a velocity-limited P law).
+    """
+
+    def __init__(
+        self,
+        kp: Sequence[float],
+        kd: Sequence[float],
+        vmax: Sequence[float],
+        j_gain: Sequence[float],
+        limits: Sequence[JointLimits],
+        period: float,
+        velocity_filter_hz: float = 0.0,
+        velocity_ff: Sequence[float] | None = None,
+    ) -> None:
+        self.n, self.limits = len(kp), list(limits)
+        self.vff = [0.0] * self.n if velocity_ff is None else [float(x) for x in velocity_ff]
+        if not (len(kd) == len(vmax) == len(j_gain) == len(limits) == len(self.vff) == self.n):
+            raise ValueError("kp, kd, vmax, j_gain and limits need one entry per joint")
+        if min(kp) <= 0 or min(kd) <= 0 or min(vmax) <= 0:
+            raise ValueError("velocity-limited PD needs kp, kd, vmax > 0")
+        self.kp, self.kd, self.vmax, self.jg = list(kp), list(kd), list(vmax), list(j_gain)
+        self.period = period
+        self.vel = _VelocityEstimate(self.n, period, velocity_filter_hz)
+        self._out = [0.0] * self.n
+        self._qd_prev = [0.0] * self.n
+
+    def enable(self, fb: Feedback, q_ref: Array) -> None:
+        self.vel.reset(fb.q)
+        for j in range(self.n):
+            self._out[j] = 0.0
+            self._qd_prev[j] = 0.0
+
+    def update(
+        self, t: float, fb: Feedback, q_ref: Array, qd_ref: Array, qdd_ref: Array, volts_out: Array
+    ) -> None:
+        self.vel.update(fb.q)
+        for j in range(self.n):
+            qd = self.vel.v[j]
+            e = q_ref[j] - fb.q[j]
+            ratio = self.kp[j] / self.kd[j]
+            denom = ratio * abs(e)
+            v_lim = 1.0 if denom <= self.vmax[j] else self.vmax[j] / denom  # eq. 36
+            qd_demand = ratio * v_lim * e
+            qdd_star = self.kd[j] * (qd_demand - qd)  # eq. 34
+            # eq. 35's memory (the increments), then the valve's velocity demand on top.
+            mem = self._out[j] + self.jg[j] * (qdd_star - (qd - self._qd_prev[j]) / self.period)
+            self._qd_prev[j] = qd
+            ff = self.vff[j] * qd_demand
+            clamped = self._clamp(j, ff + mem)
+            self._out[j] = clamped - ff  # keep the memory at what was applied: no wind-up
+            volts_out[j] = clamped
+
+
+class ValveSine(Law):
+    """Open-loop v_j = offset_j + A_j sin(2π f_j t) (Sakai); joints with A_j = 0 are held by PID.
+
+    `centering` (V/rad, default 0 = pure open loop) adds a weak pull towards the reference on
+    driven joints so that flow-gain asymmetry does not walk the joint into a limit.
+    """
+
+    def __init__(
+        self,
+        amplitude: Sequence[float],
+        frequency_hz: Sequence[float],
+        hold_gains: Sequence[PidParams],
+        limits: Sequence[JointLimits],
+        period: float,
+        offset: Sequence[float] | None = None,
+        centering: Sequence[float] | None = None,
+    ) -> None:
+        self.n, self.limits = len(amplitude), list(limits)
+        self.amp = [float(a) for a in amplitude]
+        self.freq = [float(f) for f in frequency_hz]
+        self.offset = [0.0] * self.n if offset is None else [float(x) for x in offset]
+        self.centering = [0.0] * self.n if centering is None else [float(x) for x in centering]
+        if not (len(self.freq) == len(self.offset) == len(self.centering) == len(limits) == self.n):
+            raise ValueError("valve sine: one amplitude, frequency, offset, limit per joint")
+        if any(a != 0 and f <= 0 for a, f in zip(self.amp, self.freq, strict=True)):
+            raise ValueError("valve sine: a driven joint needs frequency_hz > 0")
+        self.hold = PidLaw(hold_gains, limits, period)
+        self.open_loop = [a != 0.0 for a in self.amp]
+
+    def enable(self, fb: Feedback, q_ref: Array) -> None:
+        self.hold.enable(fb, q_ref)
+
+    def disable(self) -> None:
+        self.hold.disable()
+
+    def update(
+        self, t: float, fb: Feedback, q_ref: Array, qd_ref: Array, qdd_ref: Array, volts_out: Array
+    ) -> None:
+        for j in range(self.n):
+            if self.amp[j] == 0.0:
+                v = self.hold.pids[j].update(q_ref[j], fb.q[j])
+            else:
+                v = (
+                    self.offset[j]
+                    + self.amp[j] * math.sin(2 * math.pi * self.freq[j] * t)
+                    + self.centering[j] * (q_ref[j] - fb.q[j])
+                )
+            volts_out[j] = self._clamp(j, v)

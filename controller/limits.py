@@ -1,0 +1,56 @@
+"""Motion and valve limits of one joint, in SI units (the daq builds them from the profile)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class JointLimits:
+    """Position window (rad), velocity (rad/s), acceleration (rad/s²) and valve command (V)."""
+
+    position_min: float
+    position_max: float
+    max_velocity: float
+    max_acceleration: float
+    valve_max_v: float
+
+    def __post_init__(self) -> None:
+        for name in (
+            "position_min",
+            "position_max",
+            "max_velocity",
+            "max_acceleration",
+            "valve_max_v",
+        ):
+            v = getattr(self, name)
+            if not isinstance(v, int | float) or not math.isfinite(v):
+                raise ValueError(f"JointLimits.{name} must be a finite number, got {v!r}")
+        if not self.position_max > self.position_min:
+            raise ValueError(
+                f"JointLimits: position_max ({self.position_max}) must exceed "
+                f"position_min ({self.position_min})"
+            )
+        for name in ("max_velocity", "max_acceleration", "valve_max_v"):
+            if getattr(self, name) <= 0.0:
+                raise ValueError(f"JointLimits.{name} must be > 0, got {getattr(self, name)}")
+
+    @classmethod
+    def from_degrees(
+        cls,
+        soft_min_deg: float,
+        soft_max_deg: float,
+        max_velocity_deg_s: float,
+        max_acceleration_deg_s2: float,
+        valve_max_v: float,
+    ) -> JointLimits:
+        """From the profile's units (degrees)."""
+        r = math.radians
+        return cls(
+            r(soft_min_deg),
+            r(soft_max_deg),
+            r(max_velocity_deg_s),
+            r(max_acceleration_deg_s2),
+            float(valve_max_v),
+        )

@@ -1,0 +1,290 @@
+"""Command handler: what each command of the command socket does (docs/protocol.md).
+
+`ControlApi.handle(cmd, args, client)` runs on the command server's thread, never on the loop's.
+Everything expensive or allocating — parsing and checking an experiment against the profile's
+limits, building a runner, building new PID gains — happens here; the loop receives a finished
+object through its single-slot mailbox and only swaps it in at the start of a cycle. `estop`
+therefore acts in the very next cycle after the request arrives.
+
+Refusals raise `CommandError(code, message)` with the protocol's codes: `invalid_state` (the
+state machine says no), `rejected` (well formed but refused: limits, soft limits, unknown joint
+content), `bad_args`, `recorder_error`, `internal` (the loop did not answer).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from daq.commands.errors import CommandError
+from daq.loop import Loop
+from daq.mailbox import MailboxTimeout
+from daq.profile.schema import Profile
+from daq.state import Action, refusal
+
+log = logging.getLogger(__name__)
+
+#: How long a command waits for the loop (it answers within a cycle when it runs).
+LOOP_TIMEOUT_S = 1.0
+
+
+class RecorderLike(Protocol):
+    def start(self, run_name: str | None = None) -> Any: ...
+
+    def stop(self) -> Any: ...
+
+    def event(self, kind: str, **payload: Any) -> None: ...
+
+    @property
+    def stats(self) -> Any: ...
+
+
+# ------------------------------------------------------------------ controller glue
+
+
+def joint_gains(profile: Profile) -> list[Any]:
+    """`controller.pid.PidParams` per joint from `[joints.pid]`."""
+    from controller.pid import PidParams
+
+    return [PidParams.from_mapping(j.pid) for j in profile.joints]
+
+
+def joint_limits(profile: Profile) -> list[Any]:
+    """`controller.limits.JointLimits` per joint from `[joints.limits]` (degrees → rad)."""
+    from controller.limits import JointLimits
+
+    return [
+        JointLimits.from_degrees(
+            j.limits.soft_min_deg,
+            j.limits.soft_max_deg,
+            j.limits.max_velocity_deg_s,
+            j.limits.max_acceleration_deg_s2,
+            j.limits.valve_max_v,
+        )
+        for j in profile.joints
+    ]
+
+
+def make_hold_runner(profile: Profile, gains: Sequence[Any]) -> Any:
+    from controller.runner import HoldRunner
+
+    return HoldRunner(gains, joint_limits(profile), profile.period)
+
+
+def controller_available() -> bool:
+    try:
+        import controller.runner  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def describe_profile(profile: Profile, loop: Loop) -> dict[str, Any]:
+    """Channels, joints with their limits and gains, interlocks, layout: what `describe`
+    returns and what telemetry's `meta` carries beside the columns."""
+    return {
+        "rig": profile.rig.id,
+        "description": profile.rig.description,
+        "period": profile.period,
+        "virtual_time": loop.virtual_time,
+        "backend": profile.backend.kind,
+        "columns": loop.layout.to_dict(),
+        "channels": [
+            {
+                "name": c.name,
+                "role": c.role,
+                "joint": c.joint,
+                "direction": "output" if c.is_output else "input",
+                "units": c.scaling.units,
+                "valid_min": c.valid_min,
+                "valid_max": c.valid_max,
+                "null_volts": c.null_volts if c.is_output else None,
+            }
+            for c in profile.channels
+        ],
+        "joints": [
+            {
+                "name": j.name,
+                "home_deg": j.home_deg,
+                "limits": j.limits.model_dump(),
+                "pid": j.pid.model_dump(),
+            }
+            for j in profile.joints
+        ],
+        "interlocks": profile.interlocks.model_dump(),
+    }
+
+
+# ------------------------------------------------------------------ the handler
+
+
+class ControlApi:
+    def __init__(
+        self,
+        loop: Loop,
+        *,
+        status: Callable[[], dict[str, Any]] | None = None,
+        recorder: RecorderLike | None = None,
+        on_describe: Callable[[], None] | None = None,
+        params: Any | None = None,
+    ) -> None:
+        """`status`: the service's full status (defaults to the loop's); `recorder`: for
+        record_start/stop; `on_describe`: e.g. telemetry's `request_meta`; `params`: plant
+        parameters for model-based experiment segments (None: such segments are refused)."""
+        self.loop = loop
+        self.profile = loop.profile
+        self._status = status or loop.status
+        self.recorder = recorder
+        self.on_describe = on_describe
+        self.params = params
+        self.gains: list[Any] | None = joint_gains(self.profile) if controller_available() else None
+        self._handlers: dict[str, Callable[[dict[str, Any], Any], dict[str, Any]]] = {
+            "status": lambda a, c: self._status(),
+            "describe": self._describe,
+            "arm": lambda a, c: self._transition("arm", None),
+            "disarm": lambda a, c: self._transition("disarm", None),
+            "stop": lambda a, c: self._transition("stop", None),
+            "reset": lambda a, c: self._transition("reset", None),
+            "estop": self._estop,
+            "run": self._run,
+            "set_gains": self._set_gains,
+            "record_start": self._record_start,
+            "record_stop": self._record_stop,
+        }
+
+    def handle(self, cmd: str, args: dict[str, Any], client: Any = None) -> dict[str, Any]:
+        fn = self._handlers.get(cmd)
+        if fn is None:
+            raise CommandError("unknown_command", f"unknown command '{cmd[:64]}'")
+        return fn(args, client)
+
+    # -------------------------------------------------------------- loop commands
+
+    def _call_loop(self, kind: str, payload: Any = None) -> dict[str, Any]:
+        try:
+            req = self.loop.request(kind, payload, timeout=LOOP_TIMEOUT_S)
+        except MailboxTimeout as exc:
+            raise CommandError("internal", f"{kind}: {exc}") from None
+        if not req.ok:
+            raise CommandError(req.data.get("code", "rejected"), req.reason)
+        return {"state": req.data.get("state"), "seq": req.data.get("seq")}
+
+    def _transition(self, kind: str, payload: Any) -> dict[str, Any]:
+        reason = refusal(self.loop.state, Action[kind.upper()])
+        if reason is not None:  # answered without bothering the loop
+            raise CommandError("invalid_state", reason)
+        return self._call_loop(kind, payload)
+
+    def _estop(self, args: dict[str, Any], client: Any) -> dict[str, Any]:
+        who = getattr(client, "name", "local")
+        reason = str(args.get("reason") or "")
+        log.warning("E-STOP requested by %s%s", who, f": {reason}" if reason else "")
+        return self._call_loop("estop", f"by {who}" + (f": {reason}" if reason else ""))
+
+    def _run(self, args: dict[str, Any], client: Any) -> dict[str, Any]:
+        reason = refusal(self.loop.state, Action.RUN)
+        if reason is not None:
+            raise CommandError("invalid_state", reason)
+        if self.gains is None:
+            raise CommandError("rejected", "run: the controller package is not available")
+        from controller.experiment import Experiment, ExperimentError
+        from controller.runner import ExperimentRunner
+
+        limits = joint_limits(self.profile)
+        try:
+            exp = Experiment.from_dict(args["experiment"])
+        except (ExperimentError, ValueError, TypeError, KeyError) as exc:
+            raise CommandError("rejected", f"run: experiment: {exc}") from None
+        if exp.n_joints != len(limits):
+            raise CommandError(
+                "rejected", f"run: the experiment has {exp.n_joints} joints, the rig {len(limits)}"
+            )
+        violations = self._check(exp, limits)
+        if violations:
+            more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
+            raise CommandError(
+                "rejected", f"run: outside the profile's limits: {violations[0]}{more}"
+            )
+        try:
+            runner = ExperimentRunner(exp, self.gains, limits, self.profile.period, self.params)
+        except (ExperimentError, ValueError) as exc:
+            raise CommandError("rejected", f"run: {exc}") from None
+        out = self._call_loop("run", runner)
+        out["experiment"] = getattr(exp, "name", "")
+        out["duration_s"] = float(getattr(runner, "total_duration", 0.0))
+        return out
+
+    def _check(self, exp: Any, limits: list[Any]) -> list[Any]:
+        try:
+            from controller.checks import check_experiment
+        except ImportError:  # older controller: no limit checker; the loop's interlocks remain
+            log.warning("controller.checks not available: experiment limits not pre-checked")
+            return []
+        return list(check_experiment(exp, limits, self.params))
+
+    def _set_gains(self, args: dict[str, Any], client: Any) -> dict[str, Any]:
+        if self.gains is None:
+            raise CommandError("rejected", "set_gains: the controller package is not available")
+        names = [j.name for j in self.profile.joints]
+        joint = args["joint"]
+        if joint not in names:
+            raise CommandError("bad_args", f"set_gains: no joint '{joint}' (joints: {names})")
+        j = names.index(joint)
+        try:
+            new = dataclasses.replace(
+                self.gains[j], **{k: float(v) for k, v in args["gains"].items()}
+            )
+        except (TypeError, ValueError) as exc:
+            raise CommandError("bad_args", f"set_gains: {exc}") from None
+        gains = list(self.gains)
+        gains[j] = new
+        out = self._call_loop("set_gains", make_hold_runner(self.profile, gains))
+        self.gains = gains
+        out["joint"] = joint
+        out["gains"] = dataclasses.asdict(new)
+        return out
+
+    # -------------------------------------------------------------- other commands
+
+    def _describe(self, args: dict[str, Any], client: Any) -> dict[str, Any]:
+        if self.on_describe is not None:
+            self.on_describe()
+        out = describe_profile(self.profile, self.loop)
+        if self.gains is not None:
+            out["gains"] = [dataclasses.asdict(g) for g in self.gains]
+        return out
+
+    def _record_start(self, args: dict[str, Any], client: Any) -> dict[str, Any]:
+        if self.recorder is None:
+            raise CommandError("recorder_error", "record_start: recording is not available")
+        try:
+            path = self.recorder.start(args.get("name"))
+        except (RuntimeError, ValueError, OSError) as exc:
+            raise CommandError("recorder_error", f"record_start: {exc}") from None
+        stats = self.recorder.stats
+        if getattr(stats, "error", None):
+            raise CommandError("recorder_error", f"record_start: {stats.error}")
+        if args.get("note"):
+            self.recorder.event("note", text=args["note"])
+        return {"path": str(path)}
+
+    def _record_stop(self, args: dict[str, Any], client: Any) -> dict[str, Any]:
+        if self.recorder is None:
+            raise CommandError("recorder_error", "record_stop: recording is not available")
+        stats = self.recorder.stop()
+        return recorder_stats_dict(stats)
+
+
+def recorder_stats_dict(stats: Any) -> dict[str, Any]:
+    if stats is None:
+        return {}
+    if dataclasses.is_dataclass(stats) and not isinstance(stats, type):
+        d = dataclasses.asdict(stats)
+    else:
+        d = dict(stats)
+    return {
+        k: (str(v) if v is not None and not isinstance(v, int | float | str | bool) else v)
+        for k, v in d.items()
+    }

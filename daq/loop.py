@@ -1,0 +1,374 @@
+"""The 1 kHz loop: wait ► read ► scale ► interlocks ► controller ► write ► publish the row.
+
+One thread runs `Loop.run()`. Per cycle it allocates nothing: the backend reads straight into
+the claimed ring row's raw slice (a view made once per ring slot), scaling writes into the row's
+eng slice, the runner fills preallocated per-joint arrays, and the header fields are scalar
+stores. Anything rare — a command, a state change, a trip — may allocate; it happens in a cycle
+or two per run, not in the steady state (tests/loop/test_alloc.py checks with tracemalloc).
+
+Pacing, in order of preference:
+- hardware-paced backend: `backend.wait_next_cycle()` blocks on the device clock and says how
+  many sample clocks were missed;
+- real time: absolute deadlines `start + k·period` on `time.monotonic_ns()`, never
+  `sleep(period)`, so that the loop's rate does not drift with its own compute time;
+- virtual time: no waiting at all; `backend.advance(period)` moves the simulated plant after the
+  outputs are written, and `t = seq·period`.
+A cycle that ends after the next deadline is an overrun; the deadlines already past are skipped
+(counted, and `t` jumps) instead of being run back to back, which would feed the controller a
+burst of stale-timed samples.
+
+Garbage collection: after set-up the loop calls `gc.collect(); gc.freeze(); gc.disable()`.
+`freeze` moves every object made during set-up (profile, buffers, views) out of the collector's
+reach, so the young-generation collections that the service's housekeeping thread runs outside
+the loop (`Loop.collect_garbage`) only scan what other threads made since — tens of µs that
+cannot land in the middle of a cycle by surprise, as an automatic collection triggered by an
+allocation threshold could. The steady-state loop allocates nothing that needs collecting.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+import time
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from daq.backends.base import Backend, BackendStatus
+from daq.feedback_map import FeedbackMap
+from daq.interlocks import Interlocks, Trip, TripInfo
+from daq.loop_commands import LoopCommands, Runner
+from daq.mailbox import Mailbox, Request
+from daq.profile.schema import Profile
+from daq.ring import SampleRing
+from daq.sample_layout import SampleLayout
+from daq.scaling import ChannelScaler
+from daq.state import LATCHED_STATES, LIVE_STATES, State
+from daq.timing import LoopTiming
+
+log = logging.getLogger(__name__)
+
+#: Ring capacity: 16 s of rows at 1 kHz, the recorder's slack for a slow disk.
+DEFAULT_RING_CAPACITY = 1 << 14
+
+
+class LoopError(RuntimeError):
+    """The loop stopped because of an exception inside a cycle."""
+
+
+class Loop(LoopCommands):
+    def __init__(
+        self,
+        profile: Profile,
+        backend: Backend,
+        *,
+        hold: Runner | None = None,
+        virtual_time: bool = False,
+        ring_capacity: int = DEFAULT_RING_CAPACITY,
+        spin_us: float = 0.0,
+    ) -> None:
+        self.profile = profile
+        self.backend = backend
+        self.virtual_time = virtual_time
+        self.period = profile.period
+        self.period_ns = round(self.period * 1e9)
+        self.spin_ns = round(spin_us * 1000)
+        self.layout = SampleLayout.from_profile(profile)
+        self.ring = SampleRing(ring_capacity, self.layout.width)
+        inputs = profile.inputs
+        if backend.n_inputs != len(inputs) or backend.n_outputs != len(profile.outputs):
+            raise ValueError(
+                f"backend has {backend.n_inputs} inputs/{backend.n_outputs} outputs, the profile "
+                f"{len(inputs)}/{len(profile.outputs)}"
+            )
+        self.scaler = ChannelScaler(inputs)
+        self.fbmap = FeedbackMap(profile)
+        self.fb = self.fbmap.new_feedback()
+        self.interlocks = Interlocks(profile)
+        self.timing = LoopTiming(self.period)
+        self.mailbox = Mailbox()
+        #: State changes and trips for the recorder/telemetry, drained by the service.
+        self.events: deque[dict[str, Any]] = deque(maxlen=1024)
+        lay = self.layout
+        raw_s, eng_s, cmd_s, ref_s = (lay.span(r) for r in ("raw", "eng", "cmd", "ref"))
+        # Per-slot views, made once, so the cycle never creates an array.
+        data = self.ring.data
+        self._raw = [data[i, raw_s] for i in range(ring_capacity)]
+        self._eng = [data[i, eng_s] for i in range(ring_capacity)]
+        self._cmd = [data[i, cmd_s] for i in range(ring_capacity)]
+        self._ref_rows = [data[i, ref_s] for i in range(ring_capacity)]
+        nj = len(profile.joints)
+        self.null = self.fbmap.null_volts.copy()
+        self.volts = self.null.copy()  # per output channel, what is written
+        self.prev_volts = self.null.copy()
+        self.joint_volts = np.zeros(nj)
+        self.ref = np.full(nj, np.nan)
+        self.ref_prev = np.full(nj, np.nan)
+        self.ref_velocity = np.zeros(nj)
+        self._ref_fresh = True  # first step after enable: no reference velocity yet
+        self.hold = hold
+        self.active: Runner | None = None
+        self.state = State.IDLE
+        self.fault: TripInfo | None = None
+        self.seq = 0
+        self.t = 0.0
+        self.last_flags = 0
+        self.cycles = 0  # heartbeat for the watchdog
+        self.error: BaseException | None = None
+        self._pending_trip: Trip = Trip.NONE
+        self._stop = threading.Event()
+        self.finished = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.rt_setup: Any = None  # called in the loop thread before the first cycle
+        self.started_ns = self.stopped_ns = 0  # monotonic wall clock around run()
+
+    # ------------------------------------------------------------------ public, any thread
+
+    def start(self, duration: float | None = None) -> threading.Thread:
+        self._thread = threading.Thread(
+            target=self._thread_main, args=(duration,), name="rig-loop", daemon=True
+        )
+        self._thread.start()
+        return self._thread
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def join(self, timeout: float | None = None) -> bool:
+        if self._thread is not None:
+            self._thread.join(timeout)
+            return not self._thread.is_alive()
+        return True
+
+    def request(self, kind: str, payload: Any = None, timeout: float = 1.0) -> Request:
+        """Hand a command to the loop; it acts on it at the start of its next cycle."""
+        return self.mailbox.call(kind, payload, timeout)
+
+    def status(self) -> dict[str, Any]:
+        fault = self.fault
+        return {
+            "state": self.state.name,
+            "fault": fault.to_dict() if fault is not None else None,
+            "seq": self.seq,
+            "t": self.t,
+            "virtual_time": self.virtual_time,
+            "wall_s": ((self.stopped_ns or time.monotonic_ns()) - self.started_ns) * 1e-9
+            if self.started_ns
+            else 0.0,
+            "clamped_cycles": self.interlocks.clamped,
+            "flags": self.last_flags,
+            "runner": self._runner_progress(),
+            "timing": self.timing.snapshot(),
+        }
+
+    def _runner_progress(self) -> dict[str, Any] | None:
+        runner = self.active
+        if runner is None:
+            return None
+        out: dict[str, Any] = {"kind": type(runner).__name__}
+        for name in ("segment_index", "segment_name", "elapsed", "total_duration"):
+            value = getattr(runner, name, None)
+            if isinstance(value, int | float | str):
+                out[name] = value
+        return out
+
+    def warm_up(self) -> None:
+        """One read and one null write outside the loop, before timing matters: the first call
+        into a backend may compile (numba) or open lazily, which must not count as overruns."""
+        scratch = np.zeros(self.backend.n_inputs)
+        self.backend.read(0.0, scratch)
+        self.backend.write_null()
+
+    @staticmethod
+    def collect_garbage() -> None:
+        """Young-generation collection, for the housekeeping thread (never the loop)."""
+        gc.collect(1)
+
+    # ------------------------------------------------------------------ the loop thread
+
+    def _thread_main(self, duration: float | None) -> None:
+        try:
+            self.run(duration)
+        except BaseException as exc:  # recorded for the service's exit code
+            self.error = exc
+
+    def run(self, duration: float | None = None) -> None:
+        """Run cycles until `stop()` or `duration` seconds of loop time; outputs null at exit."""
+        if self.rt_setup is not None:
+            self.rt_setup()
+        end_k = None if duration is None else max(0, round(duration / self.period))
+        gc.collect()
+        gc.freeze()
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        self.started_ns = time.monotonic_ns()
+        try:
+            if self.backend.paced_by_hardware and not self.virtual_time:
+                self._run_hardware(end_k)
+            elif self.virtual_time:
+                self._run_virtual(end_k)
+            else:
+                self._run_realtime(end_k)
+        except BaseException as exc:
+            self.backend.write_null()
+            self._enter_latched(State.FAULT, TripInfo(Trip.LOOP_ERROR, repr(exc), 0.0, 0.0))
+            log.exception("loop stopped by an exception in cycle %d", self.seq)
+            raise LoopError(f"cycle {self.seq}: {exc!r}") from exc
+        finally:
+            self.backend.write_null()
+            self.stopped_ns = time.monotonic_ns()
+            if gc_was_enabled:
+                gc.enable()
+            self.finished.set()
+
+    def _run_virtual(self, end_k: int | None) -> None:
+        period, timing, advance = self.period, self.timing, self.backend.advance
+        k = 0
+        while not self._stop.is_set() and (end_k is None or k < end_k):
+            timing.record(0, self._cycle(self.seq * period, 0))
+            advance(period)
+            k += 1
+
+    def _run_realtime(self, end_k: int | None) -> None:
+        period_ns, timing, spin_ns = self.period_ns, self.timing, self.spin_ns
+        clock, sleep = time.monotonic_ns, time.sleep
+        start = clock() + period_ns
+        k = 0
+        while not self._stop.is_set() and (end_k is None or k < end_k):
+            deadline = start + k * period_ns
+            now = clock()
+            # Sleep to the deadline (minus the spin margin) and spin the rest. Python's
+            # time.sleep is clock_nanosleep on CLOCK_MONOTONIC; with SCHED_FIFO and 1 ns timer
+            # slack it wakes within the kernel's latency (10–30 µs here). Spinning the last
+            # `spin_us` hides that and the interpreter's wake-up cost for a few % of a CPU; the
+            # service spins 50 µs (daq/service.py DEFAULT_SPIN_US; bench/loop_timing.py).
+            if deadline - now > spin_ns:
+                sleep((deadline - now - spin_ns) * 1e-9)
+            now = clock()
+            while now < deadline:
+                now = clock()
+            timing.record(now - deadline, self._cycle((deadline - start) * 1e-9, now - deadline))
+            end = clock()
+            k += 1
+            late = end - (start + k * period_ns)
+            if late > 0:
+                missed = late // period_ns + 1
+                k += missed
+                self._overrun(missed)
+            else:
+                timing.record_on_time()
+
+    def _run_hardware(self, end_k: int | None) -> None:
+        period_ns, timing, clock = self.period_ns, self.timing, time.monotonic_ns
+        wait = self.backend.wait_next_cycle
+        k = -1
+        first = 0
+        while not self._stop.is_set() and (end_k is None or k + 1 < end_k):
+            missed = wait()
+            now = clock()
+            k += 1 + missed
+            if first == 0:
+                first = now - k * period_ns
+            if missed > 0:
+                self._overrun(missed)
+            else:
+                timing.record_on_time()
+            # Wake latency against the device clock as seen on the monotonic clock (drift
+            # between the two is negligible over the statistics window).
+            wake = max(0, now - (first + k * period_ns))
+            timing.record(wake, self._cycle(k * self.period, wake))
+
+    def _overrun(self, missed: int) -> None:
+        run = self.timing.record_overrun(missed)
+        limit = self.profile.interlocks.overrun_limit
+        if limit and run >= limit and self.state not in LATCHED_STATES:
+            self._pending_trip = Trip.OVERRUN
+
+    # ------------------------------------------------------------------ one cycle
+
+    def _cycle(self, t: float, wake_ns: int) -> int:
+        """One cycle at loop time `t`; returns its compute time (read → outputs written), ns."""
+        ring, backend, il = self.ring, self.backend, self.interlocks
+        c0 = time.monotonic_ns()
+        slot = ring.published & ring.mask
+        raw, eng = self._raw[slot], self._eng[slot]
+        self.t = t
+        il.begin_cycle()
+        if backend.read(t, raw) != BackendStatus.OK and self.profile.interlocks.backend_error:
+            il.trip(Trip.BACKEND_READ, "read returned ERROR")
+        self.scaler.scale(raw, eng)
+        self.fbmap.fill(eng, self.fb, t)
+        if self._pending_trip:
+            il.trip(
+                self._pending_trip,
+                "",
+                self.timing.consecutive_overruns,
+                self.profile.interlocks.overrun_limit,
+            )
+            self._pending_trip = Trip.NONE
+        req = self.mailbox.take()
+        if req is not None:
+            self._handle(req)
+        il.check_inputs(eng, backend.channel_fault)
+        volts = self.volts
+        if self.state in LIVE_STATES:
+            il.check_position(self.fb.q)
+            if il.first is None:
+                self._step_runner()
+        if il.first is not None and self.state not in LATCHED_STATES:
+            self._enter_latched(State.FAULT, il.first)
+        if self.state not in LIVE_STATES:
+            np.copyto(volts, self.null)
+        if backend.write(t, volts) != BackendStatus.OK:
+            backend.write_null()
+            np.copyto(volts, self.null)
+            if self.profile.interlocks.backend_error and self.state not in LATCHED_STATES:
+                il.trip(Trip.BACKEND_WRITE, "write returned ERROR")
+                self._enter_latched(State.FAULT, il.first)  # type: ignore[arg-type]
+        np.copyto(self.prev_volts, volts)
+        compute = time.monotonic_ns() - c0
+        row = ring.rows[slot]
+        row[0] = self.seq
+        row[1] = t
+        row[2] = self.state
+        fault = self.fault
+        row[3] = 0 if fault is None else fault.code
+        row[4] = il.flags
+        row[5] = wake_ns * 1e-9
+        row[6] = compute * 1e-9
+        np.copyto(self._cmd[slot], volts)
+        np.copyto(self._ref_rows[slot], self.ref)
+        self.last_flags = il.flags
+        ring.publish()
+        self.seq += 1
+        self.cycles += 1
+        return compute
+
+    def _step_runner(self) -> None:
+        runner = self.active
+        if runner is None:  # cannot happen by construction; never drive valves without a law
+            self.interlocks.trip(Trip.CONTROLLER_ERROR, "no active runner in a live state")
+            return
+        try:  # free when nothing is raised (CPython 3.11 zero-cost exceptions)
+            running = runner.step(self.fb, self.ref, self.joint_volts)
+        except Exception as exc:
+            # A broken control law must not take the safety layer down with it: the valves go
+            # to null in this cycle and the loop keeps reading, recording and answering.
+            self.interlocks.trip(Trip.CONTROLLER_ERROR, f"step: {exc!r}")
+            return
+        self.fbmap.to_channels(self.joint_volts, self.volts)
+        if self._ref_fresh:
+            self.ref_velocity.fill(0.0)
+            self._ref_fresh = False
+        else:
+            np.subtract(self.ref, self.ref_prev, out=self.ref_velocity)
+            np.multiply(self.ref_velocity, 1.0 / self.period, out=self.ref_velocity)
+        np.copyto(self.ref_prev, self.ref)
+        self.interlocks.check_following(self.fb.q, self.ref, self.ref_velocity)
+        self.interlocks.limit_outputs(self.volts, self.prev_volts)
+        if not running and self.state == State.RUNNING and self.interlocks.first is None:
+            self._event("experiment_done")
+            self._set_state(State.ARMED)
+            self._hold_or_fault()

@@ -1,0 +1,103 @@
+"""Real-time setup of the loop thread: SCHED_FIFO, mlockall, CPU affinity, timer slack.
+
+Everything here is best effort. A development laptop or a container without CAP_SYS_NICE /
+CAP_IPC_LOCK runs the same loop with worse timing; that deserves one clear warning naming what
+could not be had, not a crash (ros2_control_node behaves the same way).
+
+`sched_setscheduler(0, …)`, `sched_setaffinity(0, …)` and `prctl(PR_SET_TIMERSLACK)` act on the
+*calling thread* on Linux, so `apply()` must run in the loop thread itself. `mlockall` is
+process-wide.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import os
+import resource
+from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
+
+MCL_CURRENT = 1
+MCL_FUTURE = 2
+PR_SET_TIMERSLACK = 29
+
+
+@dataclass(frozen=True)
+class RtSettings:
+    #: SCHED_FIFO priority (1–99); 0 = leave the normal scheduler.
+    priority: int = 0
+    #: CPU to pin the loop thread to; -1 = any.
+    cpu: int = -1
+    lock_memory: bool = False
+
+
+@dataclass
+class RtReport:
+    applied: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {"applied": list(self.applied), "failed": list(self.failed)}
+
+
+def _libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+
+
+def _lock_memory(report: RtReport) -> None:
+    libc = _libc()
+    if libc is None or not hasattr(libc, "mlockall"):
+        report.failed.append("mlockall: libc not available")
+        return
+    soft, _hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    # With MCL_FUTURE and a finite RLIMIT_MEMLOCK, every later allocation beyond the limit fails
+    # with ENOMEM (a MemoryError in the middle of a run). Without CAP_IPC_LOCK (root has it) and
+    # an unlimited limit, lock nothing and say so rather than arm that trap.
+    if soft != resource.RLIM_INFINITY and os.geteuid() != 0:
+        report.failed.append(
+            f"mlockall: RLIMIT_MEMLOCK is {soft} bytes (needs unlimited or root); memory not locked"
+        )
+        return
+    if libc.mlockall(MCL_CURRENT | MCL_FUTURE) != 0:
+        err = ctypes.get_errno()
+        report.failed.append(f"mlockall: {os.strerror(err)}")
+    else:
+        report.applied.append("mlockall(MCL_CURRENT|MCL_FUTURE)")
+
+
+def apply(settings: RtSettings) -> RtReport:
+    """Apply `settings` to the calling thread; log ONE warning listing whatever failed."""
+    report = RtReport()
+    if settings.cpu >= 0:
+        try:
+            os.sched_setaffinity(0, {settings.cpu})
+            report.applied.append(f"affinity cpu {settings.cpu}")
+        except OSError as exc:
+            report.failed.append(f"affinity cpu {settings.cpu}: {exc.strerror}")
+    if settings.lock_memory:
+        _lock_memory(report)
+    if settings.priority > 0:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(settings.priority))
+            report.applied.append(f"SCHED_FIFO priority {settings.priority}")
+        except (OSError, AttributeError) as exc:
+            report.failed.append(f"SCHED_FIFO {settings.priority}: {exc}")
+    # Normal threads get 50 µs of timer slack: their sleeps may end that late on purpose.
+    libc = _libc()
+    if libc is not None and libc.prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0) == 0:
+        report.applied.append("timer slack 1 ns")
+    if report.failed:
+        log.warning(
+            "real-time setup incomplete, running anyway with worse timing: %s",
+            "; ".join(report.failed),
+        )
+    elif report.applied:
+        log.info("real-time setup: %s", ", ".join(report.applied))
+    return report

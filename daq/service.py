@@ -1,0 +1,183 @@
+"""`rig-daq`: the service. Profile → backend → loop, plus recorder, telemetry, command socket and
+systemd notification around it, in one process with one real-time thread.
+
+    python -m daq.service --profile hw_profiles/sim-2dof.toml [--virtual-time] [--duration S]
+                          [--record] [--run-dir DIR] [-v]
+
+Threads: `rig-loop` (the 1 kHz loop, real-time priority), `rig-housekeeping` (forwards the loop's
+events to the recorder and telemetry, logs overruns at most once a second, collects garbage
+outside the loop), and those of the parts it wires (recorder writer, telemetry publisher,
+command server, systemd watchdog feeder), all wired by `daq.service_core.Service`.
+
+Exit: SIGTERM, SIGINT or the end of `--duration` stop the loop (valves to null), drain the
+recorder, close the backend; the exit code is 0 unless the loop itself failed (an exception in a
+cycle, or a loop that would not stop) — a latched interlock FAULT is the rig doing its job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from daq import rt
+from daq.backends.base import BackendError
+from daq.profile.loader import ProfileError, load_profile
+from daq.profile.schema import Profile
+from daq.service_core import DEFAULT_SPIN_US, Service
+from daq.service_parts import optional
+
+__all__ = ["Service", "build_parser", "main"]
+
+log = logging.getLogger("daq.service")
+
+
+# ---------------------------------------------------------------------- command line
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rig-daq", description=__doc__.split("\n\n")[0])
+    p.add_argument("--profile", required=True, help="hardware profile (TOML)")
+    p.add_argument(
+        "--virtual-time",
+        action="store_true",
+        help="no waiting: the simulated plant advances one period per cycle",
+    )
+    p.add_argument(
+        "--duration", type=float, default=None, help="stop after this many seconds of loop time"
+    )
+    p.add_argument("--record", action="store_true", help="record from the first cycle")
+    p.add_argument("--run-dir", default=None, help="recording directory (overrides the profile)")
+    p.add_argument("--rt-priority", type=int, default=None, help="SCHED_FIFO priority (0 = off)")
+    p.add_argument("--cpu", type=int, default=None, help="pin the loop thread (-1 = any)")
+    p.add_argument("--no-mlock", action="store_true", help="do not lock memory")
+    p.add_argument(
+        "--spin-us",
+        type=float,
+        default=DEFAULT_SPIN_US,
+        help=f"sleep until this many µs before each deadline, then busy-wait (real time only; "
+        f"default {DEFAULT_SPIN_US:g}; 0 = pure sleep)",
+    )
+    p.add_argument("--no-network", action="store_true", help="no telemetry, no command socket")
+    p.add_argument("--telemetry", default=None, help="telemetry endpoint (overrides the profile)")
+    p.add_argument("--commands", default=None, help="command endpoint (overrides the profile)")
+    p.add_argument(
+        "--params", default=None, help="plant-parameter file (TOML) for model-based experiments"
+    )
+    p.add_argument(
+        "--status-out",
+        default=None,
+        help="write the final status (timing statistics) as JSON here at exit",
+    )
+    p.add_argument("-v", "--verbose", action="count", default=0)
+    return p
+
+
+def _rt_settings(args: argparse.Namespace, profile: Profile) -> rt.RtSettings | None:
+    explicit = args.rt_priority is not None or args.cpu is not None
+    if args.virtual_time and not explicit:
+        # Virtual time never sleeps: at SCHED_FIFO, pinned, it would hold a CPU at 100 % for
+        # the whole run, and its timing is meaningless anyway.
+        return None
+    r = profile.realtime
+    priority = r.priority if args.rt_priority is None else args.rt_priority
+    cpu = r.cpu if args.cpu is None else args.cpu
+    lock = r.lock_memory and not args.no_mlock and not args.virtual_time
+    return rt.RtSettings(priority=priority, cpu=cpu, lock_memory=lock)
+
+
+def _load_params(path: str, profile: Profile) -> Any:
+    """A plant-parameter file; keys it lacks come from the profile's [plant] (if any)."""
+    import tomllib
+
+    from controller.paramfile import load_params
+    from daq.profile.plant import plant_params
+
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    return load_params(data, plant_params(profile) if profile.plant is not None else None)
+
+
+def _configure_logging(verbosity: int) -> ModuleType | None:
+    mod = optional("daq.journal_logging", None)
+    if mod is not None:
+        mod.configure_logging(verbosity)
+    else:
+        logging.basicConfig(
+            level=logging.DEBUG if verbosity > 0 else logging.INFO,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+    return mod
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logmod = _configure_logging(args.verbose)
+    try:
+        profile = load_profile(args.profile)
+        profile_text = Path(args.profile).read_text(encoding="utf-8")
+    except ProfileError as exc:
+        log.error("%s", exc)
+        return 2
+    if logmod is not None:
+        logmod.set_rig_id(profile.rig.id)
+    from daq.backends.factory import make_backend
+
+    try:
+        params = _load_params(args.params, profile) if args.params else None
+    except (OSError, ValueError, ImportError) as exc:
+        log.error("--params %s: %s", args.params, exc)
+        return 2
+    try:
+        backend = make_backend(profile)
+        if args.virtual_time and backend.paced_by_hardware:
+            raise BackendError("--virtual-time needs a simulated backend, not hardware")
+        service = Service(
+            profile,
+            backend,
+            profile_text=profile_text,
+            virtual_time=args.virtual_time,
+            run_dir=args.run_dir,
+            rt_settings=_rt_settings(args, profile),
+            spin_us=args.spin_us,
+            network=not args.no_network,
+            telemetry_endpoint=args.telemetry,
+            command_endpoint=args.commands,
+            params=params,
+        )
+    except (BackendError, ValueError, OSError) as exc:
+        log.error("cannot start: %s", exc)
+        return 2
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("signal %s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        service.start(args.duration, record=args.record)
+    except (BackendError, OSError, RuntimeError) as exc:
+        log.error("cannot start: %s", exc)
+        service.shutdown()
+        return 2
+    log.info(
+        "running %s (%s)", profile.rig.id, "virtual time" if args.virtual_time else "real time"
+    )
+    service.wait(stop)
+    code = service.shutdown()
+    if args.status_out:
+        Path(args.status_out).write_text(json.dumps(service.status(), default=str, indent=1))
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Fast tier: the identified-parameter table and `rigctl identify RUN` (batch of a recording)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from daq.profile import load_profile, plant_params
+from daq.rigctl.identify_table import ParameterRow, format_table, rows_from
+from daq.rigctl.main import main
+from tests.conftest import PROFILES
+from tests.report.simrun import record_sim_run
+
+PROFILE = PROFILES / "sim-2dof.toml"
+
+
+# ------------------------------------------------------------------------ table formatting
+
+
+def _rows() -> list[ParameterRow]:
+    return [
+        # online 2 % high with 1 %σ (inside 3σ), batch 5 % low with 1 %σ (outside).
+        ParameterRow("M1", 4.0, 4.08, 1.0, 3.8, 1.0),
+        # negative truth: the error is relative to |truth|.
+        ParameterRow("Fv1", -2.0, -2.01, 0.1, -1.99, 0.5),
+    ]
+
+
+def test_row_errors_and_three_sigma() -> None:
+    m1, fv = _rows()
+    assert m1.error_pct(m1.online) == pytest.approx(2.0)
+    assert m1.error_pct(m1.batch) == pytest.approx(-5.0)
+    assert m1.within_3_sigma(m1.online, m1.online_sigma_pct) is True  # 0.08 ≤ 3·0.0408
+    assert m1.within_3_sigma(m1.batch, m1.batch_sigma_pct) is False  # 0.2 > 3·0.038
+    assert fv.error_pct(fv.online) == pytest.approx(-0.5)
+    assert fv.within_3_sigma(fv.online, fv.online_sigma_pct) is False  # 0.01 > 3·0.00201
+    d = m1.to_dict()
+    assert d["online_error_pct"] == pytest.approx(2.0) and d["batch_within_3sigma"] is False
+    assert ParameterRow("x", None, 1.0, 1.0, 1.0, 1.0).error_pct(1.0) is None
+    assert ParameterRow("x", 1.0, 1.0, math.nan, 1.0, 1.0).within_3_sigma(1.0, math.nan) is None
+
+
+def test_table_with_truth_online_and_batch() -> None:
+    lines = format_table(_rows(), online=True).splitlines()
+    head = ["parameter", "true", "online", "%σ", "err", "%", "batch", "%σ", "err", "%"]
+    assert lines[0].split() == head
+    assert set(lines[1]) == {"-"} and len(lines[1]) == len(lines[0])
+    m1 = lines[2].split()
+    assert m1 == ["M1", "4", "4.08", "1.00", "+2.00", "3.8", "1.00", "-5.00"]
+    assert lines[3].split()[-1] == "+0.50"
+    assert lines[-2] == "online: max |error| 2.00 %, truth within ±3σ for 1/2"
+    assert lines[-1] == "batch: max |error| 5.00 %, truth within ±3σ for 1/2"
+
+
+def test_table_batch_only_without_truth() -> None:
+    rows = [ParameterRow("W1", None, None, None, 8.5, 0.25)]
+    lines = format_table(rows, online=False).splitlines()
+    assert lines[0].split() == ["parameter", "batch", "%σ"]
+    assert lines[2].split() == ["W1", "8.5", "0.25"]
+    assert len(lines) == 3  # no summary without truth
+
+
+def test_rows_from_takes_truth_from_the_plant() -> None:
+    params = plant_params(load_profile(PROFILE))
+    names = params.mech_names() + params.fluid_names()
+    theta = np.concatenate([params.theta_mech(), params.theta_fluid()]) * 1.01
+    rows = rows_from(names, None, theta, np.full(len(names), 0.5), params)
+    assert [r.name for r in rows] == names
+    assert all(r.error_pct(r.batch) == pytest.approx(1.0) for r in rows)
+    assert all(r.online is None for r in rows)
+
+
+# ------------------------------------------------------------------------ rigctl identify RUN
+
+
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """6 s of closed-loop sines plus valve dither, recorded by the real recorder."""
+    return record_sim_run(PROFILE, tmp_path_factory.mktemp("runs"), "short", 6.0)
+
+
+def test_identify_recorded_run_json(short_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["identify", str(short_run), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    params = plant_params(load_profile(PROFILE))
+    assert [p["name"] for p in out["parameters"]] == params.mech_names() + params.fluid_names()
+    assert out["run"] == str(short_run)
+    for p in out["parameters"]:
+        assert p["online"] is None and p["online_sigma_pct"] is None
+        assert math.isfinite(p["batch"]) and 0.0 < p["batch_sigma_pct"] < 10.0
+        # The run's profile is the simulator's: its truth is in the table.
+        assert p["truth"] is not None and abs(p["batch_error_pct"]) < 5.0, p
+    assert "online" not in out["table"].splitlines()[0]
+
+
+def test_identify_recorded_run_table(short_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["identify", str(short_run)]) == 0
+    text = capsys.readouterr().out
+    assert text.splitlines()[0].split()[:3] == ["parameter", "true", "batch"]
+    assert "batch: max |error|" in text and "R12" in text
+
+
+def test_identify_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["identify", str(tmp_path / "nope.rigrun")]) == 2
+    assert "nope.rigrun" in capsys.readouterr().err
+    assert main(["identify"]) == 2
+    assert "--profile is required" in capsys.readouterr().err

@@ -1,0 +1,199 @@
+"""Honest stand-ins for the loop tests: a small plant behind the Backend interface and tiny
+runners with the `controller.runner` API.
+
+The fake plant integrates q̇ = gain · (spool) per joint, with the spool a first-order lag of the
+valve command, pressures that follow the valve (so a large command raises the cap pressure) and
+every input quantised through the profile's own scaling (`eng_to_counts`). Faults are injected
+per channel or per call so that each interlock can be made to fire by the *data*, not by poking
+the loop.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from controller.feedback import Feedback
+from daq.backends.base import Backend, BackendStatus
+from daq.profile.schema import LinearScaling, Profile
+from daq.scaling import lsb
+
+
+class FakeBackend(Backend):
+    def __init__(self, profile: Profile, q_gain: float = 0.5, tau: float = 0.002) -> None:
+        super().__init__(len(profile.inputs), len(profile.outputs))
+        self.profile = profile
+        self.inputs = profile.inputs
+        self.joints = [j.name for j in profile.joints]
+        self.q = np.array(profile.home_rad())
+        self.spool = np.zeros(len(self.joints))
+        self.q_gain = q_gain
+        self.tau = tau
+        self.last_volts = np.array([c.null_volts for c in profile.outputs])
+        self.writes = 0
+        #: What the last `write()` sent (`last_volts` also follows `write_null`, which the loop
+        #: calls when `run()` returns).
+        self.last_written = self.last_volts.copy()
+        self.null_writes = 0
+        self.opened = self.closed = False
+        # Fault injection.
+        self.override: dict[str, float] = {}  # channel → engineering value
+        self.flag_channel: str | None = None
+        self.read_error = False
+        self.write_error = False
+        self.valve_joint = [self.joints.index(str(c.joint)) for c in profile.outputs]
+        self.output_of_joint = np.array(
+            [self.valve_joint.index(j) for j in range(len(self.joints))]
+        )
+        self.names = [c.name for c in self.inputs]
+        # counts = floor((eng − off)/gain + 0.5), gain and off folding scaling and converter.
+        for c in self.inputs:
+            assert isinstance(c.scaling, LinearScaling), "the fake handles linear channels only"
+        self.gain = np.array([c.scaling.gain * lsb(c.converter) for c in self.inputs])  # type: ignore[union-attr]
+        self.off = np.array(
+            [
+                c.scaling.gain * c.converter.min + c.scaling.offset  # type: ignore[union-attr]
+                for c in self.inputs
+            ]
+        )
+        self.full = np.array([float(1 << c.converter.bits) for c in self.inputs])
+        self.wraps = np.array([c.converter.wraps for c in self.inputs])
+        self._eng = np.zeros(len(self.inputs))
+        self._v = np.zeros(len(self.joints))
+        self._work = np.zeros(len(self.inputs))
+        roles: dict[str, tuple[list[int], list[int]]] = {}
+        for i, c in enumerate(self.inputs):
+            chans, js = roles.setdefault(c.role, ([], []))
+            chans.append(i)
+            js.append(self.joints.index(c.joint) if c.joint else 0)
+        self.by_role = {r: (np.array(c), np.array(j)) for r, (c, j) in roles.items()}
+        self._wrapped = np.zeros(len(self.inputs))
+
+    def open(self) -> None:
+        self.opened = True
+
+    def _eng_values(self) -> np.ndarray:
+        """Physical value of every input channel (profile order), from the plant state."""
+        v = self._v
+        np.take(self.last_volts, self.output_of_joint, out=v)  # valve volts per joint
+        eng, w = self._eng, self._work
+        for role, (ch, j) in self.by_role.items():
+            if role == "resolver":
+                np.take(self.q, j, out=w[: len(j)])
+            elif role == "lvdt":
+                np.take(self.spool, j, out=w[: len(j)])
+            elif role == "potentiometer":
+                np.take(self.q, j, out=w[: len(j)])
+                w[: len(j)] -= 0.6
+                w[: len(j)] *= 0.03
+            elif role in ("pressure_cap", "pressure_rod"):
+                np.take(v, j, out=w[: len(j)])
+                w[: len(j)] *= 2.0e5 if role == "pressure_cap" else -2.0e5
+                w[: len(j)] += 3.4e6 if role == "pressure_cap" else 3.0e6
+            else:
+                w[: len(j)] = 40.0
+            np.put(eng, ch, w[: len(j)])
+        for name, value in self.override.items():
+            eng[self.names.index(name)] = value
+        return eng
+
+    def read(self, t: float, raw_out: np.ndarray) -> BackendStatus:
+        if self.read_error:
+            return BackendStatus.ERROR
+        # Quantise like the converter (scaling.eng_to_counts, vectorised for linear channels).
+        eng = self._eng_values()
+        np.subtract(eng, self.off, out=raw_out)
+        np.divide(raw_out, self.gain, out=raw_out)
+        np.add(raw_out, 0.5, out=raw_out)
+        np.floor(raw_out, out=raw_out)
+        np.mod(raw_out, self.full, out=self._wrapped)
+        np.clip(raw_out, 0.0, self.full - 1.0, out=raw_out)
+        np.copyto(raw_out, self._wrapped, where=self.wraps)
+        self.channel_fault[:] = 0
+        if self.flag_channel is not None:
+            self.channel_fault[self.names.index(self.flag_channel)] = 1
+        return BackendStatus.OK
+
+    def write(self, t: float, volts: np.ndarray) -> BackendStatus:
+        self.writes += 1
+        self.last_volts[:] = volts
+        self.last_written[:] = volts
+        return BackendStatus.ERROR if self.write_error else BackendStatus.OK
+
+    def write_null(self) -> None:
+        self.null_writes += 1
+        self.last_volts[:] = [c.null_volts for c in self.profile.outputs]
+
+    def close(self) -> None:
+        self.write_null()
+        self.closed = True
+
+    def advance(self, dt: float) -> None:
+        for o, j in enumerate(self.valve_joint):
+            u = self.last_volts[o]
+            self.spool[j] += (0.25 * u - self.spool[j]) * (dt / self.tau)
+        self.q += self.q_gain * self.spool * dt
+
+
+class HoldP:
+    """Hold the position captured at enable with a P law (what HoldRunner does, minimally)."""
+
+    def __init__(self, kp: float = 8.0) -> None:
+        self.kp = kp
+        self.q0: np.ndarray | None = None
+        self.enabled = 0
+
+    def enable(self, fb: Feedback) -> None:
+        self.q0 = fb.q.copy()
+        self.enabled += 1
+
+    def step(self, fb: Feedback, ref_out: np.ndarray, volts_out: np.ndarray) -> bool:
+        assert self.q0 is not None
+        np.copyto(ref_out, self.q0)
+        np.subtract(self.q0, fb.q, out=volts_out)
+        np.multiply(volts_out, self.kp, out=volts_out)
+        return True
+
+    def disable(self) -> None:
+        self.q0 = None
+
+
+class Ramp(HoldP):
+    """Move every joint's reference at `rate` rad/s for `steps` cycles, then report done."""
+
+    def __init__(self, rate: float, steps: int, period: float = 1e-3, kp: float = 8.0) -> None:
+        super().__init__(kp)
+        self.rate, self.steps, self.period = rate, steps, period
+        self.k = 0
+
+    def enable(self, fb: Feedback) -> None:
+        super().enable(fb)
+        self.k = 0
+
+    def step(self, fb: Feedback, ref_out: np.ndarray, volts_out: np.ndarray) -> bool:
+        assert self.q0 is not None
+        self.k += 1
+        np.add(self.q0, self.rate * self.k * self.period, out=ref_out)
+        np.subtract(ref_out, fb.q, out=volts_out)
+        np.multiply(volts_out, self.kp, out=volts_out)
+        return self.k < self.steps
+
+
+class Scripted(HoldP):
+    """Outputs a fixed per-joint command after `after` steps (slew / NaN / amplitude tests)."""
+
+    def __init__(self, volts: float, after: int = 3) -> None:
+        super().__init__()
+        self.volts, self.after, self.k = volts, after, 0
+
+    def step(self, fb: Feedback, ref_out: np.ndarray, volts_out: np.ndarray) -> bool:
+        super().step(fb, ref_out, volts_out)
+        self.k += 1
+        if self.k > self.after:
+            volts_out.fill(self.volts)
+        return True
+
+
+def deg(x: float) -> float:
+    return math.radians(x)

@@ -1,0 +1,52 @@
+"""The steady-state cycle allocates nothing: traced memory does not grow over 20 000 cycles."""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+from collections.abc import Callable
+
+from daq.loop import Loop
+from daq.state import State
+from tests.loop.conftest import cycles, post
+from tests.loop.fakes import FakeBackend, Ramp
+
+MakeLoop = Callable[..., tuple[Loop, FakeBackend]]
+
+
+def _growth(loop: Loop, n: int) -> tuple[int, list[str]]:
+    """Net traced memory after n more cycles, and the top growing lines if any."""
+    gc.collect()
+    tracemalloc.start(1)
+    try:
+        cycles(loop, 200)  # warm-up: first-call caches, lazily created numpy scalars
+        before_snap = tracemalloc.take_snapshot()
+        before, _ = tracemalloc.get_traced_memory()
+        cycles(loop, n)
+        after, _ = tracemalloc.get_traced_memory()
+        where = [
+            str(s)
+            for s in tracemalloc.take_snapshot().compare_to(before_snap, "lineno")
+            if s.size_diff > 0
+        ][:5]
+    finally:
+        tracemalloc.stop()
+    return after - before, where
+
+
+def test_no_growth_in_idle(make_loop: MakeLoop) -> None:
+    loop, _ = make_loop(ring_capacity=1 << 10)
+    grown, where = _growth(loop, 20_000)
+    assert grown < 1024, where
+
+
+def test_no_growth_while_running(make_loop: MakeLoop) -> None:
+    loop, _ = make_loop(ring_capacity=1 << 10)
+    post(loop, "arm")
+    cycles(loop, 5)
+    post(loop, "run", Ramp(rate=0.001, steps=10**9))
+    cycles(loop, 5)
+    assert loop.state == State.RUNNING
+    grown, where = _growth(loop, 20_000)
+    assert loop.state == State.RUNNING
+    assert grown < 1024, where

@@ -1,0 +1,115 @@
+"""The real controller (controller.runner) in the loop on the simulated rig, through the command
+handler: hold when armed, run an experiment to its end, refuse one outside the limits, change
+gains bumplessly. Skipped until the controller package is on this branch."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("controller.runner")
+
+from daq.backends.sim import SimBackend
+from daq.control_api import CommandError, ControlApi, joint_gains, make_hold_runner
+from daq.loop import Loop
+from daq.profile.schema import Profile
+from daq.state import State
+
+
+def _experiment(amplitude_deg: float, seconds: float = 1.0) -> dict[str, Any]:
+    return {
+        "name": "small-sine",
+        "home_deg": [40.0, 30.0],
+        "pid": [{"p": 1.5, "ff1": 0.25}, {"p": 1.5, "ff1": 0.16}],
+        "segments": [
+            {
+                "name": "sine",
+                "duration_s": seconds,
+                "trajectory": {
+                    "kind": "sine",
+                    "amplitude_deg": [amplitude_deg, 0.0],
+                    "frequency_hz": [1.0, 1.0],
+                },
+                "controller": {"kind": "pid"},
+            }
+        ],
+    }
+
+
+@pytest.fixture
+def rig(profile: Profile) -> Iterator[tuple[Loop, ControlApi]]:
+    sim = SimBackend.from_profile(profile)
+    sim.open()
+    hold = make_hold_runner(profile, joint_gains(profile))
+    # Virtual time in a thread: as fast as the CPU goes; the ring holds 65 s of rows.
+    loop = Loop(profile, sim, hold=hold, virtual_time=True, ring_capacity=1 << 16)
+    loop.warm_up()
+    api = ControlApi(loop)
+    loop.start()
+    try:
+        yield loop, api
+    finally:
+        loop.stop()
+        assert loop.join(5.0) and loop.error is None
+
+
+def _until(cond: Any, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def test_armed_holds_then_an_experiment_runs_to_its_end(rig: tuple[Loop, ControlApi]) -> None:
+    loop, api = rig
+    armed = api.handle("arm", {}, None)
+    start = armed["seq"]
+    reply = api.handle("run", {"experiment": _experiment(5.0, 2.0)}, None)
+    assert reply["state"] == "RUNNING" and reply["experiment"] == "small-sine"
+    assert reply["duration_s"] >= 2.0
+    _until(lambda: any(e["kind"] == "experiment_done" for e in list(loop.events)))
+    _until(lambda: loop.state == State.ARMED)
+    assert loop.fault is None
+    end = loop.seq
+    assert end - start < loop.ring.capacity
+    rows = loop.ring.data[np.arange(start, end) & loop.ring.mask]
+    lay = loop.layout
+    q1 = np.degrees(rows[:, lay.index("eng.q_1")])
+    ref1 = np.degrees(rows[:, lay.index("ref.j1")])
+    running = rows[:, lay.index("state")] == State.RUNNING
+    assert running.sum() >= 2000
+    assert np.ptp(ref1[running]) > 9.0  # the ±5° sine was commanded …
+    assert np.ptp(q1[running]) > 7.0  # … and followed
+    assert np.max(np.abs(q1[running] - ref1[running])) < 3.0
+
+
+def test_an_experiment_beyond_the_soft_limits_is_rejected(rig: tuple[Loop, ControlApi]) -> None:
+    loop, api = rig
+    api.handle("arm", {}, None)
+    with pytest.raises(CommandError) as exc:
+        api.handle("run", {"experiment": _experiment(25.0)}, None)  # 40 ± 25° > 58°
+    assert exc.value.code == "rejected" and "limit" in exc.value.message
+    assert loop.state == State.ARMED
+    with pytest.raises(CommandError) as exc:
+        api.handle("run", {"experiment": {"name": "x", "segments": []}}, None)
+    assert exc.value.code == "rejected"
+
+
+def test_set_gains(rig: tuple[Loop, ControlApi]) -> None:
+    loop, api = rig
+    api.handle("arm", {}, None)
+    out = api.handle("set_gains", {"joint": "j2", "gains": {"p": 3.0, "d": 0.01}}, None)
+    assert out["joint"] == "j2" and out["gains"]["p"] == 3.0 and out["gains"]["d"] == 0.01
+    assert out["state"] == "ARMED" and loop.active is loop.hold
+    assert api.handle("describe", {}, None)["gains"][1]["p"] == 3.0
+    with pytest.raises(CommandError) as exc:
+        api.handle("set_gains", {"joint": "j9", "gains": {"p": 1.0}}, None)
+    assert exc.value.code == "bad_args" and "j9" in exc.value.message
+    with pytest.raises(CommandError) as exc:
+        api.handle("set_gains", {"joint": "j1", "gains": {"p": -1.0}}, None)
+    assert exc.value.code == "bad_args"
+    assert loop.fault is None

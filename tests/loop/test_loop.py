@@ -1,0 +1,176 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from controller.feedback import Feedback
+from daq.interlocks import Trip
+from daq.loop import Loop
+from daq.state import State
+from tests.loop.conftest import col, cycles, post, row
+from tests.loop.fakes import FakeBackend, HoldP, Ramp
+
+MakeLoop = Callable[..., tuple[Loop, FakeBackend]]
+
+
+def test_idle_reads_and_keeps_valves_at_null(make_loop: MakeLoop) -> None:
+    loop, backend = make_loop()
+    cycles(loop, 50)
+    assert loop.seq == 50 and backend.writes == 50
+    lay = loop.layout
+    for s in range(50):
+        r = row(loop, s)
+        assert r[lay.index("state")] == State.IDLE
+        assert np.all(r[lay.span("cmd")] == 0.0)
+        assert np.all(np.isnan(r[lay.span("ref")]))
+    # The row holds the counts the backend gave and their scaled value.
+    q1 = col(loop, 10, "eng.q_1")
+    assert abs(np.degrees(q1) - 40.0) < 0.05
+    assert col(loop, 10, "raw.q_1") == round(col(loop, 10, "raw.q_1"))
+
+
+def test_rows_are_contiguous_and_time_is_seq_times_period(make_loop: MakeLoop) -> None:
+    loop, _ = make_loop()
+    cycles(loop, 1000)
+    seq = loop.ring.data[:1000, 0]
+    t = loop.ring.data[:1000, 1]
+    assert np.array_equal(seq, np.arange(1000))
+    np.testing.assert_allclose(t, np.arange(1000) * loop.period, rtol=0, atol=1e-12)
+    assert loop.ring.published == 1000
+
+
+def test_arm_run_stop_disarm_cycle(make_loop: MakeLoop) -> None:
+    hold = HoldP()
+    loop, _ = make_loop(hold=hold)
+    cycles(loop, 5)
+    arm = post(loop, "arm")
+    cycles(loop, 5)
+    assert arm.ok and loop.state == State.ARMED and hold.enabled == 1
+    ramp = Ramp(rate=0.1, steps=100)
+    run = post(loop, "run", ramp)
+    cycles(loop, 50)
+    assert run.ok and loop.state == State.RUNNING
+    # The reference moves; the valve command follows the error.
+    s = loop.seq - 1
+    assert col(loop, s, "ref.j1") > col(loop, run.data["seq"], "ref.j1")
+    cycles(loop, 100)  # the ramp finishes: back to ARMED holding where it ended
+    assert loop.state == State.ARMED
+    assert any(e["kind"] == "experiment_done" for e in loop.events)
+    stop = post(loop, "stop")
+    cycles(loop, 2)
+    assert not stop.ok and "stop needs RUNNING" in stop.reason
+    disarm = post(loop, "disarm")
+    cycles(loop, 2)
+    assert disarm.ok and loop.state == State.IDLE
+    assert col(loop, loop.seq - 1, "cmd.valve_1") == 0.0
+    kinds = [(e["kind"], e.get("state")) for e in loop.events]
+    assert kinds[:3] == [("state", "ARMED"), ("state", "RUNNING"), ("experiment_done", None)]
+
+
+def test_invalid_commands_are_refused_and_change_nothing(make_loop: MakeLoop) -> None:
+    loop, _ = make_loop()
+    cycles(loop, 2)
+    for kind in ("run", "stop", "disarm", "reset"):
+        req = post(loop, kind)
+        cycles(loop, 1)
+        assert req.done.is_set() and not req.ok and req.reason
+        assert loop.state == State.IDLE
+    bogus = post(loop, "launch")
+    cycles(loop, 1)
+    assert not bogus.ok and "unknown" in bogus.reason
+
+
+def test_arm_refused_outside_soft_limits(make_loop: MakeLoop) -> None:
+    loop, backend = make_loop()
+    backend.q[1] = np.radians(50.0)  # soft max of j2 is 48°
+    cycles(loop, 2)
+    req = post(loop, "arm")
+    cycles(loop, 1)
+    assert not req.ok and "j2" in req.reason and "soft" in req.reason
+    assert loop.state == State.IDLE
+
+
+def test_arm_refused_without_a_controller(make_loop: MakeLoop) -> None:
+    loop, _ = make_loop(hold=None)
+    req = post(loop, "arm")
+    cycles(loop, 1)
+    assert not req.ok and "controller" in req.reason
+
+
+def test_virtual_time_is_deterministic(make_loop: MakeLoop) -> None:
+    def once() -> np.ndarray:
+        loop, _ = make_loop()
+        cycles(loop, 10)
+        post(loop, "arm")
+        cycles(loop, 10)
+        post(loop, "run", Ramp(rate=0.2, steps=300))
+        cycles(loop, 500)
+        data = loop.ring.data[:520].copy()
+        keep = [
+            i
+            for i, c in enumerate(loop.layout.columns)
+            if c.name not in ("wake_latency", "compute_time")
+        ]
+        return data[:, keep]
+
+    a, b = once(), once()
+    assert np.array_equal(a, b, equal_nan=True)
+    assert np.ptp(a[:, 1]) > 0.5  # it did run 520 cycles of loop time
+
+
+def test_set_gains_in_armed_swaps_runner_bumplessly(make_loop: MakeLoop) -> None:
+    loop, _ = make_loop()
+    post(loop, "arm")
+    cycles(loop, 3)
+    new = HoldP(kp=4.0)
+    req = post(loop, "set_gains", new)
+    cycles(loop, 3)
+    assert req.ok and loop.hold is new and loop.active is new and new.enabled == 1
+    post(loop, "run")
+    cycles(loop, 2)
+    refused = post(loop, "set_gains", HoldP())
+    cycles(loop, 1)
+    assert not refused.ok and "RUNNING" in refused.reason
+
+
+class _Raises(HoldP):
+    def __init__(self, where: str) -> None:
+        super().__init__()
+        self.where = where
+
+    def enable(self, fb: Feedback) -> None:
+        if self.where == "enable":
+            raise RuntimeError("cannot enable")
+        super().enable(fb)
+
+    def step(self, fb: Feedback, ref_out: np.ndarray, volts_out: np.ndarray) -> bool:
+        if self.where == "step":
+            raise ZeroDivisionError("law blew up")
+        return super().step(fb, ref_out, volts_out)
+
+
+def test_a_runner_that_fails_to_enable_is_refused_and_the_hold_goes_on(
+    make_loop: MakeLoop,
+) -> None:
+    hold = HoldP()
+    loop, _ = make_loop(hold=hold)
+    post(loop, "arm")
+    cycles(loop, 3)
+    req = post(loop, "run", _Raises("enable"))
+    cycles(loop, 3)
+    assert not req.ok and "cannot enable" in req.reason and req.data["code"] == "rejected"
+    assert loop.state == State.ARMED and loop.active is hold and hold.enabled == 2
+
+
+def test_a_runner_raising_in_step_faults_but_the_loop_goes_on(make_loop: MakeLoop) -> None:
+    loop, backend = make_loop()
+    post(loop, "arm")
+    cycles(loop, 3)
+    post(loop, "run", _Raises("step"))
+    cycles(loop, 10)
+    assert loop.error is None and loop.seq == 13
+    assert loop.state == State.FAULT and loop.fault is not None
+    assert loop.fault.code == Trip.CONTROLLER_ERROR and "law blew up" in loop.fault.where
+    assert col(loop, loop.fault.seq, "cmd.valve_1") == 0.0
+    assert np.all(backend.last_written == 0.0)
