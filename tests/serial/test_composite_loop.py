@@ -47,28 +47,15 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-def patched_profile(src: Path, tmp: Path, serial_port: str | None) -> tuple[Path, str]:
-    """Copy of `src` with free loopback ports, a private run directory, no real-time setup and
-    the emulator's port; returns (path, telemetry endpoint)."""
+def patched_profile(src: Path, tmp: Path, serial_port: str | None) -> Path:
+    """Copy of `src` with the emulator's port (the rest is set by command-line flags)."""
     text = src.read_text()
-    tel = f"tcp://127.0.0.1:{_free_port()}"
-    subs = {
-        r'telemetry = "[^"]*"': f'telemetry = "{tel}"',
-        r'commands = "[^"]*"': f'commands = "tcp://127.0.0.1:{_free_port()}"',
-        r'estimates = "[^"]*"': f'estimates = "tcp://127.0.0.1:{_free_port()}"',
-        r'directory = "[^"]*"': f'directory = "{tmp / "runs"}"',
-        r"priority = \d+": "priority = 0",
-        r"cpu = -?\d+": "cpu = -1",
-        r"lock_memory = true": "lock_memory = false",
-    }
     if serial_port is not None:
-        subs[r'port = "[^"]*"'] = f'port = "{serial_port}"'
-    for pat, rep in subs.items():
-        text, n = re.subn(pat, rep, text, count=1)
-        assert n == 1, f"{src.name}: no line matches {pat}"
+        text, n = re.subn(r'port = "[^"]*"', f'port = "{serial_port}"', text, count=1)
+        assert n == 1, f"{src.name}: no serial port line"
     out = tmp / src.name
     out.write_text(text)
-    return out, tel
+    return out
 
 
 @contextmanager
@@ -129,32 +116,23 @@ class Telemetry:
             sub.close(linger=0)
 
 
-def run_service(profile: Path, tel: str, duration: float, tmp: Path) -> Telemetry:
-    telem = Telemetry(tel)
+def run_service(profile: Path, duration: float, tmp: Path) -> Telemetry:
+    """`rig-daq` in virtual time, recording from the first cycle, on private loopback ports."""
+    telem = Telemetry(f"tcp://127.0.0.1:{_free_port()}")
     t = threading.Thread(target=telem.run, daemon=True)
     t.start()
+    cmd = [
+        sys.executable, "-m", "daq.service", "--profile", str(profile), "--virtual-time",
+        "--duration", str(duration), "--record", "--run-dir", str(tmp / "runs"),
+        "--telemetry", telem.endpoint, "--commands", f"tcp://127.0.0.1:{_free_port()}",
+        "--rt-priority", "0", "--cpu", "-1", "--no-mlock",
+    ]  # fmt: skip
     try:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "daq.service",
-                "--profile",
-                str(profile),
-                "--virtual-time",
-                "--duration",
-                str(duration),
-            ],
-            cwd=tmp,
-            env=_env(),
-            capture_output=True,
-            text=True,
-            timeout=170,
-        )
+        proc = subprocess.run(cmd, cwd=tmp, env=_env(), capture_output=True, text=True, timeout=170)
     finally:
         telem._stop.set()
         t.join(timeout=5)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return telem
 
 
@@ -194,12 +172,12 @@ def check_guarantees(profile_path: Path, tmp: Path, telem: Telemetry, duration: 
 def test_sixty_seconds_of_rig_time_recorded_and_published(which: str, tmp_path: Path) -> None:
     duration = 60.0
     if which == "sim-alone":
-        prof, tel = patched_profile(SIM, tmp_path, None)
-        telem = run_service(prof, tel, duration, tmp_path)
+        prof = patched_profile(SIM, tmp_path, None)
+        telem = run_service(prof, duration, tmp_path)
     else:
         with emulator(tmp_path) as port:
-            prof, tel = patched_profile(COMPOSITE, tmp_path, port)
-            telem = run_service(prof, tel, duration, tmp_path)
+            prof = patched_profile(COMPOSITE, tmp_path, port)
+            telem = run_service(prof, duration, tmp_path)
     check_guarantees(prof, tmp_path, telem, duration)
     if which == "composite":
         # The resolver columns carry the emulator's counts (home pose), not the simulator's.
@@ -221,8 +199,8 @@ def test_serial_fault_trips_and_nulls_the_valves(flags: tuple[str, str], tmp_pat
     from daq.state import State  # type: ignore[import-not-found,unused-ignore]
 
     with emulator(tmp_path, *flags) as port:
-        prof_path, tel = patched_profile(COMPOSITE, tmp_path, port)
-        run_service(prof_path, tel, 10.0, tmp_path)
+        prof_path = patched_profile(COMPOSITE, tmp_path, port)
+        run_service(prof_path, 10.0, tmp_path)
     prof = load_profile(prof_path)
     names, rows = recorded_rows(tmp_path / "runs")
     fault = rows[:, names.index("fault")]
