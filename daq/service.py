@@ -61,9 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--spin-us",
         type=float,
-        default=DEFAULT_SPIN_US,
+        default=None,
         help=f"sleep until this many µs before each deadline, then busy-wait (real time only; "
-        f"default {DEFAULT_SPIN_US:g}; 0 = pure sleep)",
+        f"default: the profile's [realtime] spin_us, {DEFAULT_SPIN_US:g}; 0 = pure sleep)",
     )
     p.add_argument("--no-network", action="store_true", help="no telemetry, no command socket")
     p.add_argument("--telemetry", default=None, help="telemetry endpoint (overrides the profile)")
@@ -146,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             virtual_time=args.virtual_time,
             run_dir=args.run_dir,
             rt_settings=_rt_settings(args, profile),
-            spin_us=args.spin_us,
+            spin_us=profile.realtime.spin_us if args.spin_us is None else args.spin_us,
             network=not args.no_network,
             telemetry_endpoint=args.telemetry,
             command_endpoint=args.commands,

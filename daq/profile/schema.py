@@ -292,6 +292,8 @@ class Realtime(Strict):
     #: CPU the loop thread is pinned to; -1 = no affinity.
     cpu: Annotated[int, Field(ge=-1)] = -1
     lock_memory: bool = True
+    #: Real time: sleep until this long before each deadline, then busy-wait (µs; 0 = sleep).
+    spin_us: Annotated[float, Field(ge=0.0, le=500.0)] = 50.0
 
 
 class Interlocks(Strict):

@@ -8,21 +8,15 @@ from pathlib import Path
 
 import numpy as np
 
-from controller.feedback import Feedback
 from controller.limits import JointLimits
 from controller.pid import PidParams
 from daq.backends.sim import SimRig
+from daq.control_api import joint_gains, joint_limits
+from daq.feedback_map import FeedbackMap
 from daq.profile import load_profile
 from daq.profile.schema import Profile
 
 ROOT = Path(__file__).resolve().parents[2]
-ROLES = {
-    "resolver": "q",
-    "pressure_cap": "p_cap",
-    "pressure_rod": "p_rod",
-    "lvdt": "spool",
-    "potentiometer": "piston",
-}
 
 
 def profile(name: str = "sim-2dof") -> Profile:
@@ -30,43 +24,23 @@ def profile(name: str = "sim-2dof") -> Profile:
 
 
 def gains_limits(p: Profile) -> tuple[list[PidParams], list[JointLimits]]:
-    gains = [PidParams.from_mapping(j.pid) for j in p.joints]
-    lim = [
-        JointLimits.from_degrees(
-            j.limits.soft_min_deg,
-            j.limits.soft_max_deg,
-            j.limits.max_velocity_deg_s,
-            j.limits.max_acceleration_deg_s2,
-            j.limits.valve_max_v,
-        )
-        for j in p.joints
-    ]
-    return gains, lim
+    """The gains and limits the service builds from the profile (the same functions)."""
+    return joint_gains(p), joint_limits(p)
 
 
 class SimLoop:
-    """Reads the rig into a Feedback, calls the runner, writes its volts: the loop's data path."""
+    """Reads the rig into a Feedback, calls the runner, writes its volts: the loop's data path
+    (the loop's own FeedbackMap), without the service."""
 
     def __init__(self, p: Profile) -> None:
         self.rig = SimRig(p)
         self.n = len(p.joints)
-        self.fb = Feedback(self.n)
-        joints = [j.name for j in p.joints]
-        self.map = [
-            (i, getattr(self.fb, ROLES[c.role]), joints.index(c.joint))
-            for i, c in enumerate(self.rig.inputs)
-            if c.role in ROLES
-        ]
-        self.valve_joint = [joints.index(c.joint) for c in self.rig.outputs]
+        self.map = FeedbackMap(p)
+        self.fb = self.map.new_feedback()
         self.ref = np.zeros(self.n)
         self.volts = np.zeros(self.n)
         self.out = np.zeros(len(self.rig.outputs))
-        self.fill(self.rig.eng)
-
-    def fill(self, eng: np.ndarray) -> None:
-        for i, arr, j in self.map:
-            arr[j] = eng[i]
-        self.fb.t = self.rig.t
+        self.map.fill(self.rig.eng, self.fb, self.rig.t)
 
     def run(self, runner: object, seconds: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Enable, run `seconds`, return (t, ref, q) histories."""
@@ -75,10 +49,9 @@ class SimLoop:
         runner.enable(self.fb)  # type: ignore[attr-defined]
         for k in range(steps):
             runner.step(self.fb, self.ref, self.volts)  # type: ignore[attr-defined]
-            for i, j in enumerate(self.valve_joint):
-                self.out[i] = self.volts[j]
+            self.map.to_channels(self.volts, self.out)
             ts[k], refs[k], qs[k] = self.rig.t, self.ref, self.fb.q
-            self.fill(self.rig.step(self.out))
+            self.map.fill(self.rig.step(self.out), self.fb, self.rig.t)
         runner.disable()  # type: ignore[attr-defined]
         return ts, refs, qs
 
