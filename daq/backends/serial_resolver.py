@@ -93,7 +93,16 @@ class SerialResolverBackend(Backend):
         self._closed = False
         self.identity: sp.Identity | None = None
         self.counters = dict.fromkeys(
-            ("cycles", "timeouts", "crc_errors", "protocol_errors", "port_losses", "reconnects"), 0
+            (
+                "cycles",
+                "timeouts",
+                "crc_errors",
+                "protocol_errors",
+                "stale",
+                "port_losses",
+                "reconnects",
+            ),
+            0,
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -175,26 +184,42 @@ class SerialResolverBackend(Backend):
             if os.write(self._fd, self._requests[seq]) != sp.OVERHEAD:
                 raise BlockingIOError  # partial write: the line is stalled
             deadline = time.perf_counter() + self.timeout_s
-            got, need = 0, sp.HEADER_LEN
-            while got < need:
-                remaining = deadline - time.perf_counter()
-                if remaining <= 0.0:
-                    self._dirty = True
-                    self.counters["timeouts"] += 1
-                    return FAULT_TIMEOUT
-                if not select.select(self._rlist, _NO_FDS, _NO_FDS, remaining)[0]:
-                    continue
-                assert self._file is not None
-                n = self._file.readinto(self._tails[got])
-                if n is None:
-                    continue
-                if n == 0:
-                    raise OSError("end of file on the serial port")
-                got += n
-                if need == sp.HEADER_LEN and got >= sp.HEADER_LEN:
-                    if buf[0] != 0xA5 or buf[1] != 0x5A:
-                        return self._protocol_error()
-                    need = sp.OVERHEAD + buf[2]
+            got = 0
+            while True:
+                need = sp.HEADER_LEN
+                while True:
+                    if need == sp.HEADER_LEN and got >= sp.HEADER_LEN:
+                        if buf[0] != 0xA5 or buf[1] != 0x5A:
+                            return self._protocol_error()
+                        need = sp.OVERHEAD + buf[2]
+                    if got >= need:
+                        break
+                    remaining = deadline - time.perf_counter()
+                    if remaining <= 0.0:
+                        self._dirty = True
+                        self.counters["timeouts"] += 1
+                        return FAULT_TIMEOUT
+                    if not select.select(self._rlist, _NO_FDS, _NO_FDS, remaining)[0]:
+                        continue
+                    assert self._file is not None
+                    n = self._file.readinto(self._tails[got])
+                    if n is None:
+                        continue
+                    if n == 0:
+                        raise OSError("end of file on the serial port")
+                    got += n
+                code = self._check_frame(seq)
+                if code >= 0:
+                    if got > need:
+                        self._dirty = True  # trailing bytes: flush before the next request
+                    return code
+                # A late answer to an earlier request (it came in after the flush): drop it and
+                # keep waiting for ours within the same deadline. Rare path: may allocate.
+                self.counters["stale"] += 1
+                rest = got - need
+                if rest:
+                    buf[:rest] = buf[need:got]
+                got = rest
         except BlockingIOError:  # output buffer full: the board stopped reading; not a loss
             self._dirty = True
             self.counters["timeouts"] += 1
@@ -202,8 +227,10 @@ class SerialResolverBackend(Backend):
         except (OSError, termios.error):  # EIO/ENXIO/EOF: the port is gone
             self._lose_port()
             return FAULT_PORT
-        if got > need:
-            self._dirty = True  # trailing bytes: flush before the next request
+
+    def _check_frame(self, seq: int) -> int:
+        """0 = our SAMPLE response; −1 = a valid response to an earlier request; else a fault."""
+        buf = self._buf
         if buf[2] != self._rsp_payload:  # a NAK, or a corrupted LEN byte
             return self._protocol_error()
         # CRC before the other header fields, so that line noise counts as a CRC error.
@@ -212,8 +239,10 @@ class SerialResolverBackend(Backend):
             self._dirty = True
             self.counters["crc_errors"] += 1
             return FAULT_CRC
-        if buf[3] != sp.SAMPLE_RSP or buf[4] != seq or buf[sp.HEADER_LEN + 1] != self.cfg.resolvers:
-            return self._protocol_error()  # a stale answer (SEQ) or a misconfigured board
+        if buf[3] != sp.SAMPLE_RSP or buf[sp.HEADER_LEN + 1] != self.cfg.resolvers:
+            return self._protocol_error()  # not a sample, or a misconfigured board
+        if buf[4] != seq:
+            return -1
         return 0
 
     def _protocol_error(self) -> int:

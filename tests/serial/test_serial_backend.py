@@ -137,18 +137,21 @@ def test_timeout_within_the_cycle_and_late_answer_flushed(emulator: BoardEmulato
         b.close()
 
 
-def test_stale_response_is_rejected_by_sequence(
+def test_stale_response_is_skipped_by_sequence(
     backend: sr.SerialResolverBackend, emulator: BoardEmulator
 ) -> None:
     raw = np.zeros(2)
     backend.timeout_s = 0.02
     emulator.inject_delay(0.1)
     assert backend.read(0.0, raw) == BackendStatus.ERROR
+    assert backend.channel_fault.tolist() == [sr.FAULT_TIMEOUT] * 2
     backend.timeout_s = 0.5
-    # The delayed answer to the previous request arrives first: wrong SEQ → protocol fault.
-    assert backend.read(0.0, raw) == BackendStatus.ERROR
-    assert backend.channel_fault.tolist() == [sr.FAULT_PROTOCOL] * 2
+    # The delayed answer to the previous request arrives after the flush, before ours: its SEQ
+    # gives it away, it is dropped, and our own answer is used.
     assert backend.read(0.0, raw) == BackendStatus.OK
+    assert backend.counters["stale"] == 1
+    assert raw.tolist() == home_counts(emulator.port)
+    assert emulator.served == backend.counters["cycles"] + 2  # + IDENTIFY, CONFIGURE
 
 
 def test_dropped_response_times_out(
@@ -282,6 +285,32 @@ def test_line_noise_nak_and_position_range_at_the_wire() -> None:
             [0, 0],
         ]
         assert raw.tolist() == [100.0, 200.0]
+        b.close()
+    finally:
+        peer.close()
+
+
+def test_stale_and_own_answer_in_one_burst_at_the_wire() -> None:
+    ident = sp.Identity(1, 8, 2, 14, 0x0100, 1).encode()
+    old = sp.encode_frame(sp.SAMPLE_RSP, 2, sp.Sample(0, 1, (1, 2), (0, 0)).encode())
+    ours = sp.encode_frame(sp.SAMPLE_RSP, 3, sp.Sample(0, 2, (300, 400), (0, 0)).encode())
+    peer = ExpectedProtocol(
+        [
+            (sp.encode_frame(sp.IDENTIFY, 1), sp.encode_frame(sp.IDENTIFY_RSP, 1, ident)),
+            (
+                sp.encode_frame(sp.CONFIGURE, 2, sp.encode_configure(2, 14)),
+                sp.encode_frame(sp.CONFIGURE_RSP, 2, sp.encode_configure(2, 14)),
+            ),
+            (sp.encode_frame(sp.SAMPLE, 3), old + ours),  # both frames in one read()
+        ]
+    )
+    try:
+        b = open_backend(peer.port)
+        raw = np.zeros(2)
+        assert b.read(0.0, raw) == BackendStatus.OK
+        peer.check()
+        assert raw.tolist() == [300.0, 400.0]
+        assert b.counters["stale"] == 1
         b.close()
     finally:
         peer.close()
