@@ -22,7 +22,7 @@ from daq.profile import Profile, parse_profile
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSITE = ROOT / "hw_profiles" / "composite-sim-serial.toml"
 #: Generous cycle timeout for tests that must not time out on a loaded shared machine.
-RELAXED_TIMEOUT_S = 0.25
+RELAXED_TIMEOUT_S = 0.5
 
 
 def composite_dict(port: str, **serial: Any) -> dict[str, Any]:

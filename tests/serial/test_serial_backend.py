@@ -14,7 +14,13 @@ from daq.backends import serial_resolver as sr
 from daq.backends.base import BackendError, BackendStatus
 from daq.backends.serial_emulator import BoardEmulator
 from daq.scaling import eng_to_counts
-from tests.serial.conftest import ExpectedProtocol, make_profile, open_backend, serial_inputs
+from tests.serial.conftest import (
+    RELAXED_TIMEOUT_S,
+    ExpectedProtocol,
+    make_profile,
+    open_backend,
+    serial_inputs,
+)
 
 
 def home_counts(port: str) -> list[float]:
@@ -130,7 +136,7 @@ def test_timeout_within_the_cycle_and_late_answer_flushed(emulator: BoardEmulato
         while len(emulator.tx) == handshake and time.monotonic() < deadline:
             time.sleep(0.01)
         time.sleep(0.05)  # the late response is now in the host's input buffer
-        b.timeout_s = 0.25
+        b.timeout_s = RELAXED_TIMEOUT_S
         assert b.read(0.0, raw) == BackendStatus.OK  # flushed: the answer is to *this* request
         assert raw.tolist() == home_counts(emulator.port)
     finally:
@@ -162,7 +168,7 @@ def test_dropped_response_times_out(
     emulator.drop_responses(1)
     assert backend.read(0.0, raw) == BackendStatus.ERROR
     assert backend.channel_fault.tolist() == [sr.FAULT_TIMEOUT] * 2
-    backend.timeout_s = 0.25
+    backend.timeout_s = RELAXED_TIMEOUT_S
     assert backend.read(0.0, raw) == BackendStatus.OK
 
 
