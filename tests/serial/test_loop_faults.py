@@ -93,7 +93,9 @@ def rig() -> Iterator[tuple[BoardEmulator, Callable[[bool], tuple[Loop, Composit
     emu.stop()
 
 
-@pytest.mark.parametrize(("inject", "serial_code", "first"), CASES, ids=lambda x: str(x))
+@pytest.mark.parametrize(
+    ("inject", "serial_code", "first"), CASES, ids=["crc", "timeout", "port-removed", "los"]
+)
 @pytest.mark.parametrize("backend_error", [True, False], ids=["backend_error", "channel_only"])
 def test_serial_fault_nulls_the_valves_in_the_same_cycle(
     rig: tuple[BoardEmulator, Callable[[bool], tuple[Loop, CompositeBackend]]],
