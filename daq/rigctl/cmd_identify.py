@@ -84,12 +84,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _offline(run_path: Path, profile_path: str | None) -> dict[str, Any]:
-    from estimator.batch import identify_run
     from estimator.report.runs import load_run
 
     data = load_run(run_path, profile_path)
-    batch = identify_run(data.columns, data.params, profile=data.profile)
-    truth = data.params if data.is_simulated else None
+    batch = _batch(data)
+    truth = batch.truth if data.is_simulated else None
     rows = rows_from(batch.names, None, batch.theta, batch.sigma_pct, truth)
     return _result(rows, {"run": str(run_path)}, online=False)
 
@@ -112,7 +111,6 @@ def _experiment(path: str | None, default_stem: str, n_joints: int) -> dict[str,
 
 
 def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
-    from estimator.batch import identify_run
     from estimator.paramfile import read_param_file
     from estimator.report.runs import load_run
 
@@ -156,9 +154,9 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
     online = read_param_file(s.param_file)
     _say(progress, "batch identification of the recording (IDIM-WLS)")
     data = load_run(ident_run, profile_path)
-    batch = identify_run(data.columns, data.params, profile=data.profile)
+    batch = _batch(data)
     theta_on, sigma_on = _online_vectors(online, batch.names)
-    truth = data.params if data.is_simulated else None
+    truth = batch.truth if data.is_simulated else None
     rows = rows_from(batch.names, (theta_on, sigma_on), batch.theta, batch.sigma_pct, truth)
     extra: dict[str, Any] = {
         "identification_run": str(ident_run),
@@ -176,6 +174,16 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         extra["report"] = str(rep.html)
         extra["fit"] = rep.fit_table
     return _result(rows, extra, online=True)
+
+
+def _batch(data: Any) -> Any:
+    """Batch IDIM-WLS with the models the profile names (as the online estimator uses)."""
+    from estimator.batch import identify_run
+    from estimator.models import load_models
+
+    spec = data.profile.estimator.model if data.profile.estimator is not None else None
+    models = load_models(spec, data.params)
+    return identify_run(data.columns, data.params, profile=data.profile, models=models)
 
 
 def _online_vectors(online: dict[str, Any], names: list[str]) -> tuple[list[float], list[float]]:

@@ -9,8 +9,6 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from controller.plant.params import PlantParams
-
 
 @dataclass
 class ParameterRow:
@@ -46,19 +44,15 @@ def rows_from(
     online: tuple[Sequence[float], Sequence[float]] | None,
     batch: np.ndarray,
     batch_sigma_pct: np.ndarray,
-    truth_params: PlantParams | None,
+    truth: np.ndarray | None,
 ) -> list[ParameterRow]:
-    truth: dict[str, float] = {}
-    if truth_params is not None:
-        truth_names = truth_params.mech_names() + truth_params.fluid_names()
-        values = np.concatenate([truth_params.theta_mech(), truth_params.theta_fluid()])
-        truth = dict(zip(truth_names, values.tolist(), strict=True))
+    """One row per parameter; `truth` in the same order (the simulator's, or None)."""
     rows = []
     for i, name in enumerate(names):
         rows.append(
             ParameterRow(
                 name=name,
-                truth=truth.get(name),
+                truth=None if truth is None else float(truth[i]),
                 online=None if online is None else float(online[0][i]),
                 online_sigma_pct=None if online is None else float(online[1][i]),
                 batch=float(batch[i]),

@@ -64,11 +64,11 @@ def test_table_batch_only_without_truth() -> None:
     assert len(lines) == 3  # no summary without truth
 
 
-def test_rows_from_takes_truth_from_the_plant() -> None:
+def test_rows_from_pairs_truth_with_names() -> None:
     params = plant_params(load_profile(PROFILE))
     names = params.mech_names() + params.fluid_names()
-    theta = np.concatenate([params.theta_mech(), params.theta_fluid()]) * 1.01
-    rows = rows_from(names, None, theta, np.full(len(names), 0.5), params)
+    truth = np.concatenate([params.theta_mech(), params.theta_fluid()])
+    rows = rows_from(names, None, truth * 1.01, np.full(len(names), 0.5), truth)
     assert [r.name for r in rows] == names
     assert all(r.error_pct(r.batch) == pytest.approx(1.0) for r in rows)
     assert all(r.online is None for r in rows)

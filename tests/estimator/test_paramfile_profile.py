@@ -21,6 +21,7 @@ def _profile_dict() -> dict:
 
 def test_estimator_section_is_optional_and_checked() -> None:
     data = _profile_dict()
+    data.pop("estimator", None)  # the shipped 1-DOF profile names the example model
     assert parse_profile(data).estimator is None
     data["estimator"] = {"model": "estimator.examples.one_joint:models", "forgetting": 0.999}
     prof = parse_profile(data)

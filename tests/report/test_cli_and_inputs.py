@@ -112,12 +112,7 @@ def test_user_model_report_without_validation(tmp_path: Path) -> None:
     """A user model's parameters cannot drive the shared physics: the report still shows the
     identification (tables, convergence, SVD, timing), says why validation is missing, and
     draws no validation figure."""
-    profile = tmp_path / "sim-1dof-user.toml"
-    profile.write_text(
-        (PROFILE.parent / "sim-1dof.toml").read_text(encoding="utf-8")
-        + '\n[estimator]\nmodel = "estimator.examples.one_joint:models"\n',
-        encoding="utf-8",
-    )
+    profile = PROFILE.parent / "sim-1dof.toml"  # names estimator.examples.one_joint:models
     run = record_sim_run(profile, tmp_path, "user", 4.0)
     result = build_report(run, None, tmp_path / "out", progress=False)
     assert set(result.figures) == {"convergence", "singular_values", "timing"}
