@@ -10,10 +10,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
-from daq.rigctl.common import EXIT_USAGE, UsageError
+from daq.rigctl.common import EXIT_OK, EXIT_USAGE, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`rigctl status | head`): not an error of ours. Point stdout at
+        # /dev/null so the interpreter's final flush does not raise again (Python docs, signal).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -177,3 +177,35 @@ def test_monitor_live_view_renders_state_channels_and_events() -> None:
     text = console.export_text()
     for expected in ("FAULT", "PRESSURE at p_cap_1", "eng.q_1", "0.7", "rad", "overruns", "41"):
         assert expected in text, expected
+
+
+def test_a_closed_pipe_is_not_a_traceback() -> None:
+    """`rigctl status | head -1`: the reader leaves early; rigctl exits 0 without a traceback."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    script = (
+        "import sys, daq.rigctl.cmd_status as st\n"
+        "from daq.rigctl.main import main\n"
+        "def chatty(args):\n"
+        "    for _ in range(100000):\n"
+        "        print('x' * 80)\n"
+        "    return 0\n"
+        "st.run = chatty\n"
+        "sys.exit(main(['status']))\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=root,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+    )
+    assert proc.stdout is not None
+    proc.stdout.read(100)  # read a little, then leave like `head`
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=60)
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()
+    assert proc.returncode == 0
