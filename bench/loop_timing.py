@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import zmq
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -112,11 +113,19 @@ def _command(endpoint: str, cmd: str, alive: Any, timeout_s: float = 120.0) -> d
 
 
 def run_service(
-    profile: Path, seconds: float, virtual: bool, extra: list[str], arm: bool = False
+    profile: Path,
+    seconds: float,
+    virtual: bool,
+    extra: list[str],
+    arm: bool = False,
+    stalled_subscriber: bool = False,
 ) -> dict[str, Any]:
+    """Run `rig-daq` for `seconds`; with `stalled_subscriber`, a telemetry SUB socket that
+    connects and never reads (its queues fill; the publisher must drop, never wait)."""
     with tempfile.TemporaryDirectory() as tmp:
         status = Path(tmp) / "status.json"
         commands = f"tcp://127.0.0.1:{_free_port()}"
+        telemetry = f"tcp://127.0.0.1:{_free_port()}"
         cmd = [
             sys.executable,
             "-m",
@@ -130,7 +139,7 @@ def run_service(
             "--run-dir",
             tmp,
             "--telemetry",
-            f"tcp://127.0.0.1:{_free_port()}",
+            telemetry,
             "--commands",
             commands,
             *extra,
@@ -141,13 +150,55 @@ def run_service(
         proc = subprocess.Popen(
             cmd, env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
+        ctx = zmq.Context()
+        stalled = None
+        if stalled_subscriber:
+            stalled = ctx.socket(zmq.SUB)
+            stalled.rcvhwm = 1
+            stalled.setsockopt(zmq.RCVBUF, 4096)
+            stalled.subscribe(b"")
+            stalled.connect(telemetry)
         armed = _command(commands, "arm", lambda: proc.poll() is None) if arm else None
         _, stderr = proc.communicate(timeout=seconds * 5 + 300)
+        if stalled is not None:
+            stalled.close(0)
+        ctx.term()
         if proc.returncode != 0 or not status.exists():
             raise SystemExit(f"service failed ({proc.returncode}):\n{stderr[-3000:]}")
         result: dict[str, Any] = json.loads(status.read_text())
         result["arm_reply"] = armed
         return result
+
+
+def compare_stalled(args: argparse.Namespace, spin: list[str]) -> dict[str, Any]:
+    """Two recorded real-time runs, without and with a subscriber that never reads: the loop's
+    timing and the recording must not change (issue: telemetry never slows the loop)."""
+    out: dict[str, Any] = {}
+    for label, stalled in (("no_subscriber", False), ("stalled_subscriber", True)):
+        r = run_service(
+            args.profile, args.stalled_seconds, False, [*spin, "--record"], True, stalled
+        )
+        t, rec = r["timing"], r.get("recorder") or {}
+        out[label] = {
+            "wake_p99_us": t["wake_latency_us"]["p99"],
+            "compute_p99_us": t["compute_time_us"]["p99"],
+            "overruns": t["overruns"],
+            "cycles": t["cycles"],
+            "rows_recorded": rec.get("rows_written"),
+            "rows_lost": rec.get("lost"),
+            "recording_complete": rec.get("complete"),
+            "telemetry_dropped_batches": (r.get("telemetry") or {}).get("dropped_batches"),
+        }
+        print(f"{label}: {out[label]}", flush=True)
+    a, b = out["no_subscriber"], out["stalled_subscriber"]
+    out["wake_p99_ratio"] = b["wake_p99_us"] / a["wake_p99_us"] if a["wake_p99_us"] else None
+    out["compute_p99_ratio"] = (
+        b["compute_p99_us"] / a["compute_p99_us"] if a["compute_p99_us"] else None
+    )
+    out["recordings_complete"] = bool(
+        a["recording_complete"] and b["recording_complete"] and b["rows_lost"] == 0
+    )
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,6 +207,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--virtual-seconds", type=float, default=20.0)
     ap.add_argument("--profile", type=Path, default=ROOT / "hw_profiles/sim-2dof.toml")
     ap.add_argument("--spin-us", type=float, default=None, help="passed to the service")
+    ap.add_argument(
+        "--stalled-seconds",
+        type=float,
+        default=20.0,
+        help="length of each of the two recorded runs, with and without a telemetry "
+        "subscriber that never reads (0 = skip)",
+    )
     args = ap.parse_args(argv)
     prof = load_profile(args.profile)
     prio, cpu = prof.realtime.priority, prof.realtime.cpu
@@ -182,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
 
+    stall = compare_stalled(args, spin) if args.stalled_seconds > 0 else None
+
     wake, comp = t["wake_latency_us"], t["compute_time_us"]
     ratio = wake["p99"] / cyc["p99"] if "p99" in cyc and cyc["p99"] > 0 else None
     figures = {
@@ -206,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         "compute_p99_ok": comp["p99"] <= 400.0,
         "virtual_speedup": speedup,
         "virtual_speedup_ok": speedup >= 5.0,
+        "stalled_subscriber": stall,
         "load_average": os.getloadavg(),
     }
     print(json.dumps(figures))
