@@ -16,11 +16,11 @@ import argparse
 import json
 import sys
 import time
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from daq.profile import ProfileError, load_profile
+from daq.rigctl.cmd_run import load_experiment
 from daq.rigctl.common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 from daq.rigctl.identify_table import ParameterRow, format_table, rows_from
 from daq.rigctl.session import ROOT, RigSession, SessionError
@@ -84,10 +84,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _offline(run_path: Path, profile_path: str | None) -> dict[str, Any]:
+    from estimator.report.analysis import batch_identify
     from estimator.report.runs import load_run
 
     data = load_run(run_path, profile_path)
-    batch = _batch(data)
+    batch = batch_identify(data)
     truth = batch.truth if data.is_simulated else None
     rows = rows_from(batch.names, None, batch.theta, batch.sigma_pct, truth)
     return _result(rows, {"run": str(run_path)}, online=False)
@@ -106,12 +107,12 @@ def _experiment(path: str | None, default_stem: str, n_joints: int) -> dict[str,
                 return None
             raise FileNotFoundError(f"no default experiment {candidate}; pass --experiment")
         path = str(candidate)
-    with open(path, "rb") as f:
-        return tomllib.load(f)
+    return load_experiment(Path(path))
 
 
 def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
     from estimator.paramfile import read_param_file
+    from estimator.report.analysis import batch_identify
     from estimator.report.runs import load_run
 
     profile_path = Path(args.profile)
@@ -154,7 +155,7 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
     online = read_param_file(s.param_file)
     _say(progress, "batch identification of the recording (IDIM-WLS)")
     data = load_run(ident_run, profile_path)
-    batch = _batch(data)
+    batch = batch_identify(data)
     theta_on, sigma_on = _online_vectors(online, batch.names)
     truth = batch.truth if data.is_simulated else None
     rows = rows_from(batch.names, (theta_on, sigma_on), batch.theta, batch.sigma_pct, truth)
@@ -174,16 +175,6 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         extra["report"] = str(rep.html)
         extra["fit"] = rep.fit_table
     return _result(rows, extra, online=True)
-
-
-def _batch(data: Any) -> Any:
-    """Batch IDIM-WLS with the models the profile names (as the online estimator uses)."""
-    from estimator.batch import identify_run
-    from estimator.models import load_models
-
-    spec = data.profile.estimator.model if data.profile.estimator is not None else None
-    models = load_models(spec, data.params)
-    return identify_run(data.columns, data.params, profile=data.profile, models=models)
 
 
 def _online_vectors(online: dict[str, Any], names: list[str]) -> tuple[list[float], list[float]]:
