@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.signal import butter, filtfilt
+from scipy.signal import butter, sosfiltfilt
 
 from controller.plant import dynamics
 from controller.plant.params import PlantParams
+from estimator.batch import derivative
 
 #: Outputs compared, as (label, state block): block k of the state [q, q̇, p⁺, p⁻, u].
 OUTPUTS = (("q", 0), ("p_cap", 2), ("p_rod", 3))
@@ -74,13 +75,15 @@ def simulate(params: PlantParams, period: float, x0: np.ndarray, spool: np.ndarr
 def smooth_derivatives(
     x: np.ndarray, period: float, cutoff_hz: float = 20.0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Zero-phase Butterworth (4th order, both directions) then central differences: the
-    offline derivative estimate of Gautier et al. §II."""
-    b, a = butter(4, cutoff_hz * 2.0 * period)
-    xf = filtfilt(b, a, x, axis=0)
-    xd = np.gradient(xf, period, axis=0)
-    xdd = np.gradient(xd, period, axis=0)
-    return xf, xd, xdd
+    """Zero-phase Butterworth (4th order, both directions), then the batch estimator's
+    five-point differences: the offline derivative estimate of Gautier et al. §II."""
+    xf = sosfiltfilt(_lowpass(period, cutoff_hz), x, axis=0)
+    xd = derivative(xf, period)
+    return xf, xd, derivative(xd, period)
+
+
+def _lowpass(period: float, cutoff_hz: float = 20.0) -> np.ndarray:
+    return butter(4, cutoff_hz, fs=1.0 / period, output="sos")
 
 
 def validate(
@@ -118,8 +121,9 @@ def validate(
             except ValueError:
                 notes.append(f"{key}: constant in this run, no FIT")
     # Torques: measured through the moment arm vs the inverse model on filtered kinematics.
-    pcf = filtfilt(*butter(4, 20.0 * 2.0 * period), m.p_cap, axis=0)
-    prf = filtfilt(*butter(4, 20.0 * 2.0 * period), m.p_rod, axis=0)
+    sos = _lowpass(period)
+    pcf = sosfiltfilt(sos, m.p_cap, axis=0)
+    prf = sosfiltfilt(sos, m.p_rod, axis=0)
     tau_meas = dynamics.torque_from_pressures(params, qf, pcf, prf)
     tau_pred = dynamics.inverse_dynamics(params, qf, qd, qdd)
     rms = [float(np.sqrt(np.mean((tau_meas[:, i] - tau_pred[:, i]) ** 2))) for i in range(n)]
