@@ -21,7 +21,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,13 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from daq.profile.loader import load_profile  # noqa: E402
+from daq.rigctl.session import free_endpoint  # noqa: E402
 from daq.timing import percentile_from_histogram  # noqa: E402
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def run_cyclictest(seconds: float, priority: int, cpu: int) -> tuple[np.ndarray, float] | str:
@@ -124,8 +118,8 @@ def run_service(
     connects and never reads (its queues fill; the publisher must drop, never wait)."""
     with tempfile.TemporaryDirectory() as tmp:
         status = Path(tmp) / "status.json"
-        commands = f"tcp://127.0.0.1:{_free_port()}"
-        telemetry = f"tcp://127.0.0.1:{_free_port()}"
+        commands = free_endpoint()
+        telemetry = free_endpoint()
         cmd = [
             sys.executable,
             "-m",

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from daq.profile import load_profile
+from daq.rigctl.session import free_endpoint
 from tests.deploy.conftest import NotifyListener
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,12 +27,6 @@ WATCHDOG_S = 2.0
 STALL_AT_S = 3.0  # rig time at which the simulated read blocks
 READY_TIMEOUT_S = 180.0  # first start compiles the plant model
 OBSERVE_S = 14.0  # after READY: ~3 s of running, then the stall
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _stalling_profile(tmp: Path) -> Path:
@@ -46,7 +40,7 @@ def _stalling_profile(tmp: Path) -> Path:
         r'directory = "runs"': f'directory = "{tmp / "runs"}"',
     }
     for port in ("5555", "5556", "5557"):
-        subs[rf"tcp://127\.0\.0\.1:{port}"] = f"tcp://127.0.0.1:{_free_port()}"
+        subs[rf"tcp://127\.0\.0\.1:{port}"] = free_endpoint()
     for pattern, repl in subs.items():
         text, n = re.subn(pattern, repl, text)
         assert n == 1, pattern

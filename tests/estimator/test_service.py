@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,15 +12,10 @@ import msgpack
 import numpy as np
 import zmq
 
+from daq.rigctl.session import free_endpoint
 from estimator.paramfile import read_param_file
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _samples(seq0: int, rows: np.ndarray) -> list[bytes]:
@@ -44,7 +38,7 @@ def test_service_estimates_counts_gaps_and_writes_param_file(sim1dof_run, tmp_pa
     ctx = zmq.Context()
     tel = ctx.socket(zmq.PUB)
     tport = tel.bind_to_random_port("tcp://127.0.0.1")
-    est_ep = f"tcp://127.0.0.1:{_free_port()}"
+    est_ep = free_endpoint()
     sub = ctx.socket(zmq.SUB)
     sub.setsockopt(zmq.SUBSCRIBE, b"estimate")
     sub.connect(est_ep)

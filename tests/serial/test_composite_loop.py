@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -29,18 +28,13 @@ import zmq
 
 from daq.profile import load_profile
 from daq.recording import read_run
+from daq.rigctl.session import free_endpoint
 from daq.sample_layout import SampleLayout
 from daq.telemetry import wire
 from tests.serial.conftest import COMPOSITE, ROOT
 
 pytestmark = pytest.mark.slow
 SIM = ROOT / "hw_profiles" / "sim-2dof.toml"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _env() -> dict[str, str]:
@@ -118,13 +112,13 @@ class Telemetry:
 
 def run_service(profile: Path, duration: float, tmp: Path) -> Telemetry:
     """`rig-daq` in virtual time, recording from the first cycle, on private loopback ports."""
-    telem = Telemetry(f"tcp://127.0.0.1:{_free_port()}")
+    telem = Telemetry(free_endpoint())
     t = threading.Thread(target=telem.run, daemon=True)
     t.start()
     cmd = [
         sys.executable, "-m", "daq.service", "--profile", str(profile), "--virtual-time",
         "--duration", str(duration), "--record", "--run-dir", str(tmp / "runs"),
-        "--telemetry", telem.endpoint, "--commands", f"tcp://127.0.0.1:{_free_port()}",
+        "--telemetry", telem.endpoint, "--commands", free_endpoint(),
         "--rt-priority", "0", "--cpu", "-1", "--no-mlock",
     ]  # fmt: skip
     try:

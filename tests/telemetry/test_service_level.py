@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ import numpy as np
 import pytest
 import zmq
 
+from daq.rigctl.session import free_endpoint
 from tests.telemetry.test_command_fuzz import _random_obj
 
 pytestmark = pytest.mark.slow
@@ -27,12 +27,6 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "hw_profiles" / "sim-2dof.toml"
 SECONDS = 10.0  # of rig time
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_service(run_dir: Path, tel: str, cmd: str, duration: float) -> subprocess.Popen[str]:
@@ -66,7 +60,7 @@ def test_stalled_subscriber_changes_neither_timing_nor_recording(tmp_path: Path)
     for stalled in (False, True):
         run_dir = tmp_path / ("stalled" if stalled else "alone")
         run_dir.mkdir()
-        tel = f"tcp://127.0.0.1:{free_port()}"
+        tel = free_endpoint()
         ctx = zmq.Context()
         sub = ctx.socket(zmq.SUB)
         sub.linger = 0
@@ -75,7 +69,7 @@ def test_stalled_subscriber_changes_neither_timing_nor_recording(tmp_path: Path)
         sub.subscribe(b"")
         if stalled:
             sub.connect(tel)  # before the service binds: ZeroMQ retries until it does
-        proc = start_service(run_dir, tel, f"tcp://127.0.0.1:{free_port()}", SECONDS)
+        proc = start_service(run_dir, tel, free_endpoint(), SECONDS)
         try:
             if stalled:
                 assert sub.poll(30_000), "the stalled subscriber was never connected"
@@ -98,8 +92,8 @@ def test_stalled_subscriber_changes_neither_timing_nor_recording(tmp_path: Path)
 
 
 def test_fuzzed_command_socket_keeps_service_and_recording_intact(tmp_path: Path) -> None:
-    cmd_ep = f"tcp://127.0.0.1:{free_port()}"
-    proc = start_service(tmp_path, f"tcp://127.0.0.1:{free_port()}", cmd_ep, 3600.0)
+    cmd_ep = free_endpoint()
+    proc = start_service(tmp_path, free_endpoint(), cmd_ep, 3600.0)
     ctx = zmq.Context()
     sock = ctx.socket(zmq.DEALER)
     sock.linger = 0
