@@ -24,7 +24,6 @@ from daq.rigctl.cmd_run import load_experiment
 from daq.rigctl.common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 from daq.rigctl.identify_table import ParameterRow, format_table, rows_from
 from daq.rigctl.session import ROOT, RigSession, SessionError
-from estimator.report.runs import ReportError
 
 EXPERIMENTS = ROOT / "experiments"
 
@@ -52,6 +51,10 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The estimator is imported here, not at module level: every other rigctl command would
+    # otherwise pay for loading it (≈0.6 s).
+    from estimator.report.runs import ReportError
+
     try:
         if args.run is not None:
             result = _offline(Path(args.run), args.profile)

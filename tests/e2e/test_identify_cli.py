@@ -109,3 +109,24 @@ def test_identify_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "nope.rigrun" in capsys.readouterr().err
     assert main(["identify"]) == 2
     assert "--profile is required" in capsys.readouterr().err
+
+
+def test_rigctl_does_not_load_the_estimator_for_other_commands() -> None:
+    """`rigctl status` etc. must not pay for importing the estimator (numba, scipy)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import daq.rigctl.main as m; m.build_parser(); "
+        "print(sorted(n for n in sys.modules if n.split('.')[0] == 'estimator'))"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        check=True,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+    )
+    assert out.stdout.strip() == "[]"
