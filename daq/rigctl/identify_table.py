@@ -25,10 +25,11 @@ class ParameterRow:
         return 100.0 * (value - self.truth) / abs(self.truth)
 
     def within_3_sigma(self, value: float | None, sigma_pct: float | None) -> bool | None:
-        err = self.error_pct(value)
-        if err is None or sigma_pct is None or not math.isfinite(sigma_pct) or value is None:
-            return None
-        return abs(err) * abs(self.truth or 0.0) <= 3.0 * sigma_pct * abs(value) + 1e-300
+        """|θ − truth| ≤ 3σ, with σ = %σ·|θ|/100 (Gautier eq. 19)."""
+        if self.error_pct(value) is None or sigma_pct is None or not math.isfinite(sigma_pct):
+            return None  # no truth (or a zero one), no estimate, or no σ
+        assert value is not None and self.truth is not None
+        return abs(value - self.truth) <= 3.0 * sigma_pct / 100.0 * abs(value)
 
     def to_dict(self) -> dict[str, object]:
         d: dict[str, object] = asdict(self)
