@@ -10,28 +10,20 @@ run, batch IDIM at a 20 Hz corner gave R12 −4.4 % with the resolver and +0.2 %
 from the potentiometer; at 30 Hz −19 % against −0.1 %.
 
 The potentiometer gives the angle through the known cylinder geometry (the law of cosines,
-DESIGN §1.1, the inverse of `controller.plant.dynamics.piston`), the same geometry the
-regressors already use for the moment arm. The resolver stays the reference for the absolute
-angle: the mean difference between the two (a calibration offset on a real rig; zero on the
-simulator) is added back, so gravity terms see the resolver's zero. The mean is cumulative and
-applied block by block, so the online estimator stays causal and the batch (one block) uses the
-whole record's mean.
+DESIGN §1.1: `controller.plant.dynamics.joint_from_piston`, the inverse of `piston`), the same
+geometry the regressors already use for the moment arm. The resolver stays the reference for
+the absolute angle: the mean difference between the two (a calibration offset on a real rig;
+zero on the simulator) is added back, so gravity terms see the resolver's zero. The mean is
+cumulative and applied block by block, so the online estimator stays causal and the batch (one
+block) uses the whole record's mean.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from controller.plant.dynamics import joint_from_piston
 from controller.plant.params import PlantParams
-
-
-def angle_from_piston(params: PlantParams, s: np.ndarray) -> np.ndarray:
-    """Joint angles (..., n) at piston displacements s (..., n): vectorised law of cosines."""
-    s = np.asarray(s, dtype=float)
-    a, b = params.pin_a, params.pin_b
-    ell = s + params.closed_length + 0.5 * params.stroke
-    c = np.clip((a * a + b * b - ell * ell) / (2.0 * a * b), -1.0, 1.0)
-    return np.arccos(c) - params.theta0
 
 
 class AngleFusion:
@@ -56,7 +48,7 @@ class AngleFusion:
         nj = self.nj
         if raw.shape[0] == 0:
             return
-        qs = angle_from_piston(self.params, raw[:, nj : 2 * nj])
+        qs = joint_from_piston(self.params, raw[:, nj : 2 * nj])
         diff = raw[:, :nj] - qs
         finite = np.isfinite(diff)
         self._sum += np.where(finite, diff, 0.0).sum(axis=0)

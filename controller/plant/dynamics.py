@@ -266,6 +266,13 @@ def _inverse_dynamics_batch(
             tau[k, 1] = m12 * qdd[k, 0] + m22 * qdd[k, 1] + h2
 
 
+@njit
+def _joint_angle_batch(P: np.ndarray, s: np.ndarray, q: np.ndarray) -> None:
+    for k in range(s.shape[0]):
+        for i in range(s.shape[1]):
+            q[k, i] = joint_angle(P, i, s[k, i])
+
+
 def _rows(a: np.ndarray, n: int) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(a, dtype=float).reshape(-1, n))
 
@@ -281,13 +288,11 @@ def cylinder(params: PlantParams, q: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def joint_from_piston(params: PlantParams, s: np.ndarray) -> np.ndarray:
+    """Joint angles (..., n) at piston displacements s (..., n): the inverse of `cylinder`."""
     s = np.asarray(s, dtype=float)
     flat = _rows(s, params.n)
     out = np.empty_like(flat)
-    P = params.pack()
-    for k in range(flat.shape[0]):
-        for i in range(params.n):
-            out[k, i] = joint_angle(P, i, flat[k, i])
+    _joint_angle_batch(params.pack(), flat, out)
     return out.reshape(s.shape)
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from controller.plant.dynamics import cylinder
+from controller.plant.dynamics import cylinder, joint_from_piston
 from daq.profile.plant import plant_params
-from estimator.angles import AngleFusion, angle_from_piston
+from estimator.angles import AngleFusion
 from estimator.batch import correlation_factor, derivative, identify_run
 from estimator.online import OnlineIdentifier
 from tests.conftest import PROFILES
@@ -21,10 +21,10 @@ def params_2dof():
     return plant_params(load_profile(PROFILES / "sim-2dof.toml"))
 
 
-def test_angle_from_piston_inverts_the_cylinder_geometry(params_2dof) -> None:
+def test_joint_from_piston_inverts_the_cylinder_geometry(params_2dof) -> None:
     q = np.radians(np.stack([np.linspace(20, 60, 41), np.linspace(-4, 52, 41)], axis=1))
     s, _ = cylinder(params_2dof, q)
-    np.testing.assert_allclose(angle_from_piston(params_2dof, s), q, atol=1e-12)
+    np.testing.assert_allclose(joint_from_piston(params_2dof, s), q, atol=1e-12)
 
 
 def test_fusion_keeps_the_resolver_offset_and_is_causal(params_2dof) -> None:
