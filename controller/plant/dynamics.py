@@ -308,27 +308,6 @@ def inverse_dynamics(
     return tau.reshape(q.shape)
 
 
-def mass_matrix(params: PlantParams, q: np.ndarray) -> np.ndarray:
-    """M(q) of shape (..., n, n)."""
-    q = np.asarray(q, dtype=float)
-    flat = _rows(q, params.n)
-    out = np.zeros((flat.shape[0], params.n, params.n))
-    P = params.pack()
-    for k in range(flat.shape[0]):
-        q2 = flat[k, 1] if params.n == 2 else 0.0
-        m11, m12, m22, _, _ = mech_terms(P, flat[k, 0], q2, 0.0, 0.0)
-        out[k, 0, 0] = m11
-        if params.n == 2:
-            out[k, 0, 1] = out[k, 1, 0] = m12
-            out[k, 1, 1] = m22
-    return out.reshape((*q.shape[:-1], params.n, params.n))
-
-
-def bias_torque(params: PlantParams, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
-    """c(q, q̇) + Fv q̇ + g(q): the torque needed at zero acceleration."""
-    return inverse_dynamics(params, q, qd, np.zeros_like(np.asarray(q, dtype=float)))
-
-
 def gravity_torque(params: PlantParams, q: np.ndarray) -> np.ndarray:
     q = np.asarray(q, dtype=float)
     return inverse_dynamics(params, q, np.zeros_like(q), np.zeros_like(q))

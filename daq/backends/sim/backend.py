@@ -289,6 +289,3 @@ class SimBackend(Backend):
     def true_state(self) -> np.ndarray:
         """[q, q̇, p⁺, p⁻, u] (tests and benchmarks only)."""
         return self._x.copy()
-
-    def set_true_state(self, x: np.ndarray) -> None:
-        self._x[:] = x
