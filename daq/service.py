@@ -25,10 +25,10 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 from daq import rt
 from daq.backends.base import BackendError
+from daq.param_set import read_param_set
 from daq.profile.loader import ProfileError, load_profile
 from daq.profile.schema import Profile
 from daq.service_core import DEFAULT_SPIN_US, Service
@@ -69,7 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--telemetry", default=None, help="telemetry endpoint (overrides the profile)")
     p.add_argument("--commands", default=None, help="command endpoint (overrides the profile)")
     p.add_argument(
-        "--params", default=None, help="plant-parameter file (TOML) for model-based experiments"
+        "--params",
+        default=None,
+        help="plant-parameter file (TOML) for model-based segments and the pre-run check; "
+        "checked against the profile like `rigctl params load` (docs/operations.md)",
     )
     p.add_argument(
         "--status-out",
@@ -91,18 +94,6 @@ def _rt_settings(args: argparse.Namespace, profile: Profile) -> rt.RtSettings | 
     cpu = r.cpu if args.cpu is None else args.cpu
     lock = r.lock_memory and not args.no_mlock and not args.virtual_time
     return rt.RtSettings(priority=priority, cpu=cpu, lock_memory=lock)
-
-
-def _load_params(path: str, profile: Profile) -> Any:
-    """A plant-parameter file; keys it lacks come from the profile's [plant] (if any)."""
-    import tomllib
-
-    from controller.paramfile import load_params
-    from daq.profile.plant import plant_params
-
-    with open(path, "rb") as f:
-        data = tomllib.load(f)
-    return load_params(data, plant_params(profile) if profile.plant is not None else None)
 
 
 def _configure_logging(verbosity: int) -> ModuleType | None:
@@ -131,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from daq.backends.factory import make_backend
 
     try:
-        params = _load_params(args.params, profile) if args.params else None
+        params = read_param_set(args.params, profile) if args.params else None
     except (OSError, ValueError, ImportError) as exc:
         log.error("--params %s: %s", args.params, exc)
         return 2
