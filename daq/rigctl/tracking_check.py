@@ -142,3 +142,20 @@ def run_tracking_check(session: Session, timeout: float = 600.0) -> TrackingResu
         runs.append(str(path))
         rms[controller] = rms_errors_deg(path, ref_cols, q_cols)
     return TrackingResult(joints, rms["pid"], rms["pid_ff"], runs)
+
+
+def load_and_check(session: Session, param_file: Path, timeout: float = 600.0) -> dict[str, Any]:
+    """`rigctl identify`'s last step: load the parameters it found into the service
+    (`load_params`, as `rigctl params load` does) and run the tracking check with them."""
+    text = param_file.read_text(encoding="utf-8")
+    loaded = session.command("load_params", {"text": text, "source": str(param_file)[-256:]})
+    out = run_tracking_check(session, timeout).to_dict()
+    out["params"] = loaded["params"]
+    return out
+
+
+def tracking_lines(tracking: dict[str, Any]) -> list[str]:
+    """The check's dict (`TrackingResult.to_dict`) as printed lines."""
+    return TrackingResult(
+        tracking["joints"], tracking["pid_rms_deg"], tracking["model_rms_deg"], tracking["runs"]
+    ).lines()
