@@ -239,10 +239,17 @@ class VelocityLimitedPD(Law):
     `drives_to_reference`, so the runner puts no approach move before it. What it reports as
     the reference (for the following-error interlock and the recording) is where eq. 34–36
     would have the joint: a point moving towards q_d at min(V_max, (K_P/K_D)|q_d − r|) from the
-    position measured at `enable`. `vmax` above a joint's velocity limit is refused.
+    position measured at `enable`, leaking towards the measured position with time constant
+    `REF_LEAK_S`. The leak is there because with J = 0 (the setting that does not pump the
+    hydraulic resonance, see docs/controller.md) the valve's speed per volt is only as good as
+    `velocity_ff`: 10–12 % off on the simulator, which over a 3 s sweep adds up to a
+    following-error trip; with the leak a speed off by x·V_max shows about x·V_max·τ (0.6° at
+    10°/s), while a stalled joint still shows V_max·τ (5° at 10°/s) and trips the interlock.
+    `vmax` above a joint's velocity limit is refused.
     """
 
     drives_to_reference = True
+    REF_LEAK_S = 0.5
 
     def __init__(
         self,
@@ -307,7 +314,8 @@ class VelocityLimitedPD(Law):
             # The reported reference moves as eq. 36 would move the joint (see class doc).
             v_r = ratio * (q_ref[j] - self._r[j])
             vm = self.vmax[j]
-            self._r[j] += (vm if v_r > vm else -vm if v_r < -vm else v_r) * self.period
+            v_r = vm if v_r > vm else -vm if v_r < -vm else v_r
+            self._r[j] += (v_r + (fb.q[j] - self._r[j]) / self.REF_LEAK_S) * self.period
 
 
 class ValveSine(Law):
