@@ -2,7 +2,7 @@
 systemd notification around it, in one process with one real-time thread.
 
     python -m daq.service --profile hw_profiles/sim-2dof.toml [--virtual-time] [--duration S]
-                          [--record] [--run-dir DIR] [-v]
+                          [--record] [--run-dir DIR] [--params FILE] [-v]
 
 Threads: `rig-loop` (the 1 kHz loop, real-time priority), `rig-housekeeping` (forwards the loop's
 events to the recorder and telemetry, logs overruns at most once a second, collects garbage
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -70,9 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--commands", default=None, help="command endpoint (overrides the profile)")
     p.add_argument(
         "--params",
-        default=None,
+        # The unit sets it from /etc/rig/daq.env (systemd/rig-daq.service): an empty value is
+        # "no parameters", like leaving the option out.
+        default=os.environ.get("RIG_PARAMS") or None,
         help="plant-parameter file (TOML) for model-based segments and the pre-run check; "
-        "checked against the profile like `rigctl params load` (docs/operations.md)",
+        "checked against the profile like `rigctl params load` (default: $RIG_PARAMS; "
+        "docs/operations.md)",
     )
     p.add_argument(
         "--status-out",
