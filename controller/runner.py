@@ -140,7 +140,7 @@ class ExperimentRunner:
             law = build_law(seg, gains, limits, period, model)
             start = seg.trajectory.start()
             moving = prev_end is not None and np.abs(start - prev_end).max() > _TOL
-            if moving and not law.drives_to_reference:
+            if prev_end is not None and moving and not law.drives_to_reference:
                 self._planned.append(self._approach(prev_end, start, i, seg.name))
             self._planned.append(
                 _Phase(seg.name, i, seg.trajectory, law, seg.duration, seg.repeats)

@@ -142,7 +142,7 @@ class ControlApi:
         self.recorder = recorder
         self.on_describe = on_describe
         self.param_set: Any = params if hasattr(params, "summary") else None
-        self.params = params.params if self.param_set is not None else params
+        self.params: Any = self.param_set.params if self.param_set is not None else params
         self.on_params = on_params
         self.gains: list[Any] | None = joint_gains(self.profile) if controller_available() else None
         self._handlers: dict[str, Callable[[dict[str, Any], Any], dict[str, Any]]] = {
