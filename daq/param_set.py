@@ -72,15 +72,21 @@ def parse_param_set(text: str, source: str, profile: Profile) -> ParamSet:
         if base is not None and profile_model(profile) == "reference"
         else None
     )
-    check_compatible(data, profile.rig.id, base, expected)
-    params = load_params(data, base)
+    try:
+        check_compatible(data, profile.rig.id, base, expected)
+        params = load_params(data, base)
+        rig, models = file_rig(data), tuple(file_models(data))
+    except (TypeError, AttributeError, KeyError, IndexError) as exc:
+        # controller.paramfile names the key for what it expects; a value of the wrong kind
+        # altogether (a number where a table or list belongs) lands here.
+        raise ValueError(f"malformed parameter file (a value of the wrong kind): {exc}") from None
     return ParamSet(
         params=params,
         source=source,
         loaded_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
-        rig=file_rig(data),
-        models=tuple(file_models(data)),
+        rig=rig,
+        models=models,
     )
 
 

@@ -57,7 +57,7 @@ def check_against_profile(text: str, profile_path: Path) -> None:
     estimator, which only rigctl may import)."""
     import tomllib
 
-    from controller.paramfile import ParamFileError, check_compatible, load_params
+    from controller.paramfile import check_compatible, load_params
     from daq.param_set import profile_model
     from daq.profile import ProfileError, load_profile
     from daq.profile.plant import plant_params
@@ -74,7 +74,7 @@ def check_against_profile(text: str, profile_path: Path) -> None:
             expected = {m.name: list(m.names) for m in models}
         check_compatible(data, profile.rig.id, base, expected)
         load_params(data, base)
-    except (ProfileError, tomllib.TOMLDecodeError, ParamFileError, ValueError) as exc:
+    except (ProfileError, tomllib.TOMLDecodeError, ValueError, TypeError, AttributeError) as exc:
         raise UsageError(f"parameter file refused: {exc}") from None
 
 
