@@ -144,20 +144,38 @@ class Experiment:
 
 def sakai_sequential(
     home_deg: Sequence[float],
+    q2_range_deg: Sequence[float] | None = None,
     amplitude_v: float = 0.2,
     frequency_hz: float = 1.0,
     step_s: float = 20.0,
     centering_v_per_rad: float = 2.0,
 ) -> dict[str, Any]:
-    """Sakai's protocol as one experiment dict: step 1 drives joint 2 with joint 1 held, step 2
-    drives joint 1 with joint 2 held, step 3 drives both (the estimator stacks all steps)."""
+    """Sakai & Maeshima's sequential protocol (seed 000, Fig. 3) as one experiment dict:
+
+    step 1: joint 2 driven, joint 1 held at q1const (its home);
+    step 2: joint 1 driven, joint 2 held at q2min;
+    step 3: joint 1 driven, joint 2 held at q2max.
+
+    Steps 2 and 3 see link 1 with link 2 at both ends of its range, so the coupling and the
+    link-2 gravity terms change between them (what makes the stacked problem unique). Two
+    joints need `q2_range_deg = (q2min, q2max)`: the rig's soft limits less a margin for the
+    hold's own excursion. One joint: a single step driving it."""
     n = len(home_deg)
-    steps = (
-        [[0.0, amplitude_v], [amplitude_v, 0.0], [amplitude_v, amplitude_v]]
-        if n == 2
-        else [[amplitude_v]]
-    )
-    segs = [
+    h = [float(x) for x in home_deg]
+    if n == 2:
+        if q2_range_deg is None or len(q2_range_deg) != 2:
+            raise ValueError("sakai_sequential: two joints need q2_range_deg = (q2min, q2max)")
+        q2min, q2max = (float(x) for x in q2_range_deg)
+        if not q2min < q2max:
+            raise ValueError(f"sakai_sequential: q2min {q2min} must be below q2max {q2max}")
+        steps = [
+            ([0.0, amplitude_v], h),
+            ([amplitude_v, 0.0], [h[0], q2min]),
+            ([amplitude_v, 0.0], [h[0], q2max]),
+        ]
+    else:
+        steps = [([amplitude_v] * n, h)]
+    segs: list[dict[str, Any]] = [
         {
             "name": "settle",
             "duration_s": 2.0,
@@ -165,12 +183,12 @@ def sakai_sequential(
             "controller": {"kind": "pid"},
         }
     ]
-    for k, amp in enumerate(steps, start=1):
+    for k, (amp, hold) in enumerate(steps, start=1):
         segs.append(
             {
                 "name": f"step{k}",
                 "duration_s": step_s,
-                "trajectory": {"kind": "hold"},
+                "trajectory": {"kind": "hold", "position_deg": list(hold)},
                 "controller": {
                     "kind": "valve_sine",
                     "amplitude_v": amp,
@@ -181,7 +199,8 @@ def sakai_sequential(
         )
     return {
         "name": "sakai-sequential",
-        "home_deg": list(home_deg),
+        "home_deg": h,
         "segments": segs,
-        "description": "Sakai & Maeshima: hold one joint, drive the other, then both",
+        "description": "Sakai & Maeshima: drive joint 2 (joint 1 held), then joint 1 with "
+        "joint 2 held at q2min, then at q2max",
     }

@@ -55,6 +55,10 @@ class Law:
     #: Per joint: True where the law has no position reference (open-loop valve drive); the
     #: runner then reports the measured position as the reference.
     open_loop: Sequence[bool] = (False, False)
+    #: True for a law that takes the joints to its reference itself (Lin's velocity-limited PD
+    #: given a step): the runner then inserts no approach move before it — the step *is* the
+    #: experiment — and reports `reference_out` instead of the segment's reference.
+    drives_to_reference: bool = False
 
     def enable(self, fb: Feedback, q_ref: Array) -> None:
         raise NotImplementedError
@@ -66,6 +70,9 @@ class Law:
 
     def disable(self) -> None:
         """Nothing to release by default."""
+
+    def reference_out(self, ref_out: Array) -> None:
+        """The position the law expects the joints at now (only if `drives_to_reference`)."""
 
     def _clamp(self, j: int, v: float) -> float:
         lim = self.limits[j].valve_max_v
@@ -227,7 +234,22 @@ class VelocityLimitedPD(Law):
     `velocity_ff` (V·s/rad, ≈ 1/valve velocity gain) adds the hydraulic form: the velocity
     demand of eq. 34, (K_P/K_D)·V·(q_d − q), sent straight to the valve, with eq. 35's
     increments on top as the correction (J = 0 leaves a velocity-limited P law).
+
+    Given a step (Lin's experiment: a far reference), the joint travels at V_max: the law
+    `drives_to_reference`, so the runner puts no approach move before it. What it reports as
+    the reference (for the following-error interlock and the recording) is where eq. 34–36
+    would have the joint: a point moving towards q_d at min(V_max, (K_P/K_D)|q_d − r|) from the
+    position measured at `enable`, leaking towards the measured position with time constant
+    `REF_LEAK_S`. The leak is there because with J = 0 (the setting that does not pump the
+    hydraulic resonance, see docs/controller.md) the valve's speed per volt is only as good as
+    `velocity_ff`: 10–12 % off on the simulator, which over a 3 s sweep adds up to a
+    following-error trip; with the leak a speed off by x·V_max shows about x·V_max·τ (0.6° at
+    10°/s), while a stalled joint still shows V_max·τ (5° at 10°/s) and trips the interlock.
+    `vmax` above a joint's velocity limit is refused.
     """
+
+    drives_to_reference = True
+    REF_LEAK_S = 0.5
 
     def __init__(
         self,
@@ -246,17 +268,29 @@ class VelocityLimitedPD(Law):
             raise ValueError("kp, kd, vmax, j_gain and limits need one entry per joint")
         if min(kp) <= 0 or min(kd) <= 0 or min(vmax) <= 0:
             raise ValueError("velocity-limited PD needs kp, kd, vmax > 0")
+        for j, (v, lim) in enumerate(zip(vmax, limits, strict=True)):
+            if v > lim.max_velocity * (1 + 1e-9):
+                raise ValueError(
+                    f"joint {j + 1}: vmax {math.degrees(v):.4g}°/s exceeds the joint's velocity "
+                    f"limit {math.degrees(lim.max_velocity):.4g}°/s"
+                )
         self.kp, self.kd, self.vmax, self.jg = list(kp), list(kd), list(vmax), list(j_gain)
         self.period = period
         self.vel = _VelocityEstimate(self.n, period, velocity_filter_hz)
         self._out = [0.0] * self.n
         self._qd_prev = [0.0] * self.n
+        self._r = [0.0] * self.n
 
     def enable(self, fb: Feedback, q_ref: Array) -> None:
         self.vel.reset(fb.q)
         for j in range(self.n):
             self._out[j] = 0.0
             self._qd_prev[j] = 0.0
+            self._r[j] = float(fb.q[j])
+
+    def reference_out(self, ref_out: Array) -> None:
+        for j in range(self.n):
+            ref_out[j] = self._r[j]
 
     def update(
         self, t: float, fb: Feedback, q_ref: Array, qd_ref: Array, qdd_ref: Array, volts_out: Array
@@ -277,6 +311,11 @@ class VelocityLimitedPD(Law):
             clamped = self._clamp(j, ff + mem)
             self._out[j] = clamped - ff  # keep the memory at what was applied: no wind-up
             volts_out[j] = clamped
+            # The reported reference moves as eq. 36 would move the joint (see class doc).
+            v_r = ratio * (q_ref[j] - self._r[j])
+            vm = self.vmax[j]
+            v_r = vm if v_r > vm else -vm if v_r < -vm else v_r
+            self._r[j] += (v_r + (fb.q[j] - self._r[j]) / self.REF_LEAK_S) * self.period
 
 
 class ValveSine(Law):

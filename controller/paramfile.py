@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -225,3 +225,59 @@ def _load_estimator(d: Mapping[str, Any], base: PlantParams | None) -> PlantPara
     if mech is None and fluid is None:
         raise ParamFileError("the file has neither a [plant] table nor mechanical/fluid models")
     return base.with_identified(theta_mech=mech, theta_fluid=fluid)
+
+
+def file_rig(d: Mapping[str, Any]) -> str | None:
+    """The rig id a parameter file says it was identified on (None if it says nothing)."""
+    rig = d.get("rig") if d.get("format") == ESTIMATOR_FORMAT else d.get("meta", {}).get("rig")
+    return str(rig) if rig is not None else None
+
+
+def file_models(d: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Model name → parameter names, as the estimator's file lists them (empty otherwise)."""
+    models = d.get("models", {}) if d.get("format") == ESTIMATOR_FORMAT else {}
+    if not isinstance(models, Mapping):
+        raise ParamFileError("models: expected a table of model tables")
+    return {str(k): [str(x) for x in m.get("names", [])] for k, m in models.items()}
+
+
+def reference_model_names(base: PlantParams) -> dict[str, list[str]]:
+    """What the reference models (DESIGN §2.1, §2.2) identify, by model name."""
+    return {"mechanical": base.mech_names(), "fluid": base.fluid_names()}
+
+
+def check_compatible(
+    d: Mapping[str, Any],
+    rig_id: str,
+    base: PlantParams | None,
+    expected_models: Mapping[str, Sequence[str]] | None = None,
+) -> None:
+    """Refuse (`ParamFileError`, naming the mismatch) a file made for another rig or model.
+
+    `expected_models`: model name → parameter names the rig's identification model produces
+    (e.g. `reference_model_names(base)`); None skips the model check (a user model the caller
+    cannot evaluate). A model the file holds that the rig's model lacks, or a different
+    parameter list, is a mismatch (a file may hold fewer models than the rig's model)."""
+    rig = file_rig(d)
+    if rig is not None and rig != rig_id:
+        raise ParamFileError(f"the file is for rig {rig!r}; this rig is {rig_id!r}")
+    joints = d.get("joints")
+    if base is not None and isinstance(joints, list) and len(joints) != base.n:
+        raise ParamFileError(f"the file has {len(joints)} joint(s); this rig has {base.n}")
+    if expected_models is None:
+        return
+    have = file_models(d)
+    if not have:
+        return  # a plant-parameter file: no model tables to compare
+    for name, names in have.items():
+        want = expected_models.get(name)
+        if want is None:
+            raise ParamFileError(
+                f"the file holds model {name!r}, which this rig's model does not identify "
+                f"(its models: {sorted(expected_models)})"
+            )
+        if list(want) != names:
+            raise ParamFileError(
+                f"model {name!r}: the file's parameters {names} are not this rig's model's "
+                f"{list(want)}"
+            )

@@ -105,7 +105,9 @@ class ExperimentRunner:
 
     Approach moves (trapezoids at `APPROACH_FRACTION` of the limits, held by the PID) are
     inserted from the measured position to the first segment, between segments whose planned
-    end and start differ, and — planned in place at run time — whenever a segment starts more
+    end and start differ (except before a law that `drives_to_reference` itself: Lin's
+    velocity-limited PD must see its step, not a finished approach), and — planned in place
+    at run time — whenever a segment starts more
     than `RECOVER_TOL` rad from where an open-loop segment left the joints.
     `check=True` runs `check_experiment` first and raises `ExperimentRefused` on any violation.
     """
@@ -137,7 +139,8 @@ class ExperimentRunner:
         for i, seg in enumerate(experiment.segments):
             law = build_law(seg, gains, limits, period, model)
             start = seg.trajectory.start()
-            if prev_end is not None and np.abs(start - prev_end).max() > _TOL:
+            moving = prev_end is not None and np.abs(start - prev_end).max() > _TOL
+            if prev_end is not None and moving and not law.drives_to_reference:
                 self._planned.append(self._approach(prev_end, start, i, seg.name))
             self._planned.append(
                 _Phase(seg.name, i, seg.trajectory, law, seg.duration, seg.repeats)
@@ -180,7 +183,7 @@ class ExperimentRunner:
         _check_feedback(fb, self.n)
         self._phases = list(self._planned)
         first = self._phases[0]
-        if np.abs(fb.q - first.start).max() > _TOL:
+        if np.abs(fb.q - first.start).max() > _TOL and not first.law.drives_to_reference:
             self._phases.insert(
                 0, self._approach(np.array(fb.q, dtype=float), first.start, 0, "start")
             )
@@ -241,6 +244,8 @@ class ExperimentRunner:
         ph.trajectory.eval(tr, self._q, self._qd, self._qdd)
         ph.law.update(tr, fb, self._q, self._qd, self._qdd, volts_out)
         ref_out[:] = self._q
+        if ph.law.drives_to_reference:
+            ph.law.reference_out(ref_out)
         open_loop = ph.law.open_loop
         for j in range(self.n):
             if open_loop[j]:

@@ -129,16 +129,21 @@ class ControlApi:
         recorder: RecorderLike | None = None,
         on_describe: Callable[[], None] | None = None,
         params: Any | None = None,
+        on_params: Callable[[Any], None] | None = None,
     ) -> None:
         """`status`: the service's full status (defaults to the loop's); `recorder`: for
         record_start/stop; `on_describe`: e.g. telemetry's `request_meta`; `params`: plant
-        parameters for model-based experiment segments (None: such segments are refused)."""
+        parameters for model-based experiment segments (None: such segments are refused), a
+        `daq.param_set.ParamSet` or bare `PlantParams`; `on_params(param_set)`: called after
+        `load_params` replaced them (the service puts the set into the recordings' metadata)."""
         self.loop = loop
         self.profile = loop.profile
         self._status = status or loop.status
         self.recorder = recorder
         self.on_describe = on_describe
-        self.params = params
+        self.param_set: Any = params if hasattr(params, "summary") else None
+        self.params: Any = self.param_set.params if self.param_set is not None else params
+        self.on_params = on_params
         self.gains: list[Any] | None = joint_gains(self.profile) if controller_available() else None
         self._handlers: dict[str, Callable[[dict[str, Any], Any], dict[str, Any]]] = {
             "status": lambda a, c: self._status(),
@@ -152,6 +157,8 @@ class ControlApi:
             "set_gains": self._set_gains,
             "record_start": self._record_start,
             "record_stop": self._record_stop,
+            "load_params": self._load_params,
+            "params": self._params,
         }
 
     def handle(self, cmd: str, args: dict[str, Any], client: Any = None) -> dict[str, Any]:
@@ -244,6 +251,46 @@ class ControlApi:
         self.gains = gains
         out["joint"] = joint
         out["gains"] = dataclasses.asdict(new)
+        return out
+
+    # -------------------------------------------------------------- plant parameters
+
+    def params_summary(self) -> dict[str, Any] | None:
+        """The current parameter set for `status` (None: no parameters)."""
+        if self.param_set is not None:
+            return dict(self.param_set.summary())
+        return None if self.params is None else {"source": "(given in-process)"}
+
+    def _load_params(self, args: dict[str, Any], client: Any) -> dict[str, Any]:
+        # A running experiment's runner holds the old parameters: swapping them under it would
+        # leave its feed-forward and its pre-run check disagreeing with `status`.
+        state = self.loop.state.name
+        if state not in ("IDLE", "ARMED"):
+            raise CommandError(
+                "invalid_state",
+                f"load_params: refused in state {state}; parameters load in IDLE or ARMED "
+                "(stop the experiment first)",
+            )
+        from daq.param_set import parse_param_set
+
+        source = str(args.get("source") or "(sent by a client)")
+        try:
+            new = parse_param_set(args["text"], source, self.profile)
+        except (ValueError, ImportError) as exc:
+            raise CommandError("rejected", f"load_params: {source}: {exc}") from None
+        self.param_set, self.params = new, new.params
+        log.info("plant parameters loaded from %s (sha256 %s)", source, new.sha256[:12])
+        if self.on_params is not None:
+            self.on_params(new)
+        return {"params": new.summary()}
+
+    def _params(self, args: dict[str, Any], client: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {"params": self.params_summary(), "values": None}
+        if self.params is not None:
+            from controller.paramfile import dump_params
+
+            values = dump_params(self.params)
+            out["values"] = {"global": values["global"], "joints": values["joints"]}
         return out
 
     # -------------------------------------------------------------- other commands

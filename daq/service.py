@@ -2,7 +2,7 @@
 systemd notification around it, in one process with one real-time thread.
 
     python -m daq.service --profile hw_profiles/sim-2dof.toml [--virtual-time] [--duration S]
-                          [--record] [--run-dir DIR] [-v]
+                          [--record] [--run-dir DIR] [--params FILE] [-v]
 
 Threads: `rig-loop` (the 1 kHz loop, real-time priority), `rig-housekeeping` (forwards the loop's
 events to the recorder and telemetry, logs overruns at most once a second, collects garbage
@@ -19,16 +19,17 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 from daq import rt
 from daq.backends.base import BackendError
+from daq.param_set import read_param_set
 from daq.profile.loader import ProfileError, load_profile
 from daq.profile.schema import Profile
 from daq.service_core import DEFAULT_SPIN_US, Service
@@ -69,7 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--telemetry", default=None, help="telemetry endpoint (overrides the profile)")
     p.add_argument("--commands", default=None, help="command endpoint (overrides the profile)")
     p.add_argument(
-        "--params", default=None, help="plant-parameter file (TOML) for model-based experiments"
+        "--params",
+        # The unit sets it from /etc/rig/daq.env (systemd/rig-daq.service): an empty value is
+        # "no parameters", like leaving the option out.
+        default=os.environ.get("RIG_PARAMS") or None,
+        help="plant-parameter file (TOML) for model-based segments and the pre-run check; "
+        "checked against the profile like `rigctl params load` (default: $RIG_PARAMS; "
+        "docs/operations.md)",
     )
     p.add_argument(
         "--status-out",
@@ -91,18 +98,6 @@ def _rt_settings(args: argparse.Namespace, profile: Profile) -> rt.RtSettings | 
     cpu = r.cpu if args.cpu is None else args.cpu
     lock = r.lock_memory and not args.no_mlock and not args.virtual_time
     return rt.RtSettings(priority=priority, cpu=cpu, lock_memory=lock)
-
-
-def _load_params(path: str, profile: Profile) -> Any:
-    """A plant-parameter file; keys it lacks come from the profile's [plant] (if any)."""
-    import tomllib
-
-    from controller.paramfile import load_params
-    from daq.profile.plant import plant_params
-
-    with open(path, "rb") as f:
-        data = tomllib.load(f)
-    return load_params(data, plant_params(profile) if profile.plant is not None else None)
 
 
 def _configure_logging(verbosity: int) -> ModuleType | None:
@@ -131,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from daq.backends.factory import make_backend
 
     try:
-        params = _load_params(args.params, profile) if args.params else None
+        params = read_param_set(args.params, profile) if args.params else None
     except (OSError, ValueError, ImportError) as exc:
         log.error("--params %s: %s", args.params, exc)
         return 2

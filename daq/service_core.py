@@ -61,8 +61,8 @@ class Service:
         command_endpoint: str | None = None,
         params: Any | None = None,
     ) -> None:
-        """`params`: plant parameters (`controller.plant.params.PlantParams`) for model-based
-        experiment segments; None refuses such segments."""
+        """`params`: plant parameters (a `daq.param_set.ParamSet`, or bare `PlantParams`) for
+        model-based experiment segments; None refuses such segments until `load_params`."""
         self.profile = profile
         self.backend = backend
         hold = make_hold_runner(profile, joint_gains(profile)) if controller_available() else None
@@ -90,7 +90,9 @@ class Service:
             recorder=self.recorder,
             on_describe=self._request_meta,
             params=params,
+            on_params=self._params_loaded,
         )
+        self._params_loaded(None)
         if network:
             self._make_network(telemetry_endpoint, command_endpoint)
         self.housekeeping = Housekeeping(
@@ -155,6 +157,15 @@ class Service:
                 self._zmq_ctx, command_endpoint or net.commands, self.api.handle, auth=auth
             )
 
+    def _params_loaded(self, param_set: Any) -> None:
+        """Every recording started from now on names the parameter set in its metadata; one
+        under way gets an event (parameters load only in IDLE/ARMED, never mid-experiment)."""
+        summary = self.api.params_summary()
+        if self.recorder is not None:
+            self.recorder.meta["params"] = summary
+            if param_set is not None:
+                self.recorder.event("params_loaded", **(summary or {}))
+
     def _request_meta(self) -> None:
         if self.telemetry is not None:
             self.telemetry.request_meta()
@@ -166,6 +177,7 @@ class Service:
         s["rig"] = self.profile.rig.id
         s["rt"] = self.rt_report
         s["recorder"] = recorder_stats_dict(self.recorder.stats) if self.recorder else None
+        s["params"] = self.api.params_summary()
         if self.telemetry is not None:
             s["telemetry"] = self.telemetry.stats.as_dict()
         if self.commands is not None:

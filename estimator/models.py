@@ -24,8 +24,12 @@ filtering; only the derivative-dependent remainder comes from the conditioned si
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -173,22 +177,72 @@ def reference_models(params: PlantParams) -> list[LinearModel]:
     return [mechanical_model(params), fluid_model(params)]
 
 
-def load_models(spec: str | None, params: PlantParams) -> list[LinearModel]:
-    """`None`/"reference" → the reference models; "pkg.mod:function" → the user's factory."""
+def load_models(
+    spec: str | None, params: PlantParams, profile_dir: str | Path | None = None
+) -> list[LinearModel]:
+    """`None`/"reference" → the reference models; "module:function" or "path/file.py:function"
+    → the user's factory.
+
+    A user module is looked for, in order, as a file (or package) next to the profile
+    (`profile_dir`, e.g. `mymodels.py` beside `rig.toml` for "mymodels:models"), in the current
+    directory, then on `sys.path` — so a model kept with its profile loads from a fresh clone
+    with no PYTHONPATH, in `rig-estimator` and in `rigctl identify`'s batch step alike."""
     if spec is None or spec == "reference":
         return reference_models(params)
-    mod_name, sep, attr = spec.partition(":")
+    mod_name, sep, attr = spec.rpartition(":")
     if not sep or not mod_name or not attr:
         raise ValueError(f"estimator model '{spec}': expected 'package.module:function'")
     try:
-        factory = getattr(importlib.import_module(mod_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"estimator model '{spec}': cannot load it ({exc})") from None
+        factory = getattr(_import_user_module(mod_name, profile_dir), attr)
+    except (ImportError, AttributeError, OSError, SyntaxError) as exc:
+        where = f" (looked beside the profile in {profile_dir}, in {Path.cwd()} and on sys.path)"
+        raise ValueError(f"estimator model '{spec}': cannot load it ({exc}){where}") from None
     made = factory(params)
     models = [made] if isinstance(made, LinearModel) else list(made)
     if not models or not all(isinstance(m, LinearModel) for m in models):
         raise ValueError(f"estimator model '{spec}' must return LinearModel(s), got {made!r}")
     return models
+
+
+def _import_user_module(name: str, profile_dir: str | Path | None) -> ModuleType:
+    """The module `name` (dotted, or a path to a .py file) from the profile's directory, the
+    current directory or sys.path, in that order."""
+    if name.endswith(".py"):
+        path = Path(name)
+        if not path.is_absolute() and profile_dir is not None:
+            beside = Path(profile_dir) / path
+            path = beside if beside.exists() else path
+        return _module_from_file(path, f"hydrig_user_model_{path.stem}")
+    if name in sys.modules:
+        return sys.modules[name]
+    rel = Path(*name.split("."))
+    for base in [Path(profile_dir)] if profile_dir is not None else []:
+        for candidate in (base / rel.with_suffix(".py"), base / rel / "__init__.py"):
+            if candidate.is_file():
+                return _module_from_file(candidate, name)
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != name.split(".")[0]:
+            raise  # the module exists but one of its own imports is missing
+        for candidate in (Path.cwd() / rel.with_suffix(".py"), Path.cwd() / rel / "__init__.py"):
+            if candidate.is_file():
+                return _module_from_file(candidate, name)
+        raise
+
+
+def _module_from_file(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path}: not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling look the module up by name
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
 
 
 def evaluate(model: LinearModel, x: Sample) -> tuple[np.ndarray, np.ndarray]:

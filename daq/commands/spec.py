@@ -49,6 +49,12 @@ class Arg:
 
 STR = Arg("str (≤ 256 chars)", _short_str)
 OPT_STR = Arg("str (≤ 256 chars)", _short_str, required=False)
+#: A parameter file's text (daq.param_set parses it; a few kB in practice).
+MAX_PARAM_TEXT = 1 << 18
+PARAM_TEXT = Arg(
+    f"str (a parameter file's TOML text, ≤ {MAX_PARAM_TEXT} chars)",
+    lambda v: isinstance(v, str) and 0 < len(v) <= MAX_PARAM_TEXT,
+)
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,12 @@ COMMANDS: dict[str, Command] = {
         "start a recording",
     ),
     "record_stop": Command({}, False, "stop the recording"),
+    "load_params": Command(
+        {"text": PARAM_TEXT, "source": OPT_STR},
+        False,
+        "load a plant-parameter file (IDLE or ARMED only); model-based segments use it at once",
+    ),
+    "params": Command({}, True, "the current plant-parameter set and its values"),
 }
 
 

@@ -47,6 +47,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", help="output directory (default runs/identify-<UTC time>)")
     p.add_argument("--no-report", action="store_true", help="skip the HTML report")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="skip loading the identified parameters and the tracking check with them",
+    )
     p.set_defaults(func=run)
 
 
@@ -80,6 +85,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: {note}")
         if result.get("report"):
             print(f"report: {result['report']}")
+        if result.get("tracking"):
+            from daq.rigctl.tracking_check import tracking_lines
+
+            print("\n".join(tracking_lines(result["tracking"])))
     return EXIT_OK
 
 
@@ -154,6 +163,7 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
             _say(progress, f"validation run '{validation.get('name', '')}'")
             s.run_experiment(validation, timeout=3600.0)
             s.command("record_stop")
+        tracking = None if args.no_verify else _verify(s, progress)
         s.command("disarm")
     online = read_param_file(s.param_file)
     _say(progress, "batch identification of the recording (IDIM-WLS)")
@@ -168,6 +178,8 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         "online_param_file": str(s.param_file),
         "online_samples": online.get("samples"),
     }
+    if tracking is not None:
+        extra["tracking"] = tracking
     if not args.no_report:
         from estimator.report import build_report
 
@@ -178,6 +190,15 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         extra["report"] = str(rep.html)
         extra["fit"] = rep.fit_table
     return _result(rows, extra, online=True)
+
+
+def _verify(s: RigSession, progress: Any) -> dict[str, Any]:
+    """Load the parameters just identified into the service and measure the tracking with and
+    without them (daq/rigctl/tracking_check.py)."""
+    from daq.rigctl.tracking_check import load_and_check
+
+    _say(progress, f"loading {s.param_file.name} and checking the tracking with the model")
+    return load_and_check(s, s.param_file)
 
 
 def _online_vectors(online: dict[str, Any], names: list[str]) -> tuple[list[float], list[float]]:

@@ -31,6 +31,7 @@ SUBCOMMAND_MODULES = (
     "daq.rigctl.cmd_install",
     "daq.rigctl.cmd_identify",
     "daq.rigctl.cmd_report",
+    "daq.rigctl.cmd_params",
 )
 
 

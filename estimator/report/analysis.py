@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -99,7 +100,13 @@ def online_replay(
 
 def batch_identify(rd: RunData) -> BatchResult:
     cfg = rd.profile.estimator
-    models = load_models(None if cfg is None else cfg.model, rd.params)
+    # A user model kept beside its profile loads from there (no PYTHONPATH needed).
+    source = Path(rd.profile_source)
+    profile_dir = source.parent if source.is_file() else None
+    try:
+        models = load_models(None if cfg is None else cfg.model, rd.params, profile_dir)
+    except ValueError as exc:
+        raise ReportError(f"{rd.path.name}: {exc}") from None
     try:
         return identify_run(rd.columns, rd.params, profile=rd.profile, models=models)
     except ValueError as exc:

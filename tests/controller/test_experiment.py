@@ -263,10 +263,30 @@ def test_runner_refuses_with_every_violation(rig2: tuple) -> None:
 
 
 def test_sakai_sequential_protocol(params2: PlantParams, rig2: tuple) -> None:
-    exp = Experiment.from_dict(sakai_sequential([40.0, 30.0]))
+    """Seed 000, Fig. 3: joint 2 driven with joint 1 held; then joint 1 driven with joint 2
+    held at q2min, then at q2max."""
+    exp = Experiment.from_dict(sakai_sequential([40.0, 30.0], (8.0, 40.0)))
     steps = [s for s in exp.segments if s.name.startswith("step")]
-    assert [s.controller["amplitude_v"] for s in steps] == [[0.0, 0.2], [0.2, 0.0], [0.2, 0.2]]
+    assert [s.controller["amplitude_v"] for s in steps] == [[0.0, 0.2], [0.2, 0.0], [0.2, 0.0]]
+    holds = [np.degrees(s.trajectory.start()) for s in steps]
+    assert holds == [
+        pytest.approx([40.0, 30.0]),
+        pytest.approx([40.0, 8.0]),
+        pytest.approx([40.0, 40.0]),
+    ]
     assert check_experiment(exp, rig2[1], params2) == []
+    with pytest.raises(ValueError, match="q2_range_deg"):
+        sakai_sequential([40.0, 30.0])
+
+
+def test_sakai_file_is_what_the_generator_builds() -> None:
+    with open(ROOT / "experiments" / "sakai-sequential-2dof.toml", "rb") as f:
+        from_file = Experiment.from_dict(tomllib.load(f))
+    built = Experiment.from_dict(sakai_sequential([40.0, 30.0], (8.0, 40.0)))
+    assert [s.name for s in from_file.segments] == [s.name for s in built.segments]
+    for a, b in zip(from_file.segments, built.segments, strict=True):
+        assert a.controller == b.controller and a.duration == b.duration
+        assert np.allclose(a.trajectory.start(), b.trajectory.start())
 
 
 @pytest.mark.parametrize(
