@@ -292,7 +292,7 @@ class Loop(LoopCommands):
         """One cycle at loop time `t`; returns its compute time (read → outputs written), ns."""
         ring, backend, il = self.ring, self.backend, self.interlocks
         c0 = time.monotonic_ns()
-        slot = ring.published & ring.mask
+        slot = ring.claim_slot()  # the row it held is gone from here on (daq/ring.py)
         raw, eng = self._raw[slot], self._eng[slot]
         self.t = t
         il.begin_cycle()
