@@ -319,7 +319,10 @@ class Loop(LoopCommands):
                 self._step_runner()
         if il.first is not None and self.state not in LATCHED_STATES:
             self._enter_latched(State.FAULT, il.first)
-        if self.state not in LIVE_STATES:
+        # Once a stop is asked for, the valves get null: a cycle that was stuck in a driver call
+        # past the service's shutdown (which has nulled the valves and closed the backend) must
+        # not command them again when the call returns.
+        if self.state not in LIVE_STATES or self._stop.is_set():
             np.copyto(volts, self.null)
         if backend.write(t, volts) != BackendStatus.OK:
             backend.write_null()

@@ -145,7 +145,7 @@ def test_threaded_stress_every_returned_row_is_the_row_of_its_index() -> None:
         while not stop.is_set():
             k = ring.published
             row = ring.claim()
-            row[: 32] = k
+            row[:32] = k
             row[32:] = k  # two stores: a row torn between them would be caught
             ring.publish()
 

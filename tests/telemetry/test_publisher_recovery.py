@@ -97,7 +97,7 @@ def test_lapped_repeatedly_even_to_an_empty_read_telemetry_resumes_each_time(
         write_rows(ring, ring.published, BATCH)  # the publisher's read of these gets lapped
         assert lapper.done.wait(WAIT_S), "the publisher never read"
         # One read found nothing left of what it copied; the next may find more rows gone.
-        assert wait_until(lambda: pub.stats.lapped > lapped_before, WAIT_S)
+        assert wait_until(lambda n=lapped_before: pub.stats.lapped > n, WAIT_S)
         assert pub.stats.lost_rows >= lost_before + BATCH
         fresh_subscriber_sees_meta_and_contiguous_samples(pub, ring, ctx)
         st = pub.stats.as_dict()
