@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from daq.sdnotify import Notifier, WatchdogFeeder
+from tests.conditions import wait_until
 from tests.deploy.conftest import NotifyListener
 
 
@@ -131,15 +132,6 @@ class FakeLoop:
         return self.count
 
 
-def _until(cond: Callable[[], bool], timeout: float = 30.0) -> bool:
-    end = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.001)
-    return True
-
-
 def _until_statuses(listener: NotifyListener, n: int, timeout: float = 30.0) -> list[str]:
     """Receive until `n` STATUS lines have come (each from a pass of the feeder that also checked
     the heartbeat); return everything received."""
@@ -203,7 +195,7 @@ def test_feeder_pings_only_while_the_heartbeat_advances(notify_listener: NotifyL
         # The loop recovers: pings resume (the datagram may arrive before `pings` counts it).
         loop.running = True
         _wait_for(notify_listener, lambda m: m == "WATCHDOG=1", 30.0)
-        assert _until(lambda: feeder.pings > pings_at_stall)
+        assert wait_until(lambda: feeder.pings > pings_at_stall)
     finally:
         feeder.stop()
         notifier.close()

