@@ -2,7 +2,7 @@
 backend, armed with a constant non-null valve command.
 
 Usage: python exit_child.py LOG_FILE [rig-daq arguments…]
-Prints "armed" once the valves are commanded; writes the backend's call log (one entry a line)
+Prints ARMED once the valves are commanded; writes the backend's call log (one entry a line)
 to LOG_FILE when the backend is closed, or at exit if it never is.
 """
 
@@ -19,6 +19,9 @@ import daq.backends.factory as factory
 import daq.service as service_mod
 from daq.profile.schema import Profile
 from tests.loop.fakes import CallLog, Constant
+
+#: The line printed once armed (log lines on stderr share the pipe and may interleave).
+ARMED = "<<valves commanded>>"
 
 
 def main() -> int:
@@ -50,7 +53,7 @@ def main() -> int:
         def _report_armed(self) -> None:
             while not made[0].commanded():
                 time.sleep(0.001)
-            print("armed", flush=True)
+            print(ARMED, flush=True)
 
     atexit.register(dump)
     factory.make_backend = make_backend  # type: ignore[assignment]

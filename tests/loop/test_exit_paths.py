@@ -26,6 +26,7 @@ from daq.service import Service
 from daq.state import State
 from tests.conditions import wait_until
 from tests.loop.conftest import with_changes
+from tests.loop.exit_child import ARMED
 from tests.loop.fakes import CallLog, Constant, assert_nulled_before_close
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,18 +133,21 @@ def test_a_signal_while_armed_nulls_before_close(tmp_path: Path, sig: signal.Sig
     proc = subprocess.Popen(
         cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
+    watchdog = threading.Timer(2 * WAIT_S, proc.kill)  # never hang the suite on a stuck child
+    watchdog.start()
     try:
         assert proc.stdout is not None
         lines = []
         for line in proc.stdout:
             lines.append(line)
-            if line.strip() == "armed":
+            if ARMED in line:
                 break
         else:
             pytest.fail("the child never armed:\n" + "".join(lines))
         proc.send_signal(sig)
         out, _ = proc.communicate(timeout=WAIT_S)
     finally:
+        watchdog.cancel()
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
