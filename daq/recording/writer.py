@@ -122,8 +122,16 @@ class Recorder:
         """
         if self._thread is not None:
             raise RuntimeError(f"recorder already running ({self._path})")
-        if run_name is not None and (not run_name or "/" in run_name or run_name[0] == "."):
-            raise ValueError(f"run name must be a plain file name, got {run_name!r}")
+        if run_name is not None and (
+            not run_name
+            or "/" in run_name
+            or run_name[0] == "."
+            or any(ord(c) < 32 or ord(c) == 127 for c in run_name)
+        ):
+            raise ValueError(
+                f"run name must be a plain file name (no '/', no leading '.', no control "
+                f"characters), got {run_name!r}"
+            )
         cursor = RingCursor(self.ring)  # from ring.published onward
         header = fmt.encode_file_header(self._header_meta(cursor.position))
         try:

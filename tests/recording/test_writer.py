@@ -169,10 +169,12 @@ def test_bad_arguments_are_refused_with_the_reason(
         Recorder(ring, layout, tmp_path, **args)
 
 
-def test_bad_run_name_is_refused(tmp_path: Path, layout: SampleLayout) -> None:
+@pytest.mark.parametrize("name", ["../escape", ".hidden", "", "two\nlines", "tab\there", "del\x7f"])
+def test_bad_run_name_is_refused(tmp_path: Path, layout: SampleLayout, name: str) -> None:
     rec = Recorder(SampleRing(256, layout.width), layout, tmp_path, meta())
     with pytest.raises(ValueError, match="plain file name"):
-        rec.start("../escape")
+        rec.start(name)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_unusable_directory_fails_loudly_without_raising(
