@@ -13,6 +13,7 @@ from daq.interlocks import Trip
 from daq.loop import Loop
 from daq.profile.schema import Profile
 from daq.state import State
+from tests.conditions import wait_until
 from tests.loop.conftest import with_changes
 from tests.loop.fakes import FakeBackend, HoldP
 
@@ -34,6 +35,8 @@ def running(profile: Profile) -> Iterator[tuple[Loop, ControlApi, FakeBackend]]:
 
 
 def _row(loop: Loop, seq: int) -> np.ndarray:
+    # The reply comes from inside cycle `seq`; its row is published at the end of that cycle.
+    assert wait_until(lambda: loop.ring.published > seq), f"row {seq} never published"
     r = loop.ring.data[seq & loop.ring.mask]
     assert r[0] == seq
     return r
