@@ -41,9 +41,7 @@ def _record(rows: np.ndarray, layout: SampleLayout, directory: Path) -> tuple[fl
         while ring.published - rec.stats.rows_written > ring.capacity // 2:
             time.sleep(0.0005)
         n = min(block, len(rows) - i)
-        start = ring.published & ring.mask  # block-aligned: never wraps inside a block
-        ring.data[start : start + n] = rows[i : i + n]
-        ring.published += n
+        ring.publish_block(rows[i : i + n])
     stats = rec.stop()
     elapsed = time.perf_counter() - t0
     return elapsed, path, stats.lost

@@ -158,9 +158,7 @@ def throughput_telemetry(ctx: zmq.Context, layout: SampleLayout, seconds: float)
             time.sleep(1e-4)
             continue
         block[:, 0] = np.arange(written, written + len(block))
-        start = ring.published & ring.mask
-        ring.data[start : start + len(block)] = block
-        ring.published += len(block)
+        ring.publish_block(block)
         written += len(block)
     while pub.stats.rows_sent + pub.stats.lost_rows < written:
         time.sleep(1e-3)

@@ -292,7 +292,7 @@ class Loop(LoopCommands):
         """One cycle at loop time `t`; returns its compute time (read → outputs written), ns."""
         ring, backend, il = self.ring, self.backend, self.interlocks
         c0 = time.monotonic_ns()
-        slot = ring.published & ring.mask
+        slot = ring.claim_slot()  # the row it held is gone from here on (daq/ring.py)
         raw, eng = self._raw[slot], self._eng[slot]
         self.t = t
         il.begin_cycle()
@@ -319,7 +319,10 @@ class Loop(LoopCommands):
                 self._step_runner()
         if il.first is not None and self.state not in LATCHED_STATES:
             self._enter_latched(State.FAULT, il.first)
-        if self.state not in LIVE_STATES:
+        # Once a stop is asked for, the valves get null: a cycle that was stuck in a driver call
+        # past the service's shutdown (which has nulled the valves and closed the backend) must
+        # not command them again when the call returns.
+        if self.state not in LIVE_STATES or self._stop.is_set():
             np.copyto(volts, self.null)
         if backend.write(t, volts) != BackendStatus.OK:
             backend.write_null()

@@ -7,11 +7,16 @@ loop laps it, the cursor counts the overwritten rows; the recorder logs them, wr
 `rows_lost` event where the gap is and marks the run incomplete. A full disk, an exhausted quota
 or any I/O error stops the recording (loudly: `stats.error`, a log line, an event and an
 incomplete trailer in the file) and never the loop.
+
+The run file appears under its name already holding its header: `start()` writes the header to
+a hidden temporary file, fsyncs it and links it to the run name (no-clobber), so a process
+killed at any moment leaves either no run file or one that `read_run` opens.
 """
 
 from __future__ import annotations
 
 import collections
+import errno
 import logging
 import os
 import threading
@@ -32,6 +37,8 @@ log = logging.getLogger(__name__)
 
 #: Events queued by `event()` and not yet written; beyond this they are counted and dropped.
 MAX_PENDING_EVENTS = 4096
+#: Temporary files of runs being created: hidden, and not `.rigrun` (never taken for a run).
+TEMP_SUFFIX = ".rigrun-new"
 #: How often the writer thread wakes to drain the ring (the ring must hold many times this).
 POLL_S = 0.005
 
@@ -44,6 +51,7 @@ class RecorderStats:
     lost: int
     bytes_written: int
     error: str | None
+    #: True only once the run is closed (trailer written) with every row and event in it.
     complete: bool
     chunks_written: int = 0
     events_written: int = 0
@@ -99,6 +107,7 @@ class Recorder:
         self._rows = self._lost = self._chunks = 0
         self._events_written = self._events_dropped = 0
         self._error: str | None = None
+        self._closed = False  # trailer written and synced
         self._last_loss_log = -float("inf")
         self._stop.clear()
         self._events.clear()
@@ -113,30 +122,37 @@ class Recorder:
         """
         if self._thread is not None:
             raise RuntimeError(f"recorder already running ({self._path})")
-        if run_name is not None and (not run_name or "/" in run_name or run_name[0] == "."):
-            raise ValueError(f"run name must be a plain file name, got {run_name!r}")
+        if run_name is not None and (
+            not run_name
+            or "/" in run_name
+            or run_name[0] == "."
+            or any(ord(c) < 32 or ord(c) == 127 for c in run_name)
+        ):
+            raise ValueError(
+                f"run name must be a plain file name (no '/', no leading '.', no control "
+                f"characters), got {run_name!r}"
+            )
+        cursor = RingCursor(self.ring)  # from ring.published onward
+        header = fmt.encode_file_header(self._header_meta(cursor.position))
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             if not self.directory.is_dir():
                 raise NotADirectoryError(f"{self.directory} is not a directory")
-            path, fd = self._create(run_name)
+            path, file = self._create(run_name, header)
         except FileExistsError as exc:
             if run_name is not None and exc.filename == str(self._named(run_name)):
                 raise  # the caller's own name is taken: bad input, not a disk failure
             return self._not_started(run_name, exc)
-        except OSError as exc:
+        except (OSError, BudgetExceeded) as exc:
             return self._not_started(run_name, exc)
         self._reset(path)
-        self._file = Appender(fd, self._guard)
-        self._cursor = RingCursor(self.ring)  # from ring.published onward
-        header = self._header_meta(self._cursor.position)
-        self._thread = threading.Thread(
-            target=self._run, args=(header,), name="recorder", daemon=True
-        )
+        self._file = file
+        self._cursor = cursor
+        self._thread = threading.Thread(target=self._run, name="recorder", daemon=True)
         self._thread.start()
         return path
 
-    def _not_started(self, run_name: str | None, exc: OSError) -> Path:
+    def _not_started(self, run_name: str | None, exc: Exception) -> Path:
         path = self._named(run_name or str(self.meta["rig"]))
         self._reset(path)
         self._error = f"cannot create the run file: {exc}"
@@ -148,16 +164,36 @@ class Recorder:
             run_name if run_name.endswith(fmt.SUFFIX) else run_name + fmt.SUFFIX
         )
 
-    def _create(self, run_name: str | None) -> tuple[Path, int]:
+    def _create(self, run_name: str | None, header: bytes) -> tuple[Path, Appender]:
+        """Write `header` to a temporary file, fsync it, and link it to a free run name."""
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+        temp = self.directory / f".{os.getpid()}-{threading.get_ident()}{TEMP_SUFFIX}"
+        temp.unlink(missing_ok=True)  # left by a killed process that had our pid: stale
+        fd = os.open(temp, flags, 0o644)
+        try:
+            file = Appender(fd, self._guard)
+            file.append([header])
+            file.sync()
+            path = self._link(temp, run_name)
+        except BaseException:
+            os.close(fd)
+            raise
+        finally:
+            temp.unlink(missing_ok=True)
+        sync_directory(self.directory)  # the name survives a power cut
+        return path, file
+
+    def _link(self, temp: Path, run_name: str | None) -> Path:
         if run_name is not None:
             path = self._named(run_name)
-            return path, os.open(path, flags, 0o644)
+            _link_new(temp, path)
+            return path
         stem = f"{self.meta['rig']}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
         for n in range(1, 1000):
             path = self.directory / f"{stem}{'' if n == 1 else f'-{n}'}{fmt.SUFFIX}"
             try:
-                return path, os.open(path, flags, 0o644)
+                _link_new(temp, path)
+                return path
             except FileExistsError:
                 continue
         raise FileExistsError(f"no free run name for {stem} in {self.directory}")
@@ -210,23 +246,21 @@ class Recorder:
                 lost=self._lost,
                 bytes_written=self._file.good if self._file else 0,
                 error=self._error,
-                complete=self._complete(),
+                complete=self._closed and self._lossless(),
                 chunks_written=self._chunks,
                 events_written=self._events_written,
                 events_dropped=self._events_dropped,
             )
 
-    def _complete(self) -> bool:
+    def _lossless(self) -> bool:
         return self._path is not None and not (self._lost or self._error or self._events_dropped)
 
     # -- writer thread ------------------------------------------------------------------------
 
-    def _run(self, header: dict[str, Any]) -> None:
+    def _run(self) -> None:
         file = self._file
         assert file is not None
         try:
-            file.append([fmt.encode_file_header(header)])
-            sync_directory(self.directory)
             next_sync = time.monotonic() + self.fsync_interval_s
             while True:
                 stopping = self._stop.is_set()  # read first: rows published before stop() drain
@@ -242,6 +276,8 @@ class Recorder:
                 self._stop.wait(POLL_S)
             self._write_trailer()
             file.sync()
+            with self._lock:
+                self._closed = True
         except BudgetExceeded as exc:
             self._fail(file, str(exc))
         except Exception as exc:
@@ -310,7 +346,7 @@ class Recorder:
 
     def _write_trailer(self) -> None:
         with self._lock:
-            complete = self._complete()
+            complete = self._lossless()
         trailer = {
             "rows": self._rows,
             "lost": self._lost,
@@ -335,10 +371,6 @@ class Recorder:
         log.error("recording stopped: %s (file %s; the loop carries on)", reason, self._path)
         try:
             file.cut_back()  # drop a half-written record, if any
-            if file.good == 0:  # not even the header made it: no run file to finish
-                if self._path is not None:
-                    self._path.unlink(missing_ok=True)
-                return
             stop = {"kind": "recording_stopped", "wall": time.time(), "reason": reason}
             stop["seq"] = self._first + self._fill
             self._write([fmt.encode_blob(fmt.TAG_EVENT, stop)], guarded=False)
@@ -346,3 +378,21 @@ class Recorder:
             file.sync()
         except OSError as exc:
             log.error("could not finish %s after the stop: %s", self._path, exc)
+
+
+def _link_new(temp: Path, path: Path) -> None:
+    """Give the complete file `temp` the name `path`, which must not exist yet.
+
+    link() creates the name atomically and never clobbers (rename() would); on a file system
+    without hard links, rename() after a check (racy only against another recorder)."""
+    try:
+        os.link(temp, path)
+        return
+    except FileExistsError:
+        raise FileExistsError(errno.EEXIST, "run file exists", str(path)) from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS):
+            raise
+    if path.exists():
+        raise FileExistsError(errno.EEXIST, "run file exists", str(path))
+    os.rename(temp, path)

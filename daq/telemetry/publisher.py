@@ -11,6 +11,14 @@ publishing side counts each time a subscriber's queue is found full (libzmq then
 subscriber without telling us until it reads again, so the count is of stall onsets). XPUB
 also tells us when a subscriber joins, and we answer with `meta` at once, so a new client
 never waits for the 1 s repeat.
+
+The publisher never dies while the service runs. Being lapped by the loop is normal under load:
+the rows overwritten before it could copy them are counted (`lost_rows`, `lapped`) and it
+carries on from the oldest intact row (a read may return no row at all; nothing is sent then).
+Any other exception in its thread is logged with its traceback and the publisher restarts after
+a pause that doubles with each failure in a row (`RESTART_MIN_S` … `RESTART_MAX_S`), skipping
+(and counting as lost) the rows published meanwhile; `alive`, `restarts` and `last_error` in its
+stats (the `telemetry` map of `status`) say so.
 """
 
 from __future__ import annotations
@@ -47,6 +55,11 @@ SNDHWM = 50
 STATUS_INTERVAL = 1.0
 META_INTERVAL = 1.0
 EVENT_QUEUE = 1024
+#: Pause before the first restart after an unexpected exception; doubled per failure in a row.
+RESTART_MIN_S = 0.05
+RESTART_MAX_S = 5.0
+#: A publisher that has served this long since its last restart starts over at RESTART_MIN_S.
+RESTART_RESET_S = 10.0
 
 
 @dataclass
@@ -57,15 +70,25 @@ class TelemetryStats:
     #: then skips that subscriber silently until it reads again, so this counts stall onsets:
     #: a lower bound of what slow subscribers lost (each sees its exact loss as `seq` gaps).
     dropped_batches: int = 0
-    #: Rows the publisher never saw because the loop lapped its cursor in the ring.
+    #: Rows the publisher never saw because the loop lapped its cursor in the ring (or because
+    #: they were published while it was restarting).
     lost_rows: int = 0
+    #: Reads in which the publisher found rows overwritten (it carries on after each).
+    lapped: int = 0
     events_sent: int = 0
     #: Events lost because the event queue was full (the publisher thread was starved).
     dropped_events: int = 0
     #: meta/event/status messages at least one subscriber did not get.
     dropped_other: int = 0
+    #: True while the publisher thread serves; false before start, after stop, and while it
+    #: waits to restart after a failure.
+    alive: bool = False
+    #: Restarts after an unexpected exception in the publisher thread (each one is logged).
+    restarts: int = 0
+    #: The last such exception, "Type: message".
+    last_error: str | None = None
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -189,44 +212,76 @@ class TelemetryPublisher:
     def _run(self) -> None:
         sock = self._sock
         assert sock is not None
+        failures = 0
+        try:
+            while True:
+                self.stats.alive = True
+                served_from = time.monotonic()
+                try:
+                    self._serve(sock)
+                    return
+                except Exception as exc:
+                    self.stats.alive = False
+                    self.stats.restarts += 1
+                    self.stats.last_error = f"{type(exc).__name__}: {exc}"
+                    served = time.monotonic() - served_from
+                    failures = 1 if served >= RESTART_RESET_S else failures + 1
+                    pause = min(RESTART_MAX_S, RESTART_MIN_S * 2 ** (failures - 1))
+                    log.exception(
+                        "telemetry publisher failed (restart %d in %.2f s)",
+                        self.stats.restarts,
+                        pause,
+                    )
+                if self._stop.wait(pause):
+                    return
+                self._resume()
+        finally:
+            self.stats.alive = False
+            sock.close()
+            self._sock = None
+
+    def _resume(self) -> None:
+        """Start over from the newest row (what a failed pass left is skipped and counted)."""
+        self.stats.lost_rows += max(0, self._cursor.available())
+        self._cursor = RingCursor(self.ring)
+        self._meta_wanted = True
+
+    def _serve(self, sock: zmq.Socket) -> None:
         buf = np.empty((self.batch, self.ring.width), dtype=np.float64)
         now = time.monotonic()
         next_status = now  # first status at once: clients learn the state immediately
         next_meta = now + META_INTERVAL
         pending_since: float | None = None
-        try:
-            while True:
-                stopping = self._stop.wait(self._wake_s)
-                self._drain_subscriptions(sock)
-                now = time.monotonic()
-                if self._meta_wanted or now >= next_meta:
-                    self._meta_wanted = False
-                    next_meta = now + META_INTERVAL
-                    self._send(sock, [TOPIC_META, self._meta], samples=False)
-                self._send_events(sock)
-                # Full batches always; a partial one once its oldest row has waited a batch span
-                # (slow loop, or the run ended) or when stopping.
-                while self._cursor.available() >= self.batch:
-                    self._send_rows(sock, buf, self.batch)
+        while True:
+            stopping = self._stop.wait(self._wake_s)
+            self._drain_subscriptions(sock)
+            now = time.monotonic()
+            if self._meta_wanted or now >= next_meta:
+                self._meta_wanted = False
+                next_meta = now + META_INTERVAL
+                self._send(sock, [TOPIC_META, self._meta], samples=False)
+            self._send_events(sock)
+            # Full batches always (at most a ring's worth per wake-up, so that meta, status
+            # and stop are served even when the loop outruns us); a partial one once its oldest
+            # row has waited a batch span (slow loop, or the run ended) or when stopping.
+            budget = self.ring.capacity
+            while budget > 0 and self._cursor.available() >= self.batch:
+                self._send_rows(sock, buf, self.batch)
+                budget -= self.batch
+                pending_since = None
+            left = min(self._cursor.available(), self.batch)
+            if left > 0:
+                if pending_since is None:
+                    pending_since = now
+                if stopping or now - pending_since >= self.batch * self.period:
+                    self._send_rows(sock, buf, left)
                     pending_since = None
-                left = self._cursor.available()
-                if left > 0:
-                    if pending_since is None:
-                        pending_since = now
-                    if stopping or now - pending_since >= self.batch * self.period:
-                        self._send_rows(sock, buf, left)
-                        pending_since = None
-                if now >= next_status:
-                    next_status = now + STATUS_INTERVAL
-                    self._send_status(sock)
-                if stopping:
-                    self._send_events(sock)
-                    return
-        except Exception:
-            log.exception("telemetry publisher thread failed; telemetry stopped")
-        finally:
-            sock.close()
-            self._sock = None
+            if now >= next_status:
+                next_status = now + STATUS_INTERVAL
+                self._send_status(sock)
+            if stopping:
+                self._send_events(sock)
+                return
 
     def _drain_subscriptions(self, sock: zmq.Socket) -> None:
         while True:
@@ -270,7 +325,11 @@ class TelemetryPublisher:
     def _send_rows(self, sock: zmq.Socket, buf: np.ndarray, want: int) -> None:
         lost_before = self._cursor.lost
         n = self._cursor.read_into(buf[:want])
-        self.stats.lost_rows += self._cursor.lost - lost_before
+        if self._cursor.lost != lost_before:
+            self.stats.lost_rows += self._cursor.lost - lost_before
+            self.stats.lapped += 1
+        if n == 0:  # every row it tried was overwritten during the copy: nothing to send
+            return
         start = 0
         seqs = buf[:n, self._seq_col]
         # A batch holds consecutive seq only (a new run restarts seq; lapped rows leave a gap).

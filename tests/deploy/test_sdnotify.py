@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from daq.sdnotify import Notifier, WatchdogFeeder
+from tests.conditions import wait_until
 from tests.deploy.conftest import NotifyListener
 
 
@@ -117,24 +117,31 @@ def test_sending_never_blocks_when_the_manager_does_not_read(
 
 
 class FakeLoop:
-    """Stands in for the loop: a thread that increments `cycles` while `running` is set."""
+    """Stands in for the loop's heartbeat: each read of `cycles` finds the counter moved while
+    `running`, and unchanged otherwise. No thread, so a stall is exact: no cycle can land after
+    the test has stopped the loop."""
 
     def __init__(self) -> None:
-        self.cycles = 0
-        self.running = threading.Event()
-        self._quit = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        self.count = 0
+        self.running = False
 
-    def _run(self) -> None:
-        while not self._quit.is_set():
-            if self.running.wait(0.01):
-                self.cycles += 1
-                time.sleep(0.001)
+    @property
+    def cycles(self) -> int:
+        if self.running:
+            self.count += 1
+        return self.count
 
-    def close(self) -> None:
-        self._quit.set()
-        self._thread.join()
+
+def _until_statuses(listener: NotifyListener, n: int, timeout: float = 30.0) -> list[str]:
+    """Receive until `n` STATUS lines have come (each from a pass of the feeder that also checked
+    the heartbeat); return everything received."""
+    got: list[str] = []
+    end = time.monotonic() + timeout
+    while sum(m.startswith("STATUS=") for m in got) < n:
+        msg = listener.recv(max(0.0, end - time.monotonic()))
+        assert msg is not None, f"only {got} within {timeout} s"
+        got.append(msg)
+    return got
 
 
 def _wait_for(listener: NotifyListener, pred: Callable[[str], bool], timeout: float) -> list[str]:
@@ -151,7 +158,7 @@ def _wait_for(listener: NotifyListener, pred: Callable[[str], bool], timeout: fl
     pytest.fail(f"no matching message within {timeout} s; got {seen[-5:]}")
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
 def test_feeder_pings_only_while_the_heartbeat_advances(notify_listener: NotifyListener) -> None:
     env = {"NOTIFY_SOCKET": notify_listener.env_name, "WATCHDOG_USEC": "400000"}
     notifier = Notifier.from_env(env)
@@ -159,35 +166,38 @@ def test_feeder_pings_only_while_the_heartbeat_advances(notify_listener: NotifyL
     feeder = WatchdogFeeder(
         notifier,
         heartbeat=lambda: loop.cycles,
-        status_text=lambda: f"RUNNING cycles={loop.cycles}",
+        status_text=lambda: f"RUNNING cycles={loop.count}",
         status_period=0.1,
     )
     # Pings are checked four times per interval: a live loop is pinged at ≤ interval/2.
     assert feeder.check_period == pytest.approx(0.1)
     try:
-        loop.running.set()
+        loop.running = True
         feeder.start()
-        seen = _wait_for(notify_listener, lambda m: m == "WATCHDOG=1", 10.0)
-        seen += _wait_for(notify_listener, lambda m: m == "WATCHDOG=1", 10.0)
+        seen = _wait_for(notify_listener, lambda m: m == "WATCHDOG=1", 30.0)
+        seen += _wait_for(notify_listener, lambda m: m == "WATCHDOG=1", 30.0)
         if not any(m.startswith("STATUS=RUNNING cycles=") for m in seen):
-            _wait_for(notify_listener, lambda m: m.startswith("STATUS=RUNNING cycles="), 10.0)
+            _wait_for(notify_listener, lambda m: m.startswith("STATUS=RUNNING cycles="), 30.0)
 
-        # The loop stalls. Once the feeder reports the stall, no ping may follow.
-        loop.running.clear()
-        _wait_for(notify_listener, lambda m: m.startswith("STATUS=LOOP STALLED"), 10.0)
-        pings_at_stall = feeder.pings
-        after = [m for _, m in notify_listener.collect(1.0)]
+        # The loop stalls. Once the feeder reports the stall, no ping may follow: each further
+        # status comes from a pass of the feeder that checked the heartbeat and did not ping.
+        loop.running = False
+        _wait_for(notify_listener, lambda m: m.startswith("STATUS=LOOP STALLED"), 30.0)
+        pings_at_stall = feeder.pings  # the stall status is sent after the last ping's count
+        after: list[str] = []
+        while sum(m.startswith("STATUS=LOOP STALLED") for m in after) < 3:
+            msg = notify_listener.recv(30.0)
+            assert msg is not None, "the feeder stopped sending status during the stall"
+            after.append(msg)
         assert "WATCHDOG=1" not in after
         assert feeder.pings == pings_at_stall
-        assert any(m.startswith("STATUS=LOOP STALLED") for m in after)  # status keeps coming
 
-        # The loop recovers: pings resume.
-        loop.running.set()
-        _wait_for(notify_listener, lambda m: m == "WATCHDOG=1", 10.0)
-        assert feeder.pings > pings_at_stall
+        # The loop recovers: pings resume (the datagram may arrive before `pings` counts it).
+        loop.running = True
+        _wait_for(notify_listener, lambda m: m == "WATCHDOG=1", 30.0)
+        assert wait_until(lambda: feeder.pings > pings_at_stall)
     finally:
         feeder.stop()
-        loop.close()
         notifier.close()
 
 
@@ -202,10 +212,9 @@ def test_feeder_never_pings_when_the_heartbeat_probe_fails(
     notifier = Notifier.from_env(env)
     with caplog.at_level(logging.ERROR, logger="daq.sdnotify"):
         with WatchdogFeeder(notifier, broken, lambda: "s", status_period=0.05) as feeder:
-            got = [m for _, m in notify_listener.collect(0.6)]
+            got = _until_statuses(notify_listener, 5)
         assert feeder.pings == 0
     assert "WATCHDOG=1" not in got
-    assert any(m.startswith("STATUS=") for m in got)
     assert len([r for r in caplog.records if "heartbeat probe failed" in r.getMessage()]) == 1
     notifier.close()
 
@@ -215,7 +224,7 @@ def test_feeder_without_watchdog_sends_status_only(notify_listener: NotifyListen
     notifier = Notifier.from_env({"NOTIFY_SOCKET": notify_listener.env_name})
     counter = iter(range(10**9))
     with WatchdogFeeder(notifier, lambda: next(counter), lambda: "IDLE", status_period=0.05):
-        got = [m for _, m in notify_listener.collect(0.4)]
+        got = _until_statuses(notify_listener, 5)
     assert "WATCHDOG=1" not in got
     assert "STATUS=IDLE" in got
     notifier.close()

@@ -102,10 +102,12 @@ def test_ready_watchdog_status_and_silence_once_the_loop_stalls(
     statuses = [(t, line) for t, line in lines if line.startswith("STATUS=")]
     context = f"\n{[(round(t - t_ready, 2), m) for t, m in lines]}\n{log.read_text()[-2000:]}"
 
-    # While the loop runs (≈ STALL_AT_S of rig time) it is pinged at ≤ interval/2.
+    # While the loop runs (≈ STALL_AT_S of rig time) it is pinged every interval/4, so that a
+    # ping is never as late as the interval even when the feeder thread is scheduled late on a
+    # loaded machine: what systemd requires (no kill) is a gap below WatchdogSec.
     assert len(pings) >= 3, context
     gaps = [b - a for a, b in zip([t_ready, *pings], pings, strict=False)]
-    assert max(gaps) <= WATCHDOG_S / 2, context
+    assert max(gaps) < WATCHDOG_S, context
 
     # Then the loop stalls for 30 s: the pings stop for good (systemd would kill it after
     # WatchdogSec), although the service is alive and still reporting its status.

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from daq import control_api
 from daq.loop import Loop
 from daq.mailbox import Request
 from daq.profile.loader import load_profile
@@ -14,6 +15,13 @@ from daq.profile.schema import Profile
 from tests.loop.fakes import FakeBackend, HoldP
 
 PROFILES = Path(__file__).resolve().parents[2] / "hw_profiles"
+
+
+@pytest.fixture(autouse=True)
+def generous_loop_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands wait up to 30 s for the loop to take them: on a loaded machine a thread can go
+    unscheduled for longer than the service's 1 s (tests of that timeout set their own)."""
+    monkeypatch.setattr(control_api, "LOOP_TIMEOUT_S", 30.0)
 
 
 @pytest.fixture

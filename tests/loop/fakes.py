@@ -11,6 +11,7 @@ the loop.
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -126,7 +127,8 @@ class FakeBackend(Backend):
         self.last_volts[:] = [c.null_volts for c in self.profile.outputs]
 
     def close(self) -> None:
-        self.write_null()
+        # Like a driver: closing does not touch the outputs. Nulling them is the loop's and the
+        # service's job, which the exit-path tests check (a close() that nulled would hide it).
         self.closed = True
 
     def advance(self, dt: float) -> None:
@@ -134,6 +136,50 @@ class FakeBackend(Backend):
             u = self.last_volts[o]
             self.spool[j] += (0.25 * u - self.spool[j]) * (dt / self.tau)
         self.q += self.q_gain * self.spool * dt
+
+
+class CallLog(FakeBackend):
+    """A FakeBackend that logs its output calls in order: "cmd" (a write of anything but the
+    null volts), "null" (`write_null`, or a write of exactly the null volts) and "close".
+    Repeats of the same entry are logged once, so a long run stays a short log."""
+
+    def __init__(self, profile: Profile, **kw: float) -> None:
+        super().__init__(profile, **kw)
+        self.null = np.array([c.null_volts for c in profile.outputs])
+        self.calls: list[str] = []
+        self.lock = threading.Lock()
+
+    def _log(self, entry: str) -> None:
+        with self.lock:
+            if not self.calls or self.calls[-1] != entry:
+                self.calls.append(entry)
+
+    def write(self, t: float, volts: np.ndarray) -> BackendStatus:
+        self._log("null" if np.array_equal(volts, self.null) else "cmd")
+        return super().write(t, volts)
+
+    def write_null(self) -> None:
+        self._log("null")
+        super().write_null()
+
+    def close(self) -> None:
+        self._log("close")
+        super().close()
+
+    def commanded(self) -> bool:
+        with self.lock:
+            return "cmd" in self.calls
+
+
+def assert_nulled_before_close(calls: list[str]) -> None:
+    """The valves were commanded, then nulled, then the backend closed, and nothing was
+    commanded after the null (nor after the close)."""
+    assert "cmd" in calls, f"the valves were never commanded: {calls}"
+    assert calls.count("close") == 1, f"closed {calls.count('close')} times: {calls}"
+    last_cmd = len(calls) - 1 - calls[::-1].index("cmd")
+    close = calls.index("close")
+    assert last_cmd < close, f"valves commanded after close: {calls}"
+    assert "null" in calls[last_cmd:close], f"closed with the valves still commanded: {calls}"
 
 
 class HoldP:
@@ -178,6 +224,20 @@ class Ramp(HoldP):
         np.subtract(ref_out, fb.q, out=volts_out)
         np.multiply(volts_out, self.kp, out=volts_out)
         return self.k < self.steps
+
+
+class Constant(HoldP):
+    """A fixed, non-null command on every joint's valve, with the reference kept on the measured
+    position (no following error): outputs that only an exit path can bring back to null."""
+
+    def __init__(self, volts: float = 0.5) -> None:
+        super().__init__()
+        self.volts = volts
+
+    def step(self, fb: Feedback, ref_out: np.ndarray, volts_out: np.ndarray) -> bool:
+        np.copyto(ref_out, fb.q)
+        volts_out.fill(self.volts)
+        return True
 
 
 class Scripted(HoldP):

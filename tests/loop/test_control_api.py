@@ -7,16 +7,21 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from daq import control_api
 from daq.control_api import CommandError, ControlApi
 from daq.interlocks import Trip
 from daq.loop import Loop
 from daq.profile.schema import Profile
 from daq.state import State
+from tests.conditions import wait_until
+from tests.loop.conftest import with_changes
 from tests.loop.fakes import FakeBackend, HoldP
 
 
 @pytest.fixture
 def running(profile: Profile) -> Iterator[tuple[Loop, ControlApi, FakeBackend]]:
+    # Real time on a shared machine: overruns happen; they are not what these tests are about.
+    profile = with_changes(profile, overrun_limit=0)
     backend = FakeBackend(profile)
     loop = Loop(profile, backend, hold=HoldP(), ring_capacity=1 << 13)
     api = ControlApi(loop)
@@ -30,6 +35,8 @@ def running(profile: Profile) -> Iterator[tuple[Loop, ControlApi, FakeBackend]]:
 
 
 def _row(loop: Loop, seq: int) -> np.ndarray:
+    # The reply comes from inside cycle `seq`; its row is published at the end of that cycle.
+    assert wait_until(lambda: loop.ring.published > seq), f"row {seq} never published"
     r = loop.ring.data[seq & loop.ring.mask]
     assert r[0] == seq
     return r
@@ -101,7 +108,8 @@ def test_recording_commands_without_a_recorder(
     assert exc.value.code == "recorder_error"
 
 
-def test_a_stopped_loop_answers_internal(profile: Profile) -> None:
+def test_a_stopped_loop_answers_internal(profile: Profile, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(control_api, "LOOP_TIMEOUT_S", 0.05)
     loop = Loop(profile, FakeBackend(profile), hold=HoldP())
     api = ControlApi(loop)
     with pytest.raises(CommandError) as exc:

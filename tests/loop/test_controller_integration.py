@@ -4,7 +4,6 @@ gains bumplessly. Skipped until the controller package is on this branch."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +17,7 @@ from daq.control_api import CommandError, ControlApi, joint_gains, make_hold_run
 from daq.loop import Loop
 from daq.profile.schema import Profile
 from daq.state import State
+from tests.conditions import wait_until
 
 
 def _experiment(amplitude_deg: float, seconds: float = 1.0) -> dict[str, Any]:
@@ -57,11 +57,8 @@ def rig(profile: Profile) -> Iterator[tuple[Loop, ControlApi]]:
         assert loop.join(5.0) and loop.error is None
 
 
-def _until(cond: Any, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
+def _until(cond: Any) -> None:
+    assert wait_until(cond), "timed out"
 
 
 def test_armed_holds_then_an_experiment_runs_to_its_end(rig: tuple[Loop, ControlApi]) -> None:

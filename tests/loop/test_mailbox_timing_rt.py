@@ -29,7 +29,7 @@ def test_mailbox_round_trip_through_a_polling_thread() -> None:
     th = threading.Thread(target=loop)
     th.start()
     try:
-        results = [box.call(k, i, timeout=2.0) for i, k in enumerate(["arm", "bad", "run"])]
+        results = [box.call(k, i, timeout=30.0) for i, k in enumerate(["arm", "bad", "run"])]
     finally:
         stop.set()
         th.join()

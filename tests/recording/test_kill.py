@@ -51,3 +51,34 @@ def test_sigkill_leaves_a_readable_file_up_to_the_last_complete_chunk(
     np.testing.assert_array_equal(run.seq, np.arange(n))
     np.testing.assert_array_equal(run.data, expected_rows(0, n, layout_2dof().width))
     assert [e["kind"] for e in run.events][:1] == ["state"]
+
+
+@pytest.mark.parametrize("delay_s", [-1.0, 0.0, 0.001, 0.003, 0.01])
+def test_sigkill_as_recording_starts_leaves_no_run_file_or_one_that_reads(
+    tmp_path: Path, delay_s: float
+) -> None:
+    """The run file appears with its header already in it (temporary file, then link): a kill
+    at any moment around `start()` never leaves a file `read_run` rejects. −1: killed the
+    moment `start()` returned, when the file must exist."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("record_child.py")),
+            str(tmp_path),
+            "kill-at-start",
+            str(delay_s),
+        ],
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    runs = sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".rigrun")
+    if delay_s < 0:
+        assert runs == ["killed.rigrun"]
+    for name in runs:
+        run = read_run(tmp_path / name)
+        assert run.meta["rig"] == "sim-2dof" and run.meta["first_seq"] == 0
+        assert not run.complete and not run.corrupt_chunks
+        np.testing.assert_array_equal(run.seq, np.arange(len(run.data)))

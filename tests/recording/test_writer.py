@@ -163,16 +163,18 @@ def test_start_stop_contract(tmp_path: Path, layout: SampleLayout) -> None:
 def test_bad_arguments_are_refused_with_the_reason(
     tmp_path: Path, layout: SampleLayout, kwargs: dict, message: str
 ) -> None:
-    ring = SampleRing(256, kwargs.pop("width", layout.width))
-    args = {"meta": meta(), **kwargs}
+    args = {"meta": meta(), **kwargs}  # a copy: the parametrize dict is shared across runs
+    ring = SampleRing(256, args.pop("width", layout.width))
     with pytest.raises(ValueError, match=message):
         Recorder(ring, layout, tmp_path, **args)
 
 
-def test_bad_run_name_is_refused(tmp_path: Path, layout: SampleLayout) -> None:
+@pytest.mark.parametrize("name", ["../escape", ".hidden", "", "two\nlines", "tab\there", "del\x7f"])
+def test_bad_run_name_is_refused(tmp_path: Path, layout: SampleLayout, name: str) -> None:
     rec = Recorder(SampleRing(256, layout.width), layout, tmp_path, meta())
     with pytest.raises(ValueError, match="plain file name"):
-        rec.start("../escape")
+        rec.start(name)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_unusable_directory_fails_loudly_without_raising(
@@ -189,3 +191,15 @@ def test_unusable_directory_fails_loudly_without_raising(
     assert stats.error is not None and "cannot create the run file" in stats.error
     assert not stats.active and not stats.complete and stats.rows_written == 0
     assert any("recording not started" in r.message for r in caplog.records)
+
+
+def test_complete_only_once_the_run_is_closed(tmp_path: Path, layout: SampleLayout) -> None:
+    ring = SampleRing(256, layout.width)
+    rec = Recorder(ring, layout, tmp_path, meta())
+    path = rec.start("open")
+    publish_rows(ring, 10)
+    stats = rec.stats
+    assert stats.active and not stats.complete  # still recording: not a complete run yet
+    assert read_run(path).meta["first_seq"] == 0  # the header is there from the start
+    stats = rec.stop()
+    assert not stats.active and stats.complete and read_run(path).complete

@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 import zmq
 
+from daq.interlocks import Trip
 from daq.profile import load_profile
 from daq.recording import read_run
 from daq.rigctl.session import free_endpoint
@@ -47,6 +48,10 @@ def patched_profile(src: Path, tmp: Path, serial_port: str | None) -> Path:
     if serial_port is not None:
         text, n = re.subn(r'port = "[^"]*"', f'port = "{serial_port}"', text, count=1)
         assert n == 1, f"{src.name}: no serial port line"
+        # A handshake try timed out by load would be retried, shifting the request count the
+        # fault tests inject by: allow the maximum.
+        text, n = re.subn(r"open_timeout_s = [0-9.]+", "open_timeout_s = 5.0", text, count=1)
+        assert n == 1, f"{src.name}: no open_timeout_s line"
     out = tmp / src.name
     out.write_text(text)
     return out
@@ -122,7 +127,7 @@ def run_service(profile: Path, duration: float, tmp: Path) -> Telemetry:
         "--rt-priority", "0", "--cpu", "-1", "--no-mlock",
     ]  # fmt: skip
     try:
-        proc = subprocess.run(cmd, cwd=tmp, env=_env(), capture_output=True, text=True, timeout=170)
+        proc = subprocess.run(cmd, cwd=tmp, env=_env(), capture_output=True, text=True, timeout=600)
     finally:
         telem._stop.set()
         t.join(timeout=5)
@@ -180,28 +185,51 @@ def test_sixty_seconds_of_rig_time_recorded_and_published(which: str, tmp_path: 
         assert np.count_nonzero(q == round(220 / 360 * 16384)) > 0.9 * len(q)
 
 
+#: The cycle the emulator's injected fault lands in. Requests 1–2 are the handshake, 3 the
+#: loop's warm-up read, and cycle k is request k + 4: so response 5 is cycle 1.
+INJECTED_CYCLE = 1
+#: Attempts at a run whose first trip is not load-caused (see below).
+ATTEMPTS = 5
+
+
 @pytest.mark.parametrize(
     "flags",
     [
-        ("--remove-after-requests", "3000"),
-        ("--crc-error-every", "3000"),
-        ("--delay-every", "3000,0.05"),
+        ("--remove-after-requests", "4"),  # request 5 finds the port gone
+        ("--crc-error-every", "5"),  # response 5 (then 10, 15 …) fails its CRC
+        ("--delay-every", "5,0.05"),  # response 5 comes 50 ms late: a timeout (0.9 ms)
     ],
     ids=["port-removed", "crc-error", "timeout"],
 )
 def test_serial_fault_trips_and_nulls_the_valves(flags: tuple[str, str], tmp_path: Path) -> None:
+    """The injected fault trips the loop in exactly the cycle it lands in, and FAULT latches.
+
+    The serial read's 0.9 ms timeout is real time even in virtual time, so a loaded machine
+    can time a read out by itself. Such a trip, in a cycle before the injected one, is
+    recognised and the run repeated (at most ATTEMPTS times); any other outcome is judged."""
     from daq.state import State  # type: ignore[import-not-found,unused-ignore]
 
-    with emulator(tmp_path, *flags) as port:
-        prof_path = patched_profile(COMPOSITE, tmp_path, port)
-        run_service(prof_path, 10.0, tmp_path)
+    disturbed = []
+    for attempt in range(ATTEMPTS):
+        tmp = tmp_path / f"attempt-{attempt}"
+        tmp.mkdir()
+        with emulator(tmp, *flags) as port:
+            prof_path = patched_profile(COMPOSITE, tmp, port)
+            run_service(prof_path, 1.0, tmp)
+        names, rows = recorded_rows(tmp / "runs")
+        fault = rows[:, names.index("fault")]
+        tripped = np.flatnonzero(fault)
+        assert tripped.size, "the serial fault did not trip the interlocks"
+        k = int(tripped[0])
+        if k < INJECTED_CYCLE:
+            disturbed.append(k)  # a read timed out by load before the fault was injected
+            continue
+        assert k == INJECTED_CYCLE, f"tripped in cycle {k}, the fault landed in {INJECTED_CYCLE}"
+        break
+    else:
+        pytest.fail(f"every run tripped by load before the injected fault: cycles {disturbed}")
     prof = load_profile(prof_path)
-    names, rows = recorded_rows(tmp_path / "runs")
-    fault = rows[:, names.index("fault")]
-    tripped = np.flatnonzero(fault)
-    assert tripped.size, "the serial fault did not trip the interlocks"
-    k = int(tripped[0])
-    assert k <= 3000  # at the latest in the cycle of the injected fault (2 handshake requests)
+    assert fault[k] == float(Trip.BACKEND_READ)
     assert (fault[k:] == fault[k]).all(), "the fault must stay latched"
     assert (rows[k:, names.index("state")] == float(State.FAULT)).all()
     for c in prof.outputs:

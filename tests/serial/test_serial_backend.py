@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import select
+import threading
 import time
 from pathlib import Path
 
@@ -17,10 +19,14 @@ from daq.scaling import eng_to_counts
 from tests.serial.conftest import (
     RELAXED_TIMEOUT_S,
     ExpectedProtocol,
+    GatedEmulator,
     make_profile,
     open_backend,
     serial_inputs,
 )
+
+#: Deadline for anything waited on here: generous, the suite must pass on a loaded machine.
+WAIT_S = 60.0
 
 
 def home_counts(port: str) -> list[float]:
@@ -98,7 +104,7 @@ def test_motion_is_reported(backend: sr.SerialResolverBackend, emulator: BoardEm
     emulator.set_motion(amplitude_deg=30.0, period_s=0.2)
     raw = np.zeros(2)
     seen: set[float] = set()
-    deadline = time.monotonic() + 2.0
+    deadline = time.monotonic() + WAIT_S
     while len(seen) < 10 and time.monotonic() < deadline:
         assert backend.read(0.0, raw) == BackendStatus.OK
         seen.add(raw[0])
@@ -123,19 +129,18 @@ def test_crc_error_is_a_channel_fault_then_recovers(
     assert backend.counters["crc_errors"] == 1
 
 
-def test_timeout_within_the_cycle_and_late_answer_flushed(emulator: BoardEmulator) -> None:
+def test_timeout_within_the_cycle_and_late_answer_flushed(emulator: GatedEmulator) -> None:
     b = open_backend(emulator.port, timeout_s=None)  # the profile's sub-millisecond timeout
     try:
         raw = np.zeros(2)
-        emulator.inject_delay(0.5)
+        emulator.hold = 1  # the board answers only when released: late by construction
         handshake = len(emulator.tx)  # IDENTIFY_RSP + CONFIGURE_RSP
         assert b.read(0.0, raw) == BackendStatus.ERROR
         assert len(emulator.tx) == handshake  # gave up before the board answered
         assert b.channel_fault.tolist() == [sr.FAULT_TIMEOUT] * 2
-        deadline = time.monotonic() + 5.0
-        while len(emulator.tx) == handshake and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.05)  # the late response is now in the host's input buffer
+        emulator.release.set()
+        # Until the late response is in the host's input buffer.
+        assert select.select([b._fd], [], [], WAIT_S)[0], "the late answer never arrived"
         b.timeout_s = RELAXED_TIMEOUT_S
         assert b.read(0.0, raw) == BackendStatus.OK  # flushed: the answer is to *this* request
         assert raw.tolist() == home_counts(emulator.port)
@@ -144,17 +149,25 @@ def test_timeout_within_the_cycle_and_late_answer_flushed(emulator: BoardEmulato
 
 
 def test_stale_response_is_skipped_by_sequence(
-    backend: sr.SerialResolverBackend, emulator: BoardEmulator
+    backend: sr.SerialResolverBackend, emulator: GatedEmulator
 ) -> None:
     raw = np.zeros(2)
     backend.timeout_s = 0.02
-    emulator.inject_delay(0.1)
+    emulator.hold = 1
     assert backend.read(0.0, raw) == BackendStatus.ERROR
     assert backend.channel_fault.tolist() == [sr.FAULT_TIMEOUT] * 2
-    backend.timeout_s = 0.5
+    backend.timeout_s = RELAXED_TIMEOUT_S
+
+    def release_once_the_next_request_is_sent() -> None:
+        emulator.wait_for_request()
+        emulator.release.set()
+
+    releaser = threading.Thread(target=release_once_the_next_request_is_sent, daemon=True)
+    releaser.start()
     # The delayed answer to the previous request arrives after the flush, before ours: its SEQ
     # gives it away, it is dropped, and our own answer is used.
     assert backend.read(0.0, raw) == BackendStatus.OK
+    releaser.join(WAIT_S)
     assert backend.counters["stale"] == 1
     assert raw.tolist() == home_counts(emulator.port)
     assert emulator.served == backend.counters["cycles"] + 2  # + IDENTIFY, CONFIGURE
@@ -227,7 +240,7 @@ def test_reconnects_from_outside_the_cycle(tmp_path: Path) -> None:
         assert b.read(0.0, raw) == BackendStatus.ERROR
         second.open_pty(link)
         second.start()
-        deadline = time.monotonic() + 5.0
+        deadline = time.monotonic() + WAIT_S
         while b.read(0.0, raw) != BackendStatus.OK and time.monotonic() < deadline:
             assert b.channel_fault.tolist() == [sr.FAULT_PORT] * 2
             time.sleep(0.01)

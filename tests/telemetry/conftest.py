@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -12,6 +11,7 @@ from daq.profile.loader import load_profile
 from daq.ring import SampleRing
 from daq.sample_layout import SampleLayout
 from daq.telemetry import TelemetryPublisher
+from tests.conditions import wait_until  # noqa: F401  (used by the telemetry tests)
 
 PERIOD = 1e-3
 
@@ -60,14 +60,3 @@ def make_publisher(
     yield make
     for p in made:
         p.stop()
-
-
-def wait_until(predicate, timeout: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
-    """Poll `predicate` until true: the publisher counts a batch just after its send returns,
-    which may be after a fast subscriber already holds it."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.001)
-    return True
