@@ -93,7 +93,7 @@ def refusal(api: ControlApi, cmd: str, args: dict[str, Any]) -> tuple[str, str]:
 def test_set_gains_refuses_values_outside_the_documented_ranges(
     rig: tuple[Loop, ControlApi], joint: str, gains: dict[str, float], message: str
 ) -> None:
-    loop, api = rig
+    _, api = rig
     before = api.handle("describe", {}, None)["gains"]
     assert refusal(api, "set_gains", {"joint": joint, "gains": gains}) == ("bad_args", message)
     assert api.handle("describe", {}, None)["gains"] == before  # nothing changed
@@ -147,13 +147,11 @@ P_MSG_J2 = (
     [
         (
             _experiment({"kind": "pid", "pid": {"p": 1e6}}),
-            f"run: experiment: segment 0 ('seg'): pid.p = 1000000.0 {P_MSG_J1} "
-            "for joint index 0",
+            f"run: experiment: segment 0 ('seg'): pid.p = 1000000.0 {P_MSG_J1} for joint index 0",
         ),
         (
             _experiment({"kind": "pid"}, pid=[{"p": 1.5}, {"p": 1e6}]),
-            f"run: experiment: experiment 'x': pid[1].p = 1000000.0 {P_MSG_J2} "
-            "for joint index 1",
+            f"run: experiment: experiment 'x': pid[1].p = 1000000.0 {P_MSG_J2} for joint index 1",
         ),
         (
             _valve_sine(frequency_hz=[float("nan"), 1.0]),
