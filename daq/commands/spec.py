@@ -41,15 +41,19 @@ def _short(v: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _got(v: Any) -> str:
+    return f"got {type(v).__name__} {_short(v)}"
+
+
 def _short_str(v: Any) -> str | None:
     if not isinstance(v, str):
-        return f"got {type(v).__name__}"
+        return _got(v)
     return None if len(v) <= MAX_STR else f"got {len(v)} characters"
 
 
 def _run_name(v: Any) -> str | None:
     if not isinstance(v, str):
-        return f"got {type(v).__name__}"
+        return _got(v)
     if RUN_NAME.fullmatch(v):
         return None
     bad = next((c for c in v if not (c.isascii() and (c.isalnum() or c in "_.-"))), None)
@@ -66,7 +70,7 @@ def _run_name(v: Any) -> str | None:
 
 def _gains(v: Any) -> str | None:
     if not isinstance(v, dict) or not v:
-        return f"got {_short(v)}" if isinstance(v, dict) else f"got {type(v).__name__}"
+        return _got(v)
     for k, x in v.items():
         if k not in GAIN_NAMES:
             return f"got unknown gain {_short(k)}"
@@ -77,7 +81,7 @@ def _gains(v: Any) -> str | None:
 
 def _map(v: Any) -> str | None:
     if not isinstance(v, dict):
-        return f"got {type(v).__name__}"
+        return _got(v)
     return None if all(isinstance(k, str) for k in v) else "got a map with non-string keys"
 
 

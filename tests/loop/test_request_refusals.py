@@ -200,3 +200,27 @@ def test_run_refuses_absurd_content_before_anything_moves(
     # The same experiment with sane numbers runs: the refusal was about the value alone.
     sane = _valve_sine()
     assert api.handle("run", {"experiment": sane}, None)["state"] == "RUNNING"
+
+
+def test_a_monitor_estop_latches_and_names_who_pressed_it(rig: tuple[Loop, ControlApi]) -> None:
+    """The e-stop decision end to end (docs/protocol.md, "Security"): a monitor's estop stops
+    the rig like anyone's, and the fault says who and why, with the documented fields."""
+    from daq.commands import ClientIdentity
+
+    loop, api = rig
+    api.handle("arm", {}, None)
+    view = ClientIdentity("view", "monitor", True)
+    out = api.handle("estop", {"reason": "smoke from valve 2"}, view)
+    assert out["state"] == "ESTOP" and loop.state == State.ESTOP
+    fault = api.handle("status", {}, None)["fault"]
+    assert fault == {
+        "code": 11,
+        "name": "ESTOP",
+        "where": "by view: smoke from valve 2",
+        "value": 0,
+        "limit": 0,
+        "seq": out["seq"],
+        "t": fault["t"],
+        "message": "estop: by view: smoke from valve 2",
+    }
+    assert fault["t"] == pytest.approx(out["seq"] * loop.period)

@@ -264,3 +264,52 @@ def test_estop_is_the_only_command_beyond_reads_a_monitor_may_send() -> None:
     beyond_reads = {c for c, s in COMMANDS.items() if s.monitor_allowed and not s.read_only}
     assert beyond_reads == MONITOR_MAY_ALSO
     assert {c for c, s in COMMANDS.items() if s.monitor_allowed} == READ_ONLY | MONITOR_MAY_ALSO
+
+
+@pytest.mark.parametrize(
+    ("cmd", "args", "message"),
+    [
+        (
+            "estop",
+            {"reason": 5},
+            "estop: argument 'reason' must be str (≤ 256 chars); got int 5",
+        ),
+        (
+            "estop",
+            {"reason": "x" * 300},
+            "estop: argument 'reason' must be str (≤ 256 chars); got 300 characters",
+        ),
+        (
+            "run",
+            {"experiment": "exp.toml"},
+            "run: argument 'experiment' must be map (an experiment file's content); "
+            "got str 'exp.toml'",
+        ),
+        (
+            "set_gains",
+            {"joint": "j1", "gains": {"p": float("nan")}},
+            "set_gains: argument 'gains' must be non-empty map {name: finite number}, names in "
+            "['p', 'i', 'd', 'ff0', 'ff1', 'ff2', 'bias', 'deadband', 'max_output', 'max_error', "
+            "'max_error_i', 'max_error_d', 'max_cmd_d', 'max_i', 'd_filter_hz']; got gains.p = nan",
+        ),
+        (
+            "set_gains",
+            {"joint": "j1", "gains": {}},
+            "set_gains: argument 'gains' must be non-empty map {name: finite number}, names in "
+            "['p', 'i', 'd', 'ff0', 'ff1', 'ff2', 'bias', 'deadband', 'max_output', 'max_error', "
+            "'max_error_i', 'max_error_d', 'max_cmd_d', 'max_i', 'd_filter_hz']; got dict {}",
+        ),
+        (
+            "set_gains",
+            {"gains": {"p": 1.0}},
+            "set_gains: missing argument 'joint' (str (≤ 256 chars))",
+        ),
+        ("arm", {"now": True}, "arm: unknown argument 'now' (allowed: none)"),
+    ],
+)
+def test_argument_refusals_name_the_field_value_and_range(
+    open_server: tuple[CommandServer, Handler], zctx: zmq.Context, cmd, args, message
+) -> None:
+    srv, _ = open_server
+    reply = request(zctx, srv.endpoint, cmd, args)
+    assert reply == {"ok": False, "error": "bad_args", "message": message}
