@@ -7,17 +7,14 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 pytest.importorskip("controller.runner")
 
-from daq.backends.sim import SimBackend
-from daq.control_api import CommandError, ControlApi, joint_gains, make_hold_runner
+from daq.control_api import CommandError, ControlApi
 from daq.loop import Loop
-from daq.profile.schema import Profile
 from daq.state import State
 
 # sim-2dof.toml: j1 soft limits 22–58° (36°), j2 0–48° (48°); both valve_max_v = 6 V,
@@ -25,27 +22,6 @@ from daq.state import State
 # (FULL_SCALE_MULTIPLE = 100: a gain × full-scale input ≤ 600 V), not by the code under test.
 P_MAX_J1 = 600.0 / math.radians(36.0)  # 954.93 V/rad
 P_MAX_J2 = 600.0 / math.radians(48.0)  # 716.197 V/rad
-
-
-@pytest.fixture
-def rig(profile: Profile) -> Iterator[tuple[Loop, ControlApi]]:
-    sim = SimBackend.from_profile(profile)
-    sim.open()
-    loop = Loop(
-        profile,
-        sim,
-        hold=make_hold_runner(profile, joint_gains(profile)),
-        virtual_time=True,
-        ring_capacity=1 << 16,
-    )
-    loop.warm_up()
-    api = ControlApi(loop)
-    loop.start()
-    try:
-        yield loop, api
-    finally:
-        loop.stop()
-        assert loop.join(5.0) and loop.error is None
 
 
 def refusal(api: ControlApi, cmd: str, args: dict[str, Any]) -> tuple[str, str]:
