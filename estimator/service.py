@@ -170,12 +170,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 3
     sub, pub = sockets.sub, sockets.pub
     try:
-        first = await_meta(sockets, args.connect_timeout)
+        first = await_meta(sockets, args.connect_timeout, lambda: flags.stop)
     except TransportError as exc:
         log.error("rig-estimator: %s", exc)
+        first = None
+    if first is None:  # no telemetry: nothing to estimate, nothing written
         sockets.close()
         ctx.term()
-        return 3
+        return 0 if flags.stop else 3
     ident: OnlineIdentifier | None = OnlineIdentifier(profile, first.header["columns"], prior=prior)
     layout_id: Any = first.layout_id
     next_seq: int | None = None

@@ -16,6 +16,9 @@ read: the caller exits non-zero and writes nothing.
 from __future__ import annotations
 
 import logging
+import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import zmq
@@ -101,10 +104,19 @@ def open_sockets(
     return Sockets(ctx, sub, pub, auth)
 
 
-def await_meta(sockets: Sockets, timeout: float) -> Meta:
-    """The service's first `meta`, or `TransportError` after `timeout` s (0 = wait forever)."""
-    meta = sockets.sub.wait_meta(timeout if timeout > 0 else 1e7)  # 0: ~4 months, i.e. forever
-    if meta is None:
+def await_meta(
+    sockets: Sockets, timeout: float, stop: Callable[[], bool] = lambda: False
+) -> Meta | None:
+    """The service's first `meta`; None if `stop()` turns true first (SIGTERM while waiting:
+    not a failure); `TransportError` after `timeout` s (0 = wait forever)."""
+    deadline = time.monotonic() + (timeout if timeout > 0 else math.inf)
+    meta = None
+    while meta is None and not stop():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        meta = sockets.sub.wait_meta(min(left, 0.1))  # short slices: see `stop` promptly
+    if meta is None and not stop():
         curve = "; with CURVE: is this key listed in the service's clients/, is server.key the "
         raise TransportError(
             f"no telemetry from {sockets.sub.endpoint} within {timeout:g} s (is rig-daq "

@@ -174,3 +174,22 @@ def test_estimator_fails_loudly_and_writes_nothing(tmp_path: Path, case: str) ->
 )
 def test_bind_addresses_become_connect_addresses(bind: str, connect: str) -> None:
     assert connect_endpoint(bind) == connect
+
+
+def test_sigterm_while_waiting_for_telemetry_exits_0_and_writes_nothing(tmp_path: Path) -> None:
+    pfile = tmp_path / "params.toml"
+    proc = _estimator(
+        *("--profile", str(_profile(tmp_path, None)), "--telemetry", free_endpoint()),
+        *("--publish", free_endpoint(), "--param-file", str(pfile)),
+        *("--connect-timeout", "300", "-v"),
+    )
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:  # waits for the process, however slow its start; no fixed sleep
+        seen.append(line)
+        if "estimates on" in line:  # sockets open: signal handlers are installed
+            break
+    proc.terminate()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, "".join(seen) + err
+    assert not pfile.exists()
