@@ -16,6 +16,7 @@ here. The full format, with every trajectory and controller kind, is in docs/con
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,12 +24,15 @@ from typing import Any
 import numpy as np
 
 from controller import trajectories as tr
+from controller.limits import JointLimits
 from controller.pid import PidParams
 from controller.tables import (
     CONTROLLER_KEYS,
     ExperimentError,
     build_law,
     build_trajectory,
+    check_controller,
+    check_pid_ranges,
     pid_overrides,
     required,
     to_rad,
@@ -80,8 +84,18 @@ class Experiment:
     def duration(self) -> float:
         return sum(s.total for s in self.segments)
 
+    def check_ranges(self, limits: Sequence[JointLimits], period: float) -> None:
+        """Refuse gains and valve-sine values outside their documented ranges (the rig's
+        limits and loop period decide them; `controller.pid.gain_ranges`). Cheap: no sampling."""
+        check_pid_ranges(self.pid, limits, period, f"experiment {self.name!r}")
+        for i, seg in enumerate(self.segments):
+            check_controller(seg.controller, limits, period, f"segment {i} ({seg.name!r})")
+
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Experiment:
+        non_finite = first_non_finite(d, "")
+        if non_finite:
+            raise ExperimentError(f"{non_finite} is not a finite number (NaN and ±inf refused)")
         unknown = sorted(set(d) - {"name", "description", "home_deg", "segments", "pid"})
         if unknown:
             raise ExperimentError(f"experiment: unknown top-level key(s) {unknown}")
@@ -140,6 +154,22 @@ class Experiment:
             pid,
             dict(d),
         )
+
+
+def first_non_finite(node: Any, path: str) -> str:
+    """`path = value` of the first NaN or ±inf anywhere in a nested table, or ''. Iterative over
+    the table's own nesting, so a hostile request cannot exhaust the stack."""
+    stack: list[tuple[str, Any]] = [(path, node)]
+    while stack:
+        where, v = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"{where or 'value'} = {v!r}"
+        if isinstance(v, Mapping):
+            items = [(f"{where}.{k}" if where else str(k), x) for k, x in v.items()]
+            stack.extend(reversed(items))  # document order
+        elif isinstance(v, list | tuple):
+            stack.extend(reversed([(f"{where}[{i}]", x) for i, x in enumerate(v)]))
+    return ""
 
 
 def sakai_sequential(

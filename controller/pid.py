@@ -28,7 +28,10 @@ FF1/FF2 kick.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
+
+from controller.limits import JointLimits
 
 _INT32_MAX = 2_147_483_647
 
@@ -226,3 +229,99 @@ class Pid:
             self.saturated_s = 0.0
             self.saturated_count = 0
         return out
+
+
+# --------------------------------------------------------------------------- documented ranges
+
+#: A gain may make a full-scale input demand at most this many times the valve's full range
+#: (`valve_max_v`). At the bound, the valve saturates once the error reaches 1 % of the joint's
+#: range; a higher gain only turns sensor noise into valve chatter (the valve-rate interlock then
+#: trips within cycles, which is how p = 1e6 used to end). The gains our experiments use are
+#: ~1.5–8 V/rad, well under 1 % of the bound on the reference rig (≈ 955 V/rad for 36°).
+FULL_SCALE_MULTIPLE = 100.0
+#: The integral gain's full-scale input: a full-scale error held for this long.
+INTEGRAL_REFERENCE_S = 1.0
+
+
+@dataclass(frozen=True)
+class GainRange:
+    """The closed interval a PID parameter must lie in, with its unit and why."""
+
+    lo: float
+    hi: float
+    unit: str
+    why: str
+
+    def problem(self, name: str, value: object) -> str | None:
+        """None if `value` is a number inside; else a message naming the field, value and range."""
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            if math.isfinite(value) and self.lo <= value <= self.hi:
+                return None
+        hi = "inf" if math.isinf(self.hi) else f"{self.hi:.6g}"
+        return f"{name} = {value!r} is out of range [{self.lo:.6g}, {hi}] {self.unit} ({self.why})"
+
+
+def gain_ranges(limits: JointLimits, period: float) -> dict[str, GainRange]:
+    """The range of every `PidParams` field for one joint (SI units: rad, rad/s, rad/s², V, s).
+
+    Gains: `gain × full-scale input ≤ FULL_SCALE_MULTIPLE × valve_max_v`, full-scale inputs
+    being the joint's range (error), its largest angle (command, for ff0), its velocity and
+    acceleration limits (derivative and ff1/ff2). `bias` cannot exceed the valve's range and the
+    deadband the joint's range; the derivative filter corner stops at the Nyquist frequency;
+    the `max_*` limits are ≥ 0 (0 = no limit; a large one is simply no limit in practice).
+    """
+    span = limits.position_max - limits.position_min
+    q_abs = max(abs(limits.position_min), abs(limits.position_max))
+    max_velocity, max_acceleration = limits.max_velocity, limits.max_acceleration
+    valve_max_v = limits.valve_max_v
+    top = FULL_SCALE_MULTIPLE * valve_max_v
+    k = f"{FULL_SCALE_MULTIPLE:g} × valve_max_v = {top:g} V"
+
+    def gain(full: float, what: str, unit: str, signed: bool = False) -> GainRange:
+        hi = top / full
+        return GainRange(-hi if signed else 0.0, hi, unit, f"{what} may demand at most {k}")
+
+    r = math.degrees
+    nyquist = 0.5 / period
+    limit = GainRange(0.0, math.inf, "", "0 = no limit")
+    return {
+        "p": gain(span, f"a full-scale error of {r(span):.4g}°", "V/rad"),
+        "i": gain(
+            span * INTEGRAL_REFERENCE_S,
+            f"a full-scale error of {r(span):.4g}° held {INTEGRAL_REFERENCE_S:g} s",
+            "V/(rad·s)",
+        ),
+        "d": gain(max_velocity, f"the velocity limit {r(max_velocity):.4g}°/s", "V·s/rad"),
+        "ff0": gain(q_abs, f"the largest angle {r(q_abs):.4g}°", "V/rad", signed=True),
+        "ff1": gain(
+            max_velocity, f"the velocity limit {r(max_velocity):.4g}°/s", "V·s/rad", signed=True
+        ),
+        "ff2": gain(
+            max_acceleration,
+            f"the acceleration limit {r(max_acceleration):.4g}°/s²",
+            "V·s²/rad",
+            signed=True,
+        ),
+        "bias": GainRange(-valve_max_v, valve_max_v, "V", "within the valve's range"),
+        "deadband": GainRange(0.0, span, "rad", "within the joint's range"),
+        "max_output": GainRange(0.0, math.inf, "V", limit.why),
+        "max_error": GainRange(0.0, math.inf, "rad", limit.why),
+        "max_error_i": GainRange(0.0, math.inf, "rad·s", limit.why),
+        "max_error_d": GainRange(0.0, math.inf, "rad/s", limit.why),
+        "max_cmd_d": GainRange(0.0, math.inf, "rad/s", limit.why),
+        "max_i": GainRange(0.0, math.inf, "V", limit.why),
+        "d_filter_hz": GainRange(
+            0.0, nyquist, "Hz", f"0 = unfiltered; at most the Nyquist frequency {nyquist:g} Hz"
+        ),
+    }
+
+
+def gain_problems(changes: Mapping[str, object], ranges: dict[str, GainRange]) -> list[str]:
+    """One message per changed parameter outside its range (unknown names are the caller's)."""
+    out = []
+    for name, value in changes.items():
+        rng = ranges.get(name)
+        msg = rng.problem(name, value) if rng is not None else None
+        if msg is not None:
+            out.append(msg)
+    return out

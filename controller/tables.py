@@ -24,7 +24,7 @@ from controller.laws import (
     VelocityLimitedPD,
 )
 from controller.limits import JointLimits
-from controller.pid import PidParams
+from controller.pid import GainRange, PidParams, gain_problems, gain_ranges
 
 if TYPE_CHECKING:
     from controller.experiment import Segment
@@ -144,6 +144,81 @@ def pid_overrides(
         raise ExperimentError(f"{where}: {e}") from e
 
 
+def check_pid_ranges(over: Any, limits: Sequence[JointLimits], period: float, where: str) -> None:
+    """Refuse `pid` override table(s) with a value outside `controller.pid.gain_ranges`."""
+    if over is None:
+        return
+    tables = [over] * len(limits) if isinstance(over, Mapping) else over
+    if not isinstance(tables, list) or len(tables) != len(limits):
+        raise ExperimentError(
+            f"{where}: 'pid' needs a table or one table per joint ({len(limits)})"
+        )
+    for j, (table, lim) in enumerate(zip(tables, limits, strict=True)):
+        if not isinstance(table, Mapping):
+            raise ExperimentError(f"{where}: pid[{j}] must be a table, got {table!r}"[:300])
+        problems = gain_problems(table, gain_ranges(lim, period))
+        if problems:  # named as in the file: `pid[j].p`, or `pid.p` for one table for all
+            field = "pid." if isinstance(over, Mapping) else f"pid[{j}]."
+            raise ExperimentError(f"{where}: {field}{problems[0]} for joint index {j}")
+
+
+def _valve_sine_problem(c: Mapping[str, Any], lim: JointLimits, j: int, nyquist: float) -> str:
+    """The first out-of-range value of a valve-sine table for joint `j`, or ''."""
+    vmax = lim.valve_max_v
+    amp = c["amplitude_v"][j]
+    offset = c["offset_v"][j] if c.get("offset_v") is not None else 0.0
+    checks = [
+        ("amplitude_v", amp, GainRange(-vmax, vmax, "V", "within valve_max_v")),
+        ("offset_v", offset, GainRange(-vmax, vmax, "V", "within valve_max_v")),
+        (
+            "frequency_hz",
+            c["frequency_hz"][j],
+            GainRange(0.0, nyquist, "Hz", f"at most the Nyquist frequency {nyquist:g} Hz"),
+        ),
+    ]
+    if c.get("centering_v_per_rad") is not None:
+        p = gain_ranges(lim, 1.0)["p"]  # a proportional pull: the same bound as PID p
+        checks.append(("centering_v_per_rad", c["centering_v_per_rad"][j], p))
+    for name, value, rng in checks:
+        msg = rng.problem(f"{name}[{j}]", value)
+        if msg:
+            return msg
+    if abs(amp) + abs(offset) > vmax:
+        return (
+            f"|amplitude_v[{j}]| + |offset_v[{j}]| = {abs(amp) + abs(offset):g} V exceeds "
+            f"valve_max_v = {vmax:g} V (the sine must fit in the valve's range)"
+        )
+    if amp != 0 and not c["frequency_hz"][j] > 0:
+        return f"frequency_hz[{j}] = {c['frequency_hz'][j]!r} must be > 0 for a driven joint"
+    return ""
+
+
+def check_controller(
+    c: Mapping[str, Any], limits: Sequence[JointLimits], period: float, where: str
+) -> None:
+    """Refuse a controller table whose gains or valve-sine values are out of their documented
+    ranges (docs/protocol.md, "Ranges"): cheap, no sampling, before any law is built."""
+    kind = c.get("kind")
+    if kind in ("pid", "pid_ff", "valve_sine"):
+        check_pid_ranges(c.get("pid"), limits, period, where)
+    if kind != "valve_sine":
+        return
+    n = len(limits)
+    for key in ("amplitude_v", "frequency_hz", "offset_v", "centering_v_per_rad"):
+        v = c.get(key)
+        if v is None and key in ("offset_v", "centering_v_per_rad"):
+            continue
+        if not isinstance(v, list) or len(v) != n:
+            raise ExperimentError(
+                f"{where}: controller 'valve_sine': {key} must be a list of {n} numbers "
+                f"(one per joint), got {v!r}"[:300]
+            )
+    for j, lim in enumerate(limits):
+        problem = _valve_sine_problem(c, lim, j, 0.5 / period)
+        if problem:
+            raise ExperimentError(f"{where}: controller 'valve_sine': {problem}")
+
+
 def build_law(
     seg: Segment,
     gains: Sequence[PidParams],
@@ -155,6 +230,7 @@ def build_law(
     none were given."""
     c, where = seg.controller, f"segment {seg.name!r}"
     kind = c["kind"]
+    check_controller(c, limits, period, where)
     need = lambda: _need_model(model, where, kind)  # noqa: E731
     lst = lambda k: [float(x) for x in required(c, k, where)]  # noqa: E731
     builders: dict[str, Callable[[], Law]] = {

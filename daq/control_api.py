@@ -208,6 +208,10 @@ class ControlApi:
             raise CommandError(
                 "rejected", f"run: the experiment has {exp.n_joints} joints, the rig {len(limits)}"
             )
+        try:  # gains and valve-sine values: cheap, so before the limit check samples anything
+            exp.check_ranges(limits, self.profile.period)
+        except ExperimentError as exc:
+            raise CommandError("rejected", f"run: experiment: {exc}") from None
         violations = self._check(exp, limits)
         if violations:
             more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
@@ -239,6 +243,13 @@ class ControlApi:
         if joint not in names:
             raise CommandError("bad_args", f"set_gains: no joint '{joint}' (joints: {names})")
         j = names.index(joint)
+        from controller.pid import gain_problems, gain_ranges
+
+        ranges = gain_ranges(joint_limits(self.profile)[j], self.profile.period)
+        problems = gain_problems(args["gains"], ranges)
+        if problems:
+            more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise CommandError("bad_args", f"set_gains: joint {joint}: gains.{problems[0]}{more}")
         try:
             new = dataclasses.replace(
                 self.gains[j], **{k: float(v) for k, v in args["gains"].items()}

@@ -242,6 +242,17 @@ def is_local_endpoint(endpoint: str) -> bool:
         return False  # an interface name or '*': reachable from outside
 
 
+def connect_endpoint(endpoint: str) -> str:
+    """The address a client on this machine connects to for a bind address: a wildcard host
+    (`*`, `0.0.0.0`, `::`) becomes loopback; anything else is returned unchanged."""
+    scheme, sep, rest = endpoint.partition("://")
+    if scheme != "tcp" or not sep:
+        return endpoint
+    host, _, port = rest.rpartition(":")
+    wild = {"*": "127.0.0.1", "0.0.0.0": "127.0.0.1", "[::]": "[::1]", "[*]": "[::1]"}
+    return f"tcp://{wild[host]}:{port}" if host in wild else endpoint
+
+
 def check_bind(endpoint: str, auth: CurveConfig | None, what: str) -> None:
     """Refuse to expose a socket beyond this machine without CURVE."""
     if auth is None and not is_local_endpoint(endpoint):

@@ -1,7 +1,12 @@
 """`rig-estimator`: the online estimator as its own process (`python -m estimator.service`).
 
     rig-estimator --profile PATH [--telemetry EP] [--publish EP] [--param-file PATH]
-                  [--duration S] [--no-resume] [-v]
+                  [--duration S] [--no-resume] [--key NAME] [--connect-timeout S] [-v]
+
+Exit codes: 0 done (parameter file written if any row was used), 2 bad profile, 3 cannot
+subscribe or publish (CURVE key missing or not listed, `--publish` beyond loopback without
+CURVE, address in use, no telemetry within --connect-timeout): nothing is written then.
+Sockets and CURVE: `estimator.transport`.
 
 Subscribes to daq telemetry (it only ever reads; daq never waits for it), restarts its filters
 on a sequence gap (and counts it), runs conditioning → regressors → RLS, publishes
@@ -28,10 +33,10 @@ import zmq
 
 from daq.profile.loader import ProfileError, load_profile
 from daq.profile.schema import Estimator as EstimatorCfg
-from daq.telemetry.subscriber import TelemetrySubscriber
-from daq.telemetry.wire import TOPIC_META, TOPIC_SAMPLES, Meta, SampleBatch
+from daq.telemetry.wire import Meta, SampleBatch
 from estimator.online import Estimate, OnlineIdentifier
 from estimator.paramfile import read_param_file, write_param_file
+from estimator.transport import DEFAULT_KEY, TransportError, await_meta, open_sockets
 
 log = logging.getLogger(__name__)
 RESUME_INFLATION = 100.0
@@ -108,6 +113,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--param-file", help="parameter file (default: [estimator] param_file)")
     ap.add_argument("--duration", type=float, default=0.0, help="stop after S seconds (0 = run)")
     ap.add_argument("--no-resume", action="store_true", help="ignore an existing param file")
+    ap.add_argument(
+        "--key",
+        help=f"CURVE client key NAME in network.keys_dir (default '{DEFAULT_KEY}'; CURVE only)",
+    )
+    ap.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=30.0,
+        help="exit 3 if no telemetry arrives within S seconds (default 30; 0 = wait forever)",
+    )
     ap.add_argument("-v", "--verbose", action="count", default=0)
     args = ap.parse_args(argv)
     logging.basicConfig(
@@ -140,18 +155,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGUSR2, lambda *_: setattr(flags, "freeze", not flags.freeze))
 
     ctx = zmq.Context()
-    sub = TelemetrySubscriber(
-        args.telemetry or profile.network.telemetry,
-        topics=(TOPIC_META, TOPIC_SAMPLES),
-        ctx=ctx,
-        rcvhwm=TELEMETRY_QUEUE,
-    )
-    pub = ctx.socket(zmq.PUB)
-    pub.setsockopt(zmq.SNDHWM, 10)
-    pub.setsockopt(zmq.LINGER, 0)
-    pub.bind(args.publish or profile.network.estimates)
-    ident: OnlineIdentifier | None = None
-    layout_id: Any = None
+    try:  # CURVE and the loopback rule as in the service; loud, before anything is written
+        sockets = open_sockets(
+            profile.network,
+            args.telemetry,
+            args.publish,
+            key=args.key,
+            rcvhwm=TELEMETRY_QUEUE,
+            ctx=ctx,
+        )
+    except TransportError as exc:
+        log.error("rig-estimator: %s", exc)
+        ctx.term()
+        return 3
+    sub, pub = sockets.sub, sockets.pub
+    try:
+        first = await_meta(sockets, args.connect_timeout, lambda: flags.stop)
+    except TransportError as exc:
+        log.error("rig-estimator: %s", exc)
+        first = None
+    if first is None:  # no telemetry: nothing to estimate, nothing written
+        sockets.close()
+        ctx.term()
+        return 0 if flags.stop else 3
+    ident: OnlineIdentifier | None = OnlineIdentifier(profile, first.header["columns"], prior=prior)
+    layout_id: Any = first.layout_id
     next_seq: int | None = None
     out_seq = 0
     period = 1.0 / cfg.publish_hz
@@ -190,8 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if ident is not None and ident.rows > 0:
             write_estimate(param_path, profile.rig.id, ident)
-        sub.close()
-        pub.close(0)
+        sockets.close()
         ctx.term()
     return 0
 

@@ -46,6 +46,21 @@ LOCAL = ClientIdentity("local", "controller", False)
 Handler = Callable[[str, dict[str, Any], ClientIdentity], dict[str, Any]]
 
 
+class DuplicateKey(ValueError):
+    """A msgpack map in the request holds the same key twice."""
+
+
+def _map_without_duplicates(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    """msgpack's `object_pairs_hook`: a plain dict would keep the last of two equal keys and
+    silently drop the first (which of `{p: 1, p: 1e6}` did the sender mean?); refuse instead."""
+    out: dict[Any, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise DuplicateKey(f"duplicate map key {str(k)[:64]!r} in the request")
+        out[k] = v
+    return out
+
+
 def _error(code: str, message: str) -> dict[str, Any]:
     return {"ok": False, "error": code, "message": message}
 
@@ -178,7 +193,11 @@ class CommandServer:
                 "too_large", f"request of {len(body)} bytes exceeds {MAX_REQUEST_BYTES}"
             )
         try:
-            request = msgpack.unpackb(body, raw=False, strict_map_key=False)
+            request = msgpack.unpackb(
+                body, raw=False, strict_map_key=False, object_pairs_hook=_map_without_duplicates
+            )
+        except DuplicateKey as e:
+            raise CommandError("bad_request", str(e)) from None
         except Exception as e:  # msgpack raises many types (ExtraData, FormatError, …)
             raise CommandError("bad_msgpack", f"not one valid msgpack object: {e}") from e
         if not isinstance(request, dict):
@@ -206,7 +225,7 @@ class CommandServer:
         cmd: str = request["cmd"]
         args: dict[str, Any] = request["args"]
         spec = COMMANDS.get(cmd)
-        if spec is not None and who.role != "controller" and not spec.read_only:
+        if spec is not None and who.role != "controller" and not spec.monitor_allowed:
             raise CommandError(
                 "forbidden", f"'{cmd}' needs a controller key ({who.name} is a {who.role} key)"
             )

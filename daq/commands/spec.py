@@ -8,6 +8,7 @@ depend on the service's state or profile: joint names, limits, the experiment's 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,32 +19,76 @@ from daq.profile.schema import PidGains
 MAX_STR = 256
 #: Names `set_gains` accepts (LinuxCNC pid parameters, as in the profile's [joints.pid]).
 GAIN_NAMES: tuple[str, ...] = tuple(PidGains.model_fields)
+#: `record_start` names: they become a file name (`<name>.rigrun`) that scripts and shells handle
+#: unquoted, so ASCII letters, digits and `_ . -` only, not starting with `.` (hidden) or `-`
+#: (read as an option), at most 64 characters; no path separator, blank or control character.
+RUN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+RUN_NAME_RULE = (
+    "1–64 characters from A–Z a–z 0–9 _ . -, not starting with '.' or '-' "
+    "(no path separators, blanks or control characters)"
+)
+
+#: An argument check returns None when the value is fine, else what is wrong with it.
+Check = Callable[[Any], "str | None"]
 
 
 def _finite_number(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _short_str(v: Any) -> bool:
-    return isinstance(v, str) and len(v) <= MAX_STR
+def _short(v: Any, limit: int = 60) -> str:
+    text = repr(v)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _gains(v: Any) -> bool:
-    return (
-        isinstance(v, dict)
-        and len(v) > 0
-        and all(k in GAIN_NAMES and _finite_number(x) for k, x in v.items())
-    )
+def _got(v: Any) -> str:
+    return f"got {type(v).__name__} {_short(v)}"
 
 
-def _map(v: Any) -> bool:
-    return isinstance(v, dict) and all(isinstance(k, str) for k in v)
+def _short_str(v: Any) -> str | None:
+    if not isinstance(v, str):
+        return _got(v)
+    return None if len(v) <= MAX_STR else f"got {len(v)} characters"
+
+
+def _run_name(v: Any) -> str | None:
+    if not isinstance(v, str):
+        return _got(v)
+    if RUN_NAME.fullmatch(v):
+        return None
+    bad = next((c for c in v if not (c.isascii() and (c.isalnum() or c in "_.-"))), None)
+    if len(v) > 64:
+        why = f"{len(v)} characters"
+    elif not v:
+        why = "empty"
+    elif bad is not None:
+        why = f"character {bad!r} at position {v.index(bad)}"
+    else:
+        why = f"starts with {v[0]!r}"
+    return f"got {_short(v)} ({why})"
+
+
+def _gains(v: Any) -> str | None:
+    if not isinstance(v, dict) or not v:
+        return _got(v)
+    for k, x in v.items():
+        if k not in GAIN_NAMES:
+            return f"got unknown gain {_short(k)}"
+        if not _finite_number(x):
+            return f"got gains.{k} = {_short(x)}"
+    return None
+
+
+def _map(v: Any) -> str | None:
+    if not isinstance(v, dict):
+        return _got(v)
+    return None if all(isinstance(k, str) for k in v) else "got a map with non-string keys"
 
 
 @dataclass(frozen=True)
 class Arg:
     type_name: str  # as written in docs/protocol.md
-    check: Callable[[Any], bool]
+    check: Check
     required: bool = True
 
 
@@ -60,9 +105,17 @@ PARAM_TEXT = Arg(
 @dataclass(frozen=True)
 class Command:
     args: Mapping[str, Arg]
-    #: Monitor keys may send it (reads only).
+    #: It only reads: monitor keys may send it.
     read_only: bool
     doc: str
+    #: It only makes the rig safe (outputs null, fault latched): monitor keys may send it too.
+    #: Anyone trusted to watch the rig must be able to stop it — a lab e-stop button is not
+    #: locked to the operator's desk (docs/protocol.md, "Security").
+    safety_stop: bool = False
+
+    @property
+    def monitor_allowed(self) -> bool:
+        return self.read_only or self.safety_stop
 
 
 COMMANDS: dict[str, Command] = {
@@ -76,7 +129,12 @@ COMMANDS: dict[str, Command] = {
         "start an experiment (a trajectory or a sequence of segments)",
     ),
     "stop": Command({}, False, "end the running experiment; hold position"),
-    "estop": Command({"reason": OPT_STR}, False, "emergency stop: outputs null, latch a fault"),
+    "estop": Command(
+        {"reason": OPT_STR},
+        False,
+        "emergency stop: outputs null, latch a fault",
+        safety_stop=True,
+    ),
     "reset": Command({}, False, "clear a latched fault once its cause is gone"),
     "set_gains": Command(
         {
@@ -89,7 +147,7 @@ COMMANDS: dict[str, Command] = {
         "change PID gains of one joint (names as in [joints.pid])",
     ),
     "record_start": Command(
-        {"name": OPT_STR, "note": OPT_STR},
+        {"name": Arg(f"a run name: {RUN_NAME_RULE}", _run_name, required=False), "note": OPT_STR},
         False,
         "start a recording",
     ),
@@ -123,9 +181,8 @@ def validate(cmd: str, args: Mapping[str, Any]) -> None:
                     "bad_args", f"{cmd}: missing argument '{name}' ({arg.type_name})"
                 )
             continue
-        if not arg.check(args[name]):
+        problem = arg.check(args[name])
+        if problem is not None:
             raise CommandError(
-                "bad_args",
-                f"{cmd}: argument '{name}' must be {arg.type_name}, "
-                f"got {type(args[name]).__name__}",
+                "bad_args", f"{cmd}: argument '{name}' must be {arg.type_name}; {problem}"
             )

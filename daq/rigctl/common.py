@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from daq.commands import CommandClient, ProtocolError, ServiceUnreachable
-from daq.security import ClientKeys, SecurityError
+from daq.security import ClientKeys, SecurityError, connect_endpoint
 
 #: Exit codes scripts can rely on.
 EXIT_OK = 0
@@ -19,6 +20,9 @@ EXIT_UNREACHABLE = 3  # no reply within the timeout
 
 DEFAULT_COMMANDS = "tcp://127.0.0.1:5556"
 DEFAULT_TELEMETRY = "tcp://127.0.0.1:5555"
+#: Environment variables naming the endpoints (below --endpoint and --profile, above defaults).
+ENV_ENDPOINT = {"commands": "RIG_COMMANDS", "telemetry": "RIG_TELEMETRY"}
+_DEFAULT_ENDPOINT = {"commands": DEFAULT_COMMANDS, "telemetry": DEFAULT_TELEMETRY}
 
 
 class UsageError(Exception):
@@ -26,27 +30,57 @@ class UsageError(Exception):
 
 
 def add_connection_options(p: argparse.ArgumentParser, *, telemetry: bool = False) -> None:
-    if telemetry:
-        p.add_argument(
-            "--endpoint",
-            default=DEFAULT_TELEMETRY,
-            help=f"telemetry endpoint (default {DEFAULT_TELEMETRY})",
-        )
-    else:
-        p.add_argument(
-            "--endpoint",
-            default=DEFAULT_COMMANDS,
-            help=f"command endpoint (default {DEFAULT_COMMANDS})",
-        )
+    kind = "telemetry" if telemetry else "commands"
+    p.add_argument(
+        "--endpoint",
+        default=None,
+        help=f"{kind} endpoint; default: network.{kind} of --profile, else ${ENV_ENDPOINT[kind]}, "
+        f"else {_DEFAULT_ENDPOINT[kind]}",
+    )
+    p.add_argument(
+        "--profile",
+        default=None,
+        help="hardware profile: take the endpoint (and network.keys_dir) from its [network]",
+    )
     p.add_argument(
         "--keys-dir",
         default=None,
-        help="directory with server.key (and the client key, if --key is a name)",
+        help="directory with server.key (and the client key, if --key is a name); default: "
+        "network.keys_dir of --profile",
     )
     p.add_argument(
         "--key", default=None, help="client key: a NAME in --keys-dir or a path to NAME.key_secret"
     )
     p.add_argument("--timeout", type=float, default=2.0, help="seconds to wait (default 2)")
+    p.set_defaults(endpoint_kind=kind)
+
+
+def resolve_connection(args: argparse.Namespace) -> None:
+    """Fill `args.endpoint` (and `args.keys_dir`): --endpoint, else the --profile's [network],
+    else $RIG_COMMANDS / $RIG_TELEMETRY, else the built-in loopback default."""
+    kind = getattr(args, "endpoint_kind", None)
+    if kind is None:
+        return
+    net = None
+    if args.profile is not None:
+        from daq.profile.loader import ProfileError, load_profile
+
+        try:
+            net = load_profile(args.profile).network
+        except (ProfileError, OSError) as e:
+            raise UsageError(f"--profile: {e}") from e
+    if args.endpoint is None:
+        if net is not None:
+            args.endpoint = connect_endpoint(getattr(net, kind))  # `tcp://*:P` → loopback
+        else:
+            args.endpoint = os.environ.get(ENV_ENDPOINT[kind]) or _DEFAULT_ENDPOINT[kind]
+    if net is not None and net.keys_dir is not None and args.keys_dir is None:
+        if args.key is None:
+            raise UsageError(
+                f"{args.profile}: network.keys_dir is set, so the service speaks CURVE: "
+                f"pass --key NAME (a client key in {net.keys_dir})"
+            )
+        args.keys_dir = net.keys_dir
 
 
 def add_json_option(p: argparse.ArgumentParser) -> None:

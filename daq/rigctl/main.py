@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from daq.rigctl.common import EXIT_OK, EXIT_USAGE, UsageError
+from daq.rigctl.common import EXIT_OK, EXIT_USAGE, UsageError, resolve_connection
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     try:
+        resolve_connection(args)  # --endpoint, else --profile, else $RIG_COMMANDS/$RIG_TELEMETRY
         return int(args.func(args))
     except UsageError as e:
         print(f"rigctl: {e}", file=sys.stderr)

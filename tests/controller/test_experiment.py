@@ -319,3 +319,68 @@ def test_standard_2dof_mfs_condition_numbers_as_documented(params2: PlantParams)
     ]
     sine = max_single_sine(exp.home, 0.1, lim)
     assert trajectory_condition(sine, "mechanical", params2) > 5 * 82
+
+
+@pytest.mark.parametrize(
+    ("d", "message"),
+    [
+        (one({"kind": "hold"}, dur=math.nan), r"segments\[0\].duration_s = nan is not a finite"),
+        (
+            one({"kind": "sine", "amplitude_deg": [1, math.inf], "frequency_hz": [1, 1]}),
+            r"segments\[0\].trajectory.amplitude_deg\[1\] = inf is not a finite",
+        ),
+        (
+            one(
+                {"kind": "mfs", "base_hz": 0.1, "a_deg_s": [[1.0, -math.inf]] * 2, "b_deg_s": [[0]]}
+            ),
+            r"segments\[0\].trajectory.a_deg_s\[0\]\[1\] = -inf is not a finite",
+        ),
+        ({**one({"kind": "hold"}), "pid": {"p": math.nan}}, r"pid.p = nan is not a finite"),
+    ],
+)
+def test_non_finite_numbers_anywhere_are_refused_with_their_path(d: dict, message: str) -> None:
+    with pytest.raises(ExperimentError, match=message):
+        Experiment.from_dict(d)
+
+
+@pytest.mark.parametrize(
+    ("d", "message"),
+    [
+        (
+            {**one({"kind": "hold"}), "pid": [{"p": 1.5}, {"ff2": -100.0}]},
+            r"experiment 't': pid\[1\].ff2 = -100.0 is out of range \[-57.2958, 57.2958\]",
+        ),
+        (
+            one({"kind": "hold"}, {"kind": "pid_ff", "pid": {"i": 2000.0}}),
+            r"segment (0 \()?'s'\)?: pid.i = 2000.0 is out of range \[0, 954.93\]",
+        ),
+        (
+            one(
+                {"kind": "hold"},
+                {"kind": "valve_sine", "amplitude_v": [0.1, 0], "frequency_hz": [0.0, 1.0]},
+            ),
+            r"frequency_hz\[0\] = 0.0 must be > 0 for a driven joint",
+        ),
+        (
+            one(
+                {"kind": "hold"},
+                {
+                    "kind": "valve_sine",
+                    "amplitude_v": [0.1, 0],
+                    "frequency_hz": [1.0, 1.0],
+                    "centering_v_per_rad": [2.0, 1e4],
+                },
+            ),
+            r"centering_v_per_rad\[1\] = 10000.0 is out of range \[0, 716.197\] V/rad",
+        ),
+    ],
+)
+def test_gains_and_valve_values_outside_their_ranges(d: dict, message: str, rig2: tuple) -> None:
+    """`check_ranges` and the runner (through build_law) refuse the same content."""
+    gains, limits = rig2
+    exp = Experiment.from_dict(d)
+    with pytest.raises(ExperimentError, match=message):
+        exp.check_ranges(limits, 1e-3)
+    if "experiment 't'" not in message:  # segment content: the law builder refuses it too
+        with pytest.raises(ExperimentError, match=message):
+            build_law(exp.segments[0], gains, limits, 1e-3, None)

@@ -63,8 +63,6 @@ def test_steady_spool_satisfies_the_flow_equations(
 ) -> None:
     """At the closed-form spool and its steady-state pressures, the fluid regression holds
     with zero pressure rate: Φf θf = y (the regressor is the lead's, independent code)."""
-    from controller.excitation import predicted_fluid_signals
-
     m = PlantModel(params2)
     u = m.spool_steady(j, force, sd)
     assert np.sign(u) == np.sign(sd)
@@ -93,7 +91,34 @@ def test_steady_spool_satisfies_the_flow_equations(
     SD[0, j], U[0, j], PC[0, j], PR[0, j] = sd, u, pc, pr
     phi, y = regressors.fluid_regressor(params2, S, SD, U, PC, PR, z, z)
     np.testing.assert_allclose(phi[0] @ params2.theta_fluid(), y[0], rtol=1e-9, atol=1e-12)
-    assert callable(predicted_fluid_signals)
+
+
+@pytest.mark.parametrize("direction", [1.0, -1.0])
+def test_predicted_fluid_signals_are_the_steady_spool_and_pressures(
+    params2: PlantParams, direction: float
+) -> None:
+    """`predicted_fluid_signals` (used to plan excitation) along a constant-velocity move, where
+    its reversal blend is inactive: the spool is `PlantModel.spool_steady` at each sample's
+    force and piston speed, and the chamber pressures balance that force."""
+    from controller.excitation import predicted_fluid_signals
+
+    t = np.linspace(0.0, 0.5, 51)
+    qd = direction * np.array([0.3, 0.2])
+    q = np.array([0.6, 0.4]) + np.outer(t, qd)
+    qds, qdd = np.tile(qd, (len(t), 1)), np.zeros((len(t), 2))
+    sig = predicted_fluid_signals(params2, t, q, qds, qdd)
+    _, r = dynamics.cylinder(params2, q)
+    force = dynamics.inverse_dynamics(params2, q, qds, qdd) / r
+    m = PlantModel(params2)
+    ac, ar = params2.area_cap, params2.area_rod
+    for k in (0, 25, 50):
+        for j in (0, 1):
+            sd = r[k, j] * qd[j]
+            assert sig["sd"][k, j] == pytest.approx(sd, rel=1e-12)
+            assert np.sign(sd) == direction * np.sign(r[k, j])
+            assert sig["u"][k, j] == pytest.approx(m.spool_steady(j, force[k, j], sd), rel=1e-9)
+            balance = ac[j] * sig["p_cap"][k, j] - ar[j] * sig["p_rod"][k, j]
+            assert balance == pytest.approx(force[k, j], abs=1e-6 * ac[j] * params2.supply_pressure)
 
 
 def test_measured_spool_matches_steady_spool_at_steady_pressures(params2: PlantParams) -> None:

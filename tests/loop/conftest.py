@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from daq import control_api
+from daq.backends.sim import SimBackend
+from daq.control_api import ControlApi, joint_gains, make_hold_runner
 from daq.loop import Loop
 from daq.mailbox import Request
 from daq.profile.loader import load_profile
@@ -67,3 +69,21 @@ def row(loop: Loop, seq: int) -> np.ndarray:
 
 def col(loop: Loop, seq: int, name: str) -> float:
     return float(row(loop, seq)[loop.layout.index(name)])
+
+
+@pytest.fixture
+def rig(profile: Profile) -> Iterator[tuple[Loop, ControlApi]]:
+    """The real controller's hold runner on the simulated rig, in virtual time on a thread (as
+    fast as the CPU goes; the ring holds 65 s of rows), behind the command handler."""
+    sim = SimBackend.from_profile(profile)
+    sim.open()
+    hold = make_hold_runner(profile, joint_gains(profile))
+    loop = Loop(profile, sim, hold=hold, virtual_time=True, ring_capacity=1 << 16)
+    loop.warm_up()
+    api = ControlApi(loop)
+    loop.start()
+    try:
+        yield loop, api
+    finally:
+        loop.stop()
+        assert loop.join(5.0) and loop.error is None

@@ -4,7 +4,6 @@ gains bumplessly. Skipped until the controller package is on this branch."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -12,10 +11,8 @@ import pytest
 
 pytest.importorskip("controller.runner")
 
-from daq.backends.sim import SimBackend
-from daq.control_api import CommandError, ControlApi, joint_gains, make_hold_runner
+from daq.control_api import CommandError, ControlApi
 from daq.loop import Loop
-from daq.profile.schema import Profile
 from daq.state import State
 from tests.conditions import wait_until
 
@@ -38,23 +35,6 @@ def _experiment(amplitude_deg: float, seconds: float = 1.0) -> dict[str, Any]:
             }
         ],
     }
-
-
-@pytest.fixture
-def rig(profile: Profile) -> Iterator[tuple[Loop, ControlApi]]:
-    sim = SimBackend.from_profile(profile)
-    sim.open()
-    hold = make_hold_runner(profile, joint_gains(profile))
-    # Virtual time in a thread: as fast as the CPU goes; the ring holds 65 s of rows.
-    loop = Loop(profile, sim, hold=hold, virtual_time=True, ring_capacity=1 << 16)
-    loop.warm_up()
-    api = ControlApi(loop)
-    loop.start()
-    try:
-        yield loop, api
-    finally:
-        loop.stop()
-        assert loop.join(5.0) and loop.error is None
 
 
 def _until(cond: Any) -> None:

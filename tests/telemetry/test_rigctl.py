@@ -124,6 +124,58 @@ def test_keys_and_curve_options(tmp_path: Path, ctx, capsys) -> None:
     assert [c for c, _ in fake.calls] == ["disarm", "status"]
 
 
+def _profile_with_network(tmp_path: Path, **network: str) -> Path:
+    """sim-2dof.toml with its [network] keys replaced."""
+    src = (Path(__file__).resolve().parents[2] / "hw_profiles" / "sim-2dof.toml").read_text()
+    for key, value in network.items():
+        lines = src.splitlines()
+        start = lines.index("[network]")
+        hit = next(
+            (i for i in range(start + 1, len(lines)) if lines[i].startswith(f"{key} =")), None
+        )
+        if hit is None:
+            lines.insert(start + 1, f'{key} = "{value}"')
+        else:
+            lines[hit] = f'{key} = "{value}"'
+        src = "\n".join(lines) + "\n"
+    path = tmp_path / "rig.toml"
+    path.write_text(src)
+    return path
+
+
+def test_endpoint_from_profile_then_environment_then_default(
+    service, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """--endpoint beats --profile's [network], which beats $RIG_COMMANDS, which beats 5556."""
+    ep, fake = service
+    port = ep.rsplit(":", 1)[1]
+    dead = "tcp://127.0.0.1:9"
+    monkeypatch.setenv("RIG_COMMANDS", dead)
+    prof = _profile_with_network(tmp_path, commands=f"tcp://*:{port}")  # a bind address
+    assert main(["status", "--profile", str(prof), "--json"]) == 0  # profile beats env
+    assert main(["status", "--profile", str(prof), "--endpoint", dead, "--timeout", "0.3"]) == 3
+    monkeypatch.setenv("RIG_COMMANDS", ep)
+    assert main(["status", "--json"]) == 0  # from the environment
+    capsys.readouterr()
+    monkeypatch.delenv("RIG_COMMANDS")
+    from daq.rigctl.common import DEFAULT_COMMANDS, resolve_connection
+    from daq.rigctl.main import build_parser
+
+    args = build_parser().parse_args(["status"])
+    resolve_connection(args)
+    assert args.endpoint == DEFAULT_COMMANDS
+    assert [c for c, _ in fake.calls] == ["status", "status"]
+    # A profile that does not load, or a CURVE profile without a client key: usage errors.
+    assert main(["status", "--profile", str(tmp_path / "missing.toml")]) == 2
+    assert "missing.toml" in capsys.readouterr().err
+    curve = _profile_with_network(tmp_path, commands=ep, keys_dir=str(tmp_path / "keys"))
+    assert main(["status", "--profile", str(curve)]) == 2
+    assert "network.keys_dir is set" in capsys.readouterr().err
+    monkeypatch.setenv("RIG_TELEMETRY", "tcp://127.0.0.1:9")
+    assert main(["monitor", "--timeout", "0.3"]) == 3
+    assert "tcp://127.0.0.1:9" in capsys.readouterr().err
+
+
 def test_monitor_json(make_publisher, capsys) -> None:
     pub, ring = make_publisher()
     done = threading.Event()

@@ -1,7 +1,8 @@
-"""Controller benchmark: PID cost against simple-pid, runner cost, MFS optimisation time and
-condition numbers, tracking on the simulator. Prints a JSON summary on its last line.
+"""Controller benchmark (tracking): PID cost against simple-pid, runner cost, MFS
+optimisation time and condition numbers, tracking on the simulator. Prints a JSON summary on
+its last line.
 
-    /work/venv/bin/python bench/controller.py [--quick]
+    /work/venv/bin/python bench/tracking.py [--quick]
 
 Timings are quoted as ratios to a reference measured in the same run (the machine is shared).
 """
@@ -28,10 +29,16 @@ from controller.experiment import Experiment  # noqa: E402
 from controller.feedback import Feedback  # noqa: E402
 from controller.pid import Pid, PidParams  # noqa: E402
 from controller.runner import ExperimentRunner  # noqa: E402
+from daq.profile import load_profile  # noqa: E402
 from daq.profile.plant import plant_params  # noqa: E402
-from tests.controller.simloop import SimLoop, gains_limits, profile, rms_deg, sine_experiment  # noqa: E402
+from daq.profile.schema import Profile  # noqa: E402
+from daq.sim_closed_loop import SimLoop, gains_limits, rms_deg, sine_experiment  # noqa: E402
 
-log = logging.getLogger("bench.controller")
+log = logging.getLogger("bench.tracking")
+
+
+def profile(name: str) -> Profile:
+    return load_profile(ROOT / "hw_profiles" / f"{name}.toml")
 
 
 def _best_of(fn: object, repeats: int = 5) -> float:

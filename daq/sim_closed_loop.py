@@ -1,0 +1,79 @@
+"""Closed loop on the simulator without the service: SimRig + Feedback + a runner, in virtual
+time. The loop's own data path (`FeedbackMap`) with none of its threads, sockets or mailbox, so
+that controller tests and `bench/tracking.py` drive the same code the service runs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from controller.limits import JointLimits
+from controller.pid import PidParams
+from daq.backends.sim import SimRig
+from daq.control_api import joint_gains, joint_limits
+from daq.feedback_map import FeedbackMap
+from daq.profile.schema import Profile
+
+
+def gains_limits(p: Profile) -> tuple[list[PidParams], list[JointLimits]]:
+    """The gains and limits the service builds from the profile (the same functions)."""
+    return joint_gains(p), joint_limits(p)
+
+
+class SimLoop:
+    """Reads the rig into a Feedback, calls the runner, writes its volts: the loop's data path
+    (the loop's own FeedbackMap), without the service."""
+
+    def __init__(self, p: Profile) -> None:
+        self.rig = SimRig(p)
+        self.n = len(p.joints)
+        self.map = FeedbackMap(p)
+        self.fb = self.map.new_feedback()
+        self.ref = np.zeros(self.n)
+        self.volts = np.zeros(self.n)
+        self.out = np.zeros(len(self.rig.outputs))
+        self.map.fill(self.rig.eng, self.fb, self.rig.t)
+
+    def run(self, runner: object, seconds: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Enable, run `seconds`, return (t, ref, q) histories."""
+        steps = round(seconds / self.rig.period)
+        ts, refs, qs = np.zeros(steps), np.zeros((steps, self.n)), np.zeros((steps, self.n))
+        runner.enable(self.fb)  # type: ignore[attr-defined]
+        for k in range(steps):
+            runner.step(self.fb, self.ref, self.volts)  # type: ignore[attr-defined]
+            self.map.to_channels(self.volts, self.out)
+            ts[k], refs[k], qs[k] = self.rig.t, self.ref, self.fb.q
+            self.map.fill(self.rig.step(self.out), self.fb, self.rig.t)
+        runner.disable()  # type: ignore[attr-defined]
+        return ts, refs, qs
+
+
+def sine_experiment(
+    p: Profile, controller: dict, seconds: float = 4.0, amp_deg: float = 5.0, freq: float = 1.0
+) -> dict:
+    """One sine segment of `amp_deg` at `freq` on every joint around home, with `controller`."""
+    home = [j.home_deg for j in p.joints]
+    n = len(home)
+    return {
+        "name": "sine",
+        "home_deg": home,
+        "segments": [
+            {
+                "name": "sine",
+                "duration_s": seconds,
+                "controller": controller,
+                "trajectory": {
+                    "kind": "sine",
+                    "amplitude_deg": [amp_deg] * n,
+                    "frequency_hz": [freq] * n,
+                },
+            }
+        ],
+    }
+
+
+def rms_deg(ref: np.ndarray, q: np.ndarray, skip: int) -> list[float]:
+    """RMS tracking error per joint in degrees, after the first `skip` samples."""
+    e = ref[skip:] - q[skip:]
+    return [math.degrees(float(np.sqrt(np.mean(e[:, j] ** 2)))) for j in range(e.shape[1])]
