@@ -23,8 +23,10 @@ def rig(tmp_path: Path) -> Iterator[RigSession]:
         yield s
 
 
-def spawn(args: list[str], **kw: object) -> subprocess.Popen[str]:
+def spawn(
+    args: list[str], env_extra: dict[str, str] | None = None, **kw: object
+) -> subprocess.Popen[str]:
     """`python ARGS` with the repository on the path."""
-    env = dict(os.environ)
+    env = dict(os.environ, **(env_extra or {}))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     return subprocess.Popen([sys.executable, *args], env=env, text=True, **kw)  # type: ignore[call-overload]
