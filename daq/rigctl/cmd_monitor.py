@@ -180,7 +180,9 @@ class View:
         return list(self.meta.header["columns"]) if self.meta is not None else []
 
     def _head(self, lost: int) -> Text:
-        rig = str(self.status.get("rig") or (self.meta.header.get("rig") if self.meta else "?"))
+        rig = str(
+            self.status.get("rig") or (self.meta.header.get("rig") if self.meta else "") or "?"
+        )
         age = self.age()
         if self.stale():
             since = "never" if age is None else f"for {age:.1f} s"
