@@ -214,6 +214,10 @@ class ControlApi:
         out = self._call_loop("run", runner)
         out["experiment"] = getattr(exp, "name", "")
         out["duration_s"] = float(getattr(runner, "total_duration", 0.0))
+        stats = self.recorder.stats if self.recorder is not None else None
+        path = getattr(stats, "path", None)
+        if getattr(stats, "active", False) and path is not None:
+            out["recording"] = str(Path(path).resolve())  # where this run's rows go
         return out
 
     def _check(self, exp: Any, limits: list[Any]) -> list[Any]:
