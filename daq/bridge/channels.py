@@ -71,7 +71,7 @@ def dumps(msg: Mapping[str, Any]) -> bytes:
 
 def field_name(name: str) -> str:
     """A parameter or channel name as a plain identifier Foxglove message paths accept
-    (`Cf++1` → `Cf_pp_1`, `1/b` → `inv_b`)."""
+    (`Cf++1` → `Cfpp1`, `Cf+-1` → `Cfpm1`, `1/b` → `inv_b`)."""
     s = name.replace("1/", "inv_").replace("+", "p").replace("-", "m")
     s = re.sub(r"\W+", "_", s)
     return s if s and not s[0].isdigit() else f"_{s}"
