@@ -189,3 +189,16 @@ def test_duration_bounds_are_documented_and_named() -> None:
     )
     (total,) = check_experiment(many, _limits())
     assert total.value == 720_000.0 and total.bound == MAX_EXPERIMENT_DURATION_S
+
+
+def test_chirp_samples_many_times_exactly_as_the_loop_evaluates_them() -> None:
+    import numpy as np
+
+    from controller import trajectories as tr
+
+    c = tr.chirp([0.5, 0.3], [0.1, 0.2], 0.1, 2.0, 50.0)
+    t = np.linspace(0.0, 50.0, 2001)
+    fast = c.sample(t)
+    slow = tr.Trajectory.sample(c, t)  # the base class: `eval` one time at a time
+    for a, b in zip(fast, slow, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
