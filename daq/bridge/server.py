@@ -78,6 +78,7 @@ class Bridge:
         self._channels: dict[str, Any] = {}
         self._step = 1
         self._epoch_ns: int | None = None
+        self._next_seq = 0
         self._est_channel: Any = None
         self._est_names: list[str] = []
         self.rows_in = 0
@@ -111,6 +112,9 @@ class Bridge:
     def _on_samples(self, batch: SampleBatch) -> None:
         if self._set is None or batch.layout_id != self._layout:
             return  # rows of a layout we have no meta for yet
+        if batch.seq0 < self._next_seq:  # the service restarted (same layout): new clock
+            self._epoch_ns = None
+        self._next_seq = batch.seq0 + batch.n
         self.rows_in += batch.n
         seq = batch.seq0 + np.arange(batch.n)
         for i in np.flatnonzero(seq % self._step == 0).tolist():

@@ -69,7 +69,13 @@ def run(args: argparse.Namespace) -> int:
     keys = client_keys(args)
     # Subscribe before the run starts, so the end-of-experiment event cannot be missed.
     with TelemetrySubscriber(args.telemetry, keys=keys, topics=(b"event", b"meta")) as sub:
-        sub.wait_meta(args.timeout)
+        watching = sub.wait_meta(args.timeout) is not None
+        if not watching:
+            print(
+                f"rigctl: no telemetry from {args.telemetry} (--telemetry): the end of the "
+                "experiment is judged by the state alone",
+                file=sys.stderr,
+            )
         code = call(args, "run", {"experiment": experiment})
         if code != EXIT_OK:
             return code
@@ -90,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"rigctl: the service stopped answering on {args.endpoint}", file=sys.stderr)
             return EXIT_UNREACHABLE
         drain(2.0 if not any(e.get("kind") == "experiment_done" for e in events) else 0.0)
-    if any(e.get("kind") == "experiment_done" for e in events):
+    done = any(e.get("kind") == "experiment_done" for e in events)
+    if done or (not watching and status.get("state") == "ARMED" and not status.get("fault")):
         print(f"{args.file}: experiment finished (state {status.get('state')})")
         return EXIT_OK
     if status.get("fault"):
