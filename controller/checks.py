@@ -7,13 +7,34 @@ piston speed the reference needs against the steady-state speed at full spool (D
 closed form in `controller.feedforward`), given the force the inverse dynamics need at that
 instant. Open-loop valve segments have no position reference: their motion is predicted by
 integrating the valve's steady-state velocity (with the segment's centering gain).
+
+Cost. The check runs on the command thread of a service whose loop shares the interpreter, so
+its memory must not grow with the experiment's length and its time should not either where
+that is exact:
+
+- samples are streamed in chunks of `CHUNK` rows and folded into one running (first time,
+  worst value) per segment, joint and limit: memory O(CHUNK), whatever the duration;
+- a `Hold` segment is constant: one sample is the whole segment;
+- a harmonic sum (sine, multisine, Fourier, MFS) whose frequencies are commensurate repeats
+  with their common period P: when the segment is longer than P, [0, P] holds every value
+  (and the first exceedance) of the whole segment;
+- an open-loop valve sine is integrated period by period and stops as soon as the predicted
+  state returns to itself after a whole period (periodic steady state, to `_STEADY_TOL` rad).
+
+Durations beyond `MAX_SEGMENT_DURATION_S` per segment (one repeat) or `MAX_EXPERIMENT_DURATION_S`
+in total are violations themselves (`limit="duration_s"`): nothing is sampled for them.
+
+`describe(v, joint_names)` words a violation in the experiment file's own units and names
+(degrees, the profile's joint names), which is what `rigctl check` and the service's `run`
+refusal print.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -22,15 +43,25 @@ from controller.experiment import Experiment, Segment
 from controller.feedforward import PlantModel
 from controller.limits import JointLimits
 from controller.plant.dynamics import cylinder, inverse_dynamics
+from controller.trajectories import HarmonicSum, Hold
+
+#: Longest accepted segment (one repeat), s: one day.
+MAX_SEGMENT_DURATION_S = 86_400.0
+#: Longest accepted experiment (every segment × its repeats), s: one week.
+MAX_EXPERIMENT_DURATION_S = 7 * 86_400.0
+#: Rows per streamed chunk (memory bound of the check: a few (CHUNK, n_joints) arrays).
+CHUNK = 4096
+_STEADY_TOL = 1e-9  # rad: a predicted open-loop state this close to one period ago repeats
 
 
 @dataclass(frozen=True)
 class Violation:
-    segment: int
+    segment: int  # -1: the experiment as a whole
     segment_name: str
     time: float  # s into the segment (first exceedance)
-    joint: int
+    joint: int  # -1: not a joint's limit (duration_s)
     #: position_max | position_min | velocity | acceleration | valve_voltage | valve_capacity
+    #: | duration_s
     limit: str
     value: float  # worst value found (SI units)
     bound: float
@@ -42,23 +73,133 @@ class Violation:
         )
 
 
-def _report(
-    out: list[Violation],
-    i: int,
-    seg: Segment,
-    j: int,
-    name: str,
-    t: np.ndarray,
-    value: np.ndarray,
-    bound: float,
-    sign: float = 1.0,
-) -> None:
-    """Append a violation where sign·value > sign·bound anywhere."""
-    bad = sign * value > sign * bound + 1e-9 * max(1.0, abs(bound))
-    if np.any(bad):
-        k = int(np.argmax(bad))
-        worst = float(value[np.argmax(sign * value)])
-        out.append(Violation(i, seg.name, float(t[k]), j, name, worst, float(bound)))
+# ------------------------------------------------------------------ wording for people
+
+_DEG = 180.0 / math.pi
+#: limit → (quantity, scale from SI to the file's unit, unit suffix, decimals)
+_WORDS: dict[str, tuple[str, float, str, int]] = {
+    "position_max": ("position", _DEG, "°", 1),
+    "position_min": ("position", _DEG, "°", 1),
+    "velocity": ("speed", _DEG, "°/s", 1),
+    "acceleration": ("acceleration", _DEG, "°/s²", 1),
+    "valve_voltage": ("valve command", 1.0, " V", 2),
+}
+
+
+def describe(v: Violation, joint_names: Sequence[str] | None = None) -> str:
+    """One line in the file's units and names, e.g. "segment 'big-sine', joint j1: position
+    reaches 70.0° at t=0.64 s, limit 58.0°"."""
+    if v.limit == "duration_s":
+        where = "experiment" if v.segment < 0 else f"segment {v.segment_name!r}"
+        field = "total duration (duration_s × repeats)" if v.segment < 0 else "duration_s"
+        return f"{where}: {field} = {v.value:g} s is outside the allowed range (0, {v.bound:g}] s"
+    joint = (
+        joint_names[v.joint]
+        if joint_names is not None and 0 <= v.joint < len(joint_names)
+        else f"{v.joint}"
+    )
+    head = f"segment {v.segment_name!r}, joint {joint}"
+    if v.limit == "valve_capacity":
+        return (
+            f"{head}: the reference needs {v.value:.2f}× the piston speed the valve gives at "
+            f"full command (first at t={v.time:.2f} s), limit 1×"
+        )
+    what, scale, unit, dec = _WORDS[v.limit]
+    side = " (min)" if v.limit == "position_min" else ""
+    return (
+        f"{head}: {what} reaches {v.value * scale:.{dec}f}{unit} at t={v.time:.2f} s, "
+        f"limit {v.bound * scale:.{dec}f}{unit}{side}"
+    )
+
+
+# ------------------------------------------------------------------ streaming accumulator
+
+
+class _Folder:
+    """Running (first exceedance time, worst value) per (joint, limit) of one segment."""
+
+    def __init__(self, i: int, seg: Segment) -> None:
+        self.i, self.seg = i, seg
+        self._acc: dict[tuple[int, str], list[Any]] = {}  # [first_t | None, worst, bound, sign]
+
+    def add(
+        self, j: int, name: str, t: np.ndarray, value: np.ndarray, bound: float, sign: float = 1.0
+    ) -> None:
+        acc = self._acc.setdefault((j, name), [None, -math.inf, float(bound), sign])
+        signed = sign * value
+        k = int(np.argmax(signed))
+        acc[1] = max(acc[1], float(signed[k]))
+        if acc[0] is None:
+            bad = signed > sign * bound + 1e-9 * max(1.0, abs(bound))
+            if np.any(bad):
+                acc[0] = float(t[int(np.argmax(bad))])
+
+    def violations(self) -> list[Violation]:
+        return [
+            Violation(self.i, self.seg.name, first, j, name, sign * worst, bound)
+            for (j, name), (first, worst, bound, sign) in self._acc.items()
+            if first is not None
+        ]
+
+
+def _times(span: float, rate_hz: float, chunk: int) -> Iterator[np.ndarray]:
+    """Sample times 0, 1/rate, … ≤ span, `chunk` at a time."""
+    n = math.floor(span * rate_hz + 1e-9) + 1
+    for k0 in range(0, n, chunk):
+        yield np.arange(k0, min(n, k0 + chunk), dtype=float) / rate_hz
+
+
+def common_period(freqs_hz: Sequence[float]) -> float | None:
+    """The smallest P with f·P an integer for every f (0 entries ignored); None when the
+    frequencies are not commensurate within 1e-12 relative (no exact shortcut then)."""
+    fr: list[Fraction] = []
+    for f in freqs_hz:
+        if f == 0.0:
+            continue
+        if not math.isfinite(f):
+            return None
+        x = Fraction(abs(f)).limit_denominator(1_000_000)
+        if abs(float(x) - abs(f)) > 1e-12 * abs(f):
+            return None
+        fr.append(x)
+    if not fr:
+        return 0.0
+    num, den = fr[0].numerator, fr[0].denominator
+    for x in fr[1:]:
+        # gcd(a/b, c/d) = gcd(a·d, c·b) / (b·d)
+        num, den = math.gcd(num * x.denominator, x.numerator * den), den * x.denominator
+    return float(Fraction(den, num))
+
+
+def _span(seg: Segment) -> float:
+    """The part of one repeat that holds every value of it (see the module's "Cost")."""
+    traj = seg.trajectory
+    if isinstance(traj, Hold):
+        return 0.0
+    if isinstance(traj, HarmonicSum):
+        live = (traj.sin_coef != 0.0) | (traj.cos_coef != 0.0)
+        period = common_period((traj.omega[live] / (2 * math.pi)).tolist())
+        if period is not None and period < seg.duration:
+            return period
+    return seg.duration
+
+
+# ------------------------------------------------------------------ the check
+
+
+def duration_violations(exp: Experiment) -> list[Violation]:
+    """Segments (one repeat) or a whole experiment longer than the documented maxima."""
+    out = [
+        Violation(i, seg.name, 0.0, -1, "duration_s", float(seg.duration), MAX_SEGMENT_DURATION_S)
+        for i, seg in enumerate(exp.segments)
+        if not seg.duration <= MAX_SEGMENT_DURATION_S
+    ]
+    total = exp.duration
+    if not total <= MAX_EXPERIMENT_DURATION_S:
+        out.append(
+            Violation(-1, exp.name, 0.0, -1, "duration_s", float(total), MAX_EXPERIMENT_DURATION_S)
+        )
+    return out
 
 
 def check_experiment(
@@ -66,53 +207,50 @@ def check_experiment(
     limits: Sequence[JointLimits],
     params: Any | None = None,
     rate_hz: float = 500.0,
+    chunk: int = CHUNK,
 ) -> list[Violation]:
     """All limit violations of `exp` (empty list: safe to run)."""
     n = exp.n_joints
     if len(limits) != n:
         raise ValueError(f"experiment '{exp.name}' has {n} joints, {len(limits)} limits given")
+    out = duration_violations(exp)
+    too_long = {v.segment for v in out}
     model = PlantModel(params) if params is not None else None
-    out: list[Violation] = []
     for i, seg in enumerate(exp.segments):
-        t = np.arange(0.0, seg.duration + 0.5 / rate_hz, 1.0 / rate_hz)
-        t = t[t <= seg.duration]
+        if i in too_long:
+            continue
+        fold = _Folder(i, seg)
         if seg.controller["kind"] == "valve_sine":
-            q, qd, qdd = _predict_valve_sine(seg, limits, model, t)
-            amp, off = seg.controller["amplitude_v"], seg.controller.get("offset_v") or [0.0] * n
+            amp = seg.controller["amplitude_v"]
+            off = seg.controller.get("offset_v") or [0.0] * n
             for j in range(n):
-                _report(
-                    out,
-                    i,
-                    seg,
+                fold.add(
                     j,
                     "valve_voltage",
-                    t[:1],
+                    np.zeros(1),
                     np.array([abs(amp[j]) + abs(off[j])]),
                     limits[j].valve_max_v,
                 )
+            chunks = _predict_valve_sine(seg, limits, model, rate_hz, chunk)
         else:
-            q, qd, qdd = seg.trajectory.sample(t)
-        for j, lim in enumerate(limits):
-            _report(out, i, seg, j, "position_max", t, q[:, j], lim.position_max)
-            _report(out, i, seg, j, "position_min", t, q[:, j], lim.position_min, -1.0)
-            _report(out, i, seg, j, "velocity", t, np.abs(qd[:, j]), lim.max_velocity)
-            _report(out, i, seg, j, "acceleration", t, np.abs(qdd[:, j]), lim.max_acceleration)
-        if model is not None and seg.controller["kind"] != "valve_sine":
-            _check_capacity(out, i, seg, limits, params, t, q, qd, qdd)
+            chunks = ((t, *seg.trajectory.sample(t)) for t in _times(_span(seg), rate_hz, chunk))
+        for t, q, qd, qdd in chunks:
+            for j, lim in enumerate(limits):
+                fold.add(j, "position_max", t, q[:, j], lim.position_max)
+                fold.add(j, "position_min", t, q[:, j], lim.position_min, -1.0)
+                fold.add(j, "velocity", t, np.abs(qd[:, j]), lim.max_velocity)
+                fold.add(j, "acceleration", t, np.abs(qdd[:, j]), lim.max_acceleration)
+            if model is not None and seg.controller["kind"] != "valve_sine":
+                need = _capacity_need(limits, params, q, qd, qdd)
+                for j in range(n):
+                    fold.add(j, "valve_capacity", t, need[:, j], 1.0)
+        out.extend(fold.violations())
     return out
 
 
-def _check_capacity(
-    out: list[Violation],
-    i: int,
-    seg: Segment,
-    limits: Sequence[JointLimits],
-    params: Any,
-    t: np.ndarray,
-    q: np.ndarray,
-    qd: np.ndarray,
-    qdd: np.ndarray,
-) -> None:
+def _capacity_need(
+    limits: Sequence[JointLimits], params: Any, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray
+) -> np.ndarray:
     """Required piston speed / steady-state speed at full spool (> 1: the valve cannot)."""
     _, r = cylinder(params, q)
     sd = r * qd
@@ -127,42 +265,76 @@ def _check_capacity(
     ret = spool * np.sqrt(np.maximum(force + ar * ps, 0.0) / k_ret)
     avail = np.where(sd >= 0, ext, ret)
     with np.errstate(divide="ignore", invalid="ignore"):
-        need = np.where(avail > 0, np.abs(sd) / avail, np.inf)
-    for j in range(q.shape[1]):
-        _report(out, i, seg, j, "valve_capacity", t, need[:, j], 1.0)
+        return np.where(avail > 0, np.abs(sd) / avail, np.inf)
 
 
 def _predict_valve_sine(
-    seg: Segment, limits: Sequence[JointLimits], model: PlantModel | None, t: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Driven joints: q̇ = ṡ(u)/r with u = k_v·v at the steady state against gravity; held
-    joints stay at the reference. Without plant parameters nothing can be predicted: the
-    reference is returned and only the valve voltage is checked."""
-    q, qd, qdd = seg.trajectory.sample(t)
-    if model is None or t.size < 2:
-        return q, qd, qdd
+    seg: Segment,
+    limits: Sequence[JointLimits],
+    model: PlantModel | None,
+    rate_hz: float,
+    chunk: int,
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Chunks (t, q, q̇, q̈) of the predicted motion. Driven joints: q̇ = ṡ(u)/r with u = k_v·v
+    at the steady state against gravity; held joints stay at the reference. Without plant
+    parameters nothing can be predicted: the reference (a hold) is returned and only the valve
+    voltage is checked."""
+    if model is None or seg.duration * rate_hz < 1.0:
+        t = np.zeros(1)
+        yield (t, *seg.trajectory.sample(t))
+        return
     c = seg.controller
-    n, dt = model.n, float(t[1] - t[0])
+    n, dt = model.n, 1.0 / rate_hz
     amp, freq = c["amplitude_v"], c["frequency_hz"]
     off = c.get("offset_v") or [0.0] * n
     cen = c.get("centering_v_per_rad") or [0.0] * n
+    # Chunks of whole sine periods when a period is a whole number of samples: then the state
+    # at each chunk's end can be compared with one period earlier (steady state: stop).
+    period = common_period([float(freq[j]) for j in range(n) if amp[j] != 0.0])
+    per_period = round(period * rate_hz) if period else 0
+    exact = period is not None and abs(per_period - period * rate_hz) < 1e-9
+    if per_period and exact and per_period <= 16 * chunk:  # memory stays O(chunk)
+        chunk = per_period * max(1, chunk // per_period)
+    else:
+        per_period = 0
     tau = [0.0] * n
-    x = q[0].astype(float).copy()
-    home = q[0].astype(float).tolist()
     zero = [0.0] * n
-    for k in range(t.size):
-        q[k] = x
-        model.inverse_dynamics(x, zero, zero, tau)
-        for j in range(n):
-            if amp[j] == 0.0:
-                continue
-            v = off[j] + amp[j] * math.sin(2 * math.pi * freq[j] * t[k]) + cen[j] * (home[j] - x[j])
-            v = max(-limits[j].valve_max_v, min(limits[j].valve_max_v, v))
-            u = max(-model.umax[j], min(model.umax[j], model.kv[j] * v))
-            _, r = model.cylinder(j, float(x[j]))
-            ext, ret = model.max_piston_speed(j, tau[j] / r, abs(u))
-            qd[k, j] = (ext if u >= 0 else -ret) / r
-        x = x + qd[k] * dt
-    qdd[1:] = np.diff(qd, axis=0) / dt
-    qdd[0] = qdd[1]
-    return q, qd, qdd
+    home = seg.trajectory.start().astype(float).tolist()
+    x = list(home)
+    qd_prev: np.ndarray | None = None
+    for t in _times(seg.duration, rate_hz, chunk):
+        m = t.size
+        q, qd = np.empty((m, n)), np.zeros((m, n))
+        x_start = list(x)
+        for k in range(m):
+            q[k] = x
+            model.inverse_dynamics(x, zero, zero, tau)
+            for j in range(n):
+                if amp[j] == 0.0:
+                    continue
+                tk = float(t[k])
+                v = (
+                    off[j]
+                    + amp[j] * math.sin(2 * math.pi * freq[j] * tk)
+                    + cen[j] * (home[j] - x[j])
+                )
+                v = max(-limits[j].valve_max_v, min(limits[j].valve_max_v, v))
+                u = max(-model.umax[j], min(model.umax[j], model.kv[j] * v))
+                _, r = model.cylinder(j, x[j])
+                ext, ret = model.max_piston_speed(j, tau[j] / r, abs(u))
+                qd[k, j] = (ext if u >= 0 else -ret) / r
+            x = [x[j] + float(qd[k, j]) * dt for j in range(n)]
+        qdd = np.empty_like(qd)
+        qdd[1:] = np.diff(qd, axis=0) / dt
+        if qd_prev is None:
+            qdd[0] = qdd[1] if m > 1 else 0.0
+        else:
+            qdd[0] = (qd[0] - qd_prev) / dt
+        qd_prev = qd[-1].copy()
+        yield t, q, qd, qdd
+        if (
+            per_period
+            and m == chunk
+            and max(abs(a - b) for a, b in zip(x, x_start, strict=True)) < (_STEADY_TOL)
+        ):
+            return  # the state repeats after whole periods: the rest is this chunk again

@@ -157,6 +157,7 @@ class ExperimentRunner:
         self.finished = False
         self.segment_index, self.segment_name = 0, ""
         self.time_in_segment = self.elapsed = 0.0
+        self.segment_duration, self.segment_repeats = 0.0, 1
         self.total_duration = sum(p.duration * p.repeats for p in self._phases)
 
     @staticmethod
@@ -196,6 +197,8 @@ class ExperimentRunner:
         ph.trajectory.eval(0.0, self._q, self._qd, self._qdd)
         ph.law.enable(fb, self._q)
         self.segment_index, self.segment_name = ph.index, ph.name
+        # For progress displays (repeat = time_in_segment // segment_duration + 1).
+        self.segment_duration, self.segment_repeats = ph.duration, ph.repeats
         self._k = 0
 
     def _next(self, fb: Feedback) -> bool:

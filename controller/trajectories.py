@@ -274,6 +274,16 @@ class _Chirp(Trajectory):
             qd[j] = a * w * cs
             qdd[j] = a * (wd * cs - w * w * sn)
 
+    def sample(self, t: Array) -> tuple[Array, Array, Array]:
+        """`eval` for many times at once (the limit check streams long chirps through this)."""
+        t = np.asarray(t, dtype=float).ravel()[:, None]
+        phi = 2 * np.pi * (self.f0 * t + 0.5 * self.k * t * t)
+        w = 2 * np.pi * (self.f0 + self.k * t)
+        sn, cs = np.sin(phi), np.cos(phi)
+        a = np.asarray(self.amp)[None, :]
+        q = np.asarray(self.center)[None, :] + a * sn
+        return q, a * w * cs, a * (2 * np.pi * self.k * cs - w * w * sn)
+
 
 def _check_len(n: int, **arrays: Array) -> None:
     for name, arr in arrays.items():

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from daq.commands.errors import CommandError
@@ -214,17 +215,20 @@ class ControlApi:
             raise CommandError("rejected", f"run: experiment: {exc}") from None
         violations = self._check(exp, limits)
         if violations:
-            more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
-            raise CommandError(
-                "rejected", f"run: outside the profile's limits: {violations[0]}{more}"
+            raise CommandError("rejected", refusal_message(violations, self.profile))
+        try:  # checked just above: the runner need not check again
+            runner = ExperimentRunner(
+                exp, self.gains, limits, self.profile.period, self.params, check=False
             )
-        try:
-            runner = ExperimentRunner(exp, self.gains, limits, self.profile.period, self.params)
         except (ExperimentError, ValueError) as exc:
             raise CommandError("rejected", f"run: {exc}") from None
         out = self._call_loop("run", runner)
         out["experiment"] = getattr(exp, "name", "")
         out["duration_s"] = float(getattr(runner, "total_duration", 0.0))
+        stats = self.recorder.stats if self.recorder is not None else None
+        path = getattr(stats, "path", None)
+        if getattr(stats, "active", False) and path is not None:
+            out["recording"] = str(Path(path).resolve())  # where this run's rows go
         return out
 
     def _check(self, exp: Any, limits: list[Any]) -> list[Any]:
@@ -326,13 +330,23 @@ class ControlApi:
             raise CommandError("recorder_error", f"record_start: {stats.error}")
         if args.get("note"):
             self.recorder.event("note", text=args["note"])
-        return {"path": str(path)}
+        return {"path": str(Path(path).resolve())}
 
     def _record_stop(self, args: dict[str, Any], client: Any) -> dict[str, Any]:
         if self.recorder is None:
             raise CommandError("recorder_error", "record_stop: recording is not available")
         stats = self.recorder.stop()
         return recorder_stats_dict(stats)
+
+
+def refusal_message(violations: Sequence[Any], profile: Profile) -> str:
+    """`run`'s refusal: every violation, one per line, in the file's units and joint names
+    (the same lines `rigctl check` prints)."""
+    from controller.checks import describe
+
+    names = [j.name for j in profile.joints]
+    lines = "\n  ".join(describe(v, names) for v in violations)
+    return f"run: {len(violations)} violation(s) of the profile's limits:\n  {lines}"
 
 
 def recorder_stats_dict(stats: Any) -> dict[str, Any]:
@@ -343,6 +357,12 @@ def recorder_stats_dict(stats: Any) -> dict[str, Any]:
     else:
         d = dict(stats)
     return {
-        k: (str(v) if v is not None and not isinstance(v, int | float | str | bool) else v)
+        k: (
+            str(v.resolve())  # absolute: the service's directory is not the client's
+            if isinstance(v, Path)
+            else str(v)
+            if v is not None and not isinstance(v, int | float | str | bool)
+            else v
+        )
         for k, v in d.items()
     }

@@ -168,7 +168,8 @@ class Loop(LoopCommands):
         if runner is None:
             return None
         out: dict[str, Any] = {"kind": type(runner).__name__}
-        for name in ("segment_index", "segment_name", "elapsed", "total_duration"):
+        for name in ("segment_index", "segment_name", "elapsed", "total_duration",
+                     "time_in_segment", "segment_duration", "segment_repeats"):  # fmt: skip
             value = getattr(runner, name, None)
             if isinstance(value, int | float | str):
                 out[name] = value

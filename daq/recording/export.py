@@ -1,14 +1,19 @@
-"""Export a run file to CSV, NumPy `.npz` or MATLAB `.mat` (scipy's savemat).
+"""Export a run file to CSV, NumPy `.npz`, MATLAB `.mat` (scipy's savemat) or MCAP.
 
-Values are exported exactly: CSV with 17 significant digits (enough to round-trip any float64),
-npz and mat as the float64 array itself. The output is written to a temporary name and renamed
-into place, so a failed export never leaves a half-written file under the final name.
+Values are exported exactly. CSV: a header of `name [unit]`, a first column `time [s]` counted
+from the recording's first row, and every number in the shortest text that reads back to the
+same float64 (Python's `repr`; whole numbers without a decimal point), so `0.1` stays `0.1` and
+nothing is lost. npz and mat hold the float64 array itself. MCAP (`daq.bridge.mcap_export`, the
+`live` extra) holds the live bridge's channels in display units, for Foxglove and PlotJuggler.
+The output is written to a temporary name and renamed into place, so a failed export never
+leaves a half-written file under the final name.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 from pathlib import Path
@@ -21,11 +26,11 @@ from daq.recording.reader import Run, read_run
 
 log = logging.getLogger(__name__)
 
-FORMATS: tuple[str, ...] = ("csv", "npz", "mat")
+FORMATS: tuple[str, ...] = ("csv", "npz", "mat", "mcap")
 
 
 def export_run(
-    path: str | Path, fmt: Literal["csv", "npz", "mat"], out: Path | None = None
+    path: str | Path, fmt: Literal["csv", "npz", "mat", "mcap"], out: Path | None = None
 ) -> Path:
     """Write the run at `path` as `fmt` to `out` (default: next to it); return the output path.
 
@@ -62,9 +67,35 @@ def export_run(
     return out
 
 
+def number(x: float) -> str:
+    """Shortest text that reads back as the same float64: `repr`, integers without `.0`
+    (but `-0.0` keeps its sign)."""
+    if x.is_integer() and abs(x) < 1e16 and (x != 0.0 or math.copysign(1.0, x) > 0):
+        return str(int(x))
+    return repr(x)
+
+
 def _write_csv(run: Run, f: Any) -> None:
-    header = ",".join(run.columns)
-    np.savetxt(f, run.data, fmt="%.17g", delimiter=",", header=header, comments="")
+    header = ",".join(
+        ["time [s]", *(f"{c} [{u}]" for c, u in zip(run.columns, run.units, strict=True))]
+    )
+    f.write(header.encode() + b"\n")
+    t = run.data[:, run.columns.index("t")] if len(run.data) else np.zeros(0)
+    rel = (t - t[0]).tolist() if len(t) else []
+    lines = []
+    for k, row in enumerate(run.data.tolist()):
+        lines.append(",".join([number(rel[k]), *map(number, row)]))
+        if len(lines) == 4096:
+            f.write(("\n".join(lines) + "\n").encode())
+            lines.clear()
+    if lines:
+        f.write(("\n".join(lines) + "\n").encode())
+
+
+def _write_mcap(run: Run, f: Any) -> None:
+    from daq.bridge.mcap_export import write_mcap
+
+    write_mcap(run, f)
 
 
 def _write_npz(run: Run, f: Any) -> None:
@@ -98,7 +129,7 @@ def _write_mat(run: Run, f: Any) -> None:
     )
 
 
-_WRITERS = {"csv": _write_csv, "npz": _write_npz, "mat": _write_mat}
+_WRITERS = {"csv": _write_csv, "npz": _write_npz, "mat": _write_mat, "mcap": _write_mcap}
 
 
 def matlab_names(columns: tuple[str, ...]) -> list[str]:

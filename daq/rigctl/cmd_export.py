@@ -1,4 +1,5 @@
-"""`rigctl export RUN --format csv|npz|mat [--out PATH]`: convert a run file for analysis tools."""
+"""`rigctl export RUN --format csv|npz|mat|mcap [--out PATH]`: convert a run file for analysis
+tools (mcap: Foxglove, PlotJuggler; needs the `live` extra)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ def register(subparsers: Any) -> None:
     """Add the `export` subcommand to rigctl's subparsers."""
     p = subparsers.add_parser(
         "export",
-        help="convert a recorded run (.rigrun) to csv, npz or mat",
-        description="Convert a recorded run file to CSV, NumPy .npz or MATLAB .mat. Every "
+        help="convert a recorded run (.rigrun) to csv, npz, mat or mcap",
+        description="Convert a recorded run file to CSV, NumPy .npz, MATLAB .mat or MCAP. Every "
         "intact chunk is exported; an incomplete run (lost rows, cut short, damaged chunks) is "
         "exported too, with a warning on stderr.",
     )
@@ -63,5 +64,11 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, RunFileError) as exc:
         print(f"rigctl export: export failed: {exc}", file=sys.stderr)
         return 1
-    print(out)
+    except ImportError as exc:
+        print(
+            f"rigctl export: --format {args.format} needs {exc.name}: pip install 'hydrig[live]'",
+            file=sys.stderr,
+        )
+        return 2
+    print(out.resolve())
     return 0

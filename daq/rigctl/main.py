@@ -24,6 +24,7 @@ SUBCOMMAND_MODULES = (
     "daq.rigctl.cmd_describe",
     "daq.rigctl.cmd_state",  # arm, disarm, stop, estop, reset
     "daq.rigctl.cmd_run",
+    "daq.rigctl.cmd_check",
     "daq.rigctl.cmd_record",
     "daq.rigctl.cmd_gains",
     "daq.rigctl.cmd_keys",

@@ -42,10 +42,17 @@ def test_csv_round_trip(run_path: Path, tmp_path: Path) -> None:
     out = export_run(run_path, "csv", tmp_path / "r.csv")
     assert out == tmp_path / "r.csv"
     with out.open() as f:
-        assert f.readline().strip().split(",") == list(run.columns)
+        header = f.readline().strip().split(",")
+    assert header == [
+        "time [s]",
+        *(f"{c} [{u}]" for c, u in zip(run.columns, run.units, strict=True)),
+    ]
     back = np.loadtxt(out, delimiter=",", skiprows=1)
-    np.testing.assert_array_equal(back, run.data)
-    assert np.signbit(back[-1, 7])  # -0.0 survives
+    np.testing.assert_array_equal(back[:, 1:], run.data)
+    np.testing.assert_array_equal(back[:, 0], run.data[:, 1] - run.data[0, 1])
+    assert np.signbit(back[-1, 8])  # -0.0 survives
+    text = out.read_text()
+    assert ",0.1," in text and "0.10000000000000001" not in text  # short, not %.17g
 
 
 def test_npz_round_trip(run_path: Path, tmp_path: Path) -> None:
@@ -85,7 +92,7 @@ def test_default_output_is_next_to_the_run(run_path: Path) -> None:
 
 
 def test_unknown_format_is_refused(run_path: Path) -> None:
-    with pytest.raises(ValueError, match="choose one of csv, npz, mat"):
+    with pytest.raises(ValueError, match="choose one of csv, npz, mat, mcap"):
         export_run(run_path, "xlsx")  # type: ignore[arg-type]
 
 

@@ -215,20 +215,31 @@ def test_monitor_live_view_renders_state_channels_and_events() -> None:
     from daq.rigctl.cmd_monitor import View
     from daq.telemetry import Event, Meta, SampleBatch, Status
 
-    cols = [{"name": "seq", "unit": "1"}, {"name": "eng.q_1", "unit": "rad"}]
+    cols = [
+        {"name": "seq", "unit": "1", "role": "header"},
+        {"name": "eng.q_1", "unit": "rad", "role": "eng", "channel": "q_1", "joint": "j1"},
+        {"name": "eng.p_cap_1", "unit": "Pa", "role": "eng", "channel": "p_cap_1", "joint": "j1"},
+        {"name": "ref.j1", "unit": "rad", "role": "ref", "channel": None, "joint": "j1"},
+    ]
     view = View()
-    view.update(Meta({"layout_id": "L", "columns": cols}))
-    view.update(
-        SampleBatch({"layout_id": "L", "seq0": 40, "n": 2}, np.array([[40, 41], [0.5, 0.7]]))
-    )
+    view.update(Meta({"layout_id": "L", "rig": "sim2dof", "columns": cols}))
+    data = np.array([[40, 41], [0.5, 0.7], [5e6, 6.5e6], [0.5, 0.75]])
+    view.update(SampleBatch({"layout_id": "L", "seq0": 40, "n": 2}, data))
     fault = {"name": "PRESSURE", "where": "p_cap_1", "message": "over 7.5 MPa"}
     view.update(Status({"state": "FAULT", "fault": fault, "timing": {"overruns": 3}}))
     view.update(Event({"seq": 41, "kind": "fault", "name": "PRESSURE"}))
-    console = Console(record=True, width=120)
+    console = Console(record=True, width=80)
     console.print(view.render(lost=2))
     text = console.export_text()
-    for expected in ("FAULT", "PRESSURE at p_cap_1", "eng.q_1", "0.7", "rad", "overruns", "41"):
+    # 0.7 rad = 40.11°, reference 0.75 rad = 42.97°, 6.5 MPa = 65 bar: the display units.
+    for expected in ("sim2dof", "FAULT", "PRESSURE at p_cap_1", "j1", "40.11", "42.97", "+2.86",
+                     "p_cap_1", "65.00", "overruns 3", "41 fault"):  # fmt: skip
         assert expected in text, expected
+    assert "NO DATA" not in text
+    view.last_data = 0.0  # long ago
+    console = Console(record=True, width=80)
+    console.print(view.render(lost=2))
+    assert "NO DATA" in console.export_text()
 
 
 def test_a_closed_pipe_is_not_a_traceback() -> None:

@@ -1,0 +1,117 @@
+"""`rig-bridge`: serve the rig's telemetry to Foxglove (docs/live-view.md).
+
+    rig-bridge --profile hw_profiles/sim-2dof.toml            # ws://127.0.0.1:8765
+    rig-bridge --telemetry tcp://127.0.0.1:5555 --rate 50 --port 0
+
+Endpoints and the CURVE keys directory come from the profile's `[network]` when given (a
+`--key NAME` from that directory is then required). The WebSocket server binds loopback unless
+`--host` says otherwise. Prints `rig-bridge: serving ws://HOST:PORT` once it listens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+from daq.rigctl.common import DEFAULT_TELEMETRY
+
+log = logging.getLogger("rig-bridge")
+
+
+def _connectable(endpoint: str) -> str:
+    """A bind address (`tcp://*:5555`, `tcp://0.0.0.0:5555`) as one to connect to."""
+    for wild in ("//*:", "//0.0.0.0:"):
+        endpoint = endpoint.replace(wild, "//127.0.0.1:")
+    return endpoint
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from daq.bridge.server import DEFAULT_PORT, DEFAULT_RATE_HZ
+
+    p = argparse.ArgumentParser(prog="rig-bridge", description=__doc__.split("\n\n")[0])
+    p.add_argument("--profile", help="hardware profile: telemetry/estimates endpoints, keys_dir")
+    p.add_argument(
+        "--telemetry", help=f"telemetry endpoint (default profile's, {DEFAULT_TELEMETRY})"
+    )
+    p.add_argument("--estimates", help="estimator endpoint (default the profile's; 'none': off)")
+    p.add_argument("--key", help="client key NAME in the profile's keys_dir (CURVE)")
+    p.add_argument("--keys-dir", help="CURVE keys directory (default the profile's)")
+    p.add_argument("--host", default="127.0.0.1", help="WebSocket bind address (loopback)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}; 0: any")
+    p.add_argument(
+        "--rate", type=float, default=DEFAULT_RATE_HZ, help="rows per second sent (decimation)"
+    )
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if not args.rate > 0:
+        print(f"rig-bridge: --rate must be > 0 Hz, got {args.rate:g}", file=sys.stderr)
+        return 2
+    telemetry, estimates, keys_dir = DEFAULT_TELEMETRY, None, args.keys_dir
+    if args.profile:
+        from daq.profile import ProfileError, load_profile
+
+        try:
+            net = load_profile(args.profile).network
+        except ProfileError as e:
+            print(f"rig-bridge: {e}", file=sys.stderr)
+            return 2
+        telemetry, estimates = _connectable(net.telemetry), _connectable(net.estimates)
+        keys_dir = keys_dir or net.keys_dir
+    telemetry = args.telemetry or telemetry
+    estimates = args.estimates or estimates
+    if estimates == "none":
+        estimates = None
+    keys = None
+    if keys_dir is not None or args.key is not None:
+        from daq.security import ClientKeys, SecurityError
+
+        if args.key is None:
+            print(
+                f"rig-bridge: the telemetry uses CURVE (keys_dir {keys_dir}): give --key NAME "
+                "(a monitor key made with `rigctl keys generate NAME --role monitor`)",
+                file=sys.stderr,
+            )
+            return 2
+        try:
+            keys = ClientKeys.load(args.key, keys_dir)
+        except SecurityError as e:
+            print(f"rig-bridge: {e}", file=sys.stderr)
+            return 2
+    if args.host not in ("127.0.0.1", "::1", "localhost"):
+        log.warning("serving on %s: anyone who reaches it sees the rig's telemetry", args.host)
+    try:
+        from daq.bridge.server import Bridge
+    except ImportError as e:  # pragma: no cover - depends on the install
+        print(f"rig-bridge: {e}; install the 'live' extra: pip install 'hydrig[live]'",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    try:
+        bridge = Bridge(telemetry, estimates=estimates, keys=keys, host=args.host,
+                        port=args.port, rate_hz=args.rate)  # fmt: skip
+    except (RuntimeError, OSError) as e:
+        print(f"rig-bridge: cannot serve on {args.host}:{args.port}: {e}", file=sys.stderr)
+        return 1
+    signal.signal(signal.SIGTERM, lambda *_: bridge.stop())
+    signal.signal(signal.SIGINT, lambda *_: bridge.stop())
+    print(f"rig-bridge: serving ws://{args.host}:{bridge.port} (telemetry {telemetry})",
+          flush=True)  # fmt: skip
+    try:
+        bridge.run()
+    finally:
+        bridge.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

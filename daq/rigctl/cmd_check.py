@@ -1,0 +1,103 @@
+"""`rigctl check EXPERIMENT [--profile P] [--params F]`: validate an experiment offline.
+
+No service and no arming: the file is parsed and checked against the profile's joint limits
+exactly as the service's `run` does (`controller.checks`), and every violation is listed in the
+file's own units and the profile's joint names. Exit 0 when it would run, 2 otherwise.
+
+The profile is `--profile`, else `$RIG_PROFILE`, else the installed `/etc/rig/profile.toml`.
+`--params` is the plant-parameter file the service was started with (`rig-daq --params`): with
+it the valve-capacity check and open-loop motion prediction run too, as they do in the service.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from daq.rigctl.cmd_run import load_experiment
+from daq.rigctl.common import EXIT_OK, EXIT_USAGE, UsageError, add_json_option
+
+INSTALLED_PROFILE = Path("/etc/rig/profile.toml")
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "check", help="validate an experiment file offline against a profile's limits"
+    )
+    p.add_argument("file", type=Path, help="experiment TOML file")
+    p.add_argument(
+        "--profile",
+        default=None,
+        help=f"hardware profile (default $RIG_PROFILE, else {INSTALLED_PROFILE})",
+    )
+    p.add_argument("--params", default=None, help="plant-parameter file, as given to rig-daq")
+    add_json_option(p)
+    p.set_defaults(func=run)
+
+
+def _profile_path(arg: str | None) -> Path:
+    if arg:
+        return Path(arg)
+    env = os.environ.get("RIG_PROFILE")
+    if env:
+        return Path(env)
+    if INSTALLED_PROFILE.exists():
+        return INSTALLED_PROFILE
+    raise UsageError(f"check: give --profile (no $RIG_PROFILE, no {INSTALLED_PROFILE})")
+
+
+def check_file(
+    path: Path, profile_path: Path, params_path: str | None = None
+) -> tuple[str, list[str]]:
+    """(experiment name, one line per problem); raises UsageError for unreadable input."""
+    from controller.checks import check_experiment, describe
+    from controller.experiment import Experiment, ExperimentError
+    from daq.control_api import joint_limits
+    from daq.profile import ProfileError, load_profile
+
+    try:
+        profile = load_profile(profile_path)
+    except ProfileError as e:
+        raise UsageError(str(e)) from None
+    data = load_experiment(path)
+    try:
+        exp = Experiment.from_dict(data)
+    except (ExperimentError, ValueError, TypeError, KeyError) as e:
+        return str(data.get("name", path.stem)), [f"experiment: {e}"]
+    limits = joint_limits(profile)
+    if exp.n_joints != len(limits):
+        return exp.name, [
+            f"experiment: {exp.n_joints} joint(s) (home_deg), rig '{profile.rig.id}' has "
+            f"{len(limits)}"
+        ]
+    params = None
+    if params_path is not None:
+        from daq.service import _load_params
+
+        try:
+            params = _load_params(params_path, profile)
+        except (OSError, ValueError) as e:
+            raise UsageError(f"--params {params_path}: {e}") from None
+    names = [j.name for j in profile.joints]
+    return exp.name, [describe(v, names) for v in check_experiment(exp, limits, params)]
+
+
+def run(args: argparse.Namespace) -> int:
+    profile_path = _profile_path(args.profile)
+    name, problems = check_file(args.file, profile_path, args.params)
+    if args.json:
+        print(json.dumps({"experiment": name, "ok": not problems, "violations": problems}))
+    elif problems:
+        print(
+            f"{args.file}: experiment '{name}' violates {profile_path}'s limits ({len(problems)}):",
+            file=sys.stderr,
+        )
+        for line in problems:
+            print(f"  {line}", file=sys.stderr)
+    else:
+        print(f"{args.file}: experiment '{name}' is within {profile_path}'s limits")
+    return EXIT_USAGE if problems else EXIT_OK

@@ -1,0 +1,32 @@
+"""Fixtures for the live-view tests: the service on the simulator (real time, as on the rig
+PC) started as its own process with `RigSession`, on free loopback ports."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from daq.rigctl.session import RigSession
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILE_2DOF = ROOT / "hw_profiles" / "sim-2dof.toml"
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[RigSession]:
+    with RigSession(PROFILE_2DOF, tmp_path / "rig", virtual_time=False, estimator=False) as s:
+        yield s
+
+
+def spawn(
+    args: list[str], env_extra: dict[str, str] | None = None, **kw: object
+) -> subprocess.Popen[str]:
+    """`python ARGS` with the repository on the path."""
+    env = dict(os.environ, **(env_extra or {}))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return subprocess.Popen([sys.executable, *args], env=env, text=True, **kw)  # type: ignore[call-overload]

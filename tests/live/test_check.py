@@ -1,0 +1,204 @@
+"""`rigctl check` offline, and the limit check's cost: O(1) memory in the experiment's length,
+durations beyond the documented maximum refused by field, value and range."""
+
+from __future__ import annotations
+
+import math
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.checks import (
+    MAX_EXPERIMENT_DURATION_S,
+    MAX_SEGMENT_DURATION_S,
+    _predict_valve_sine,
+    check_experiment,
+    common_period,
+    describe,
+)
+from controller.experiment import Experiment
+from daq.control_api import joint_limits
+from daq.profile import load_profile
+from daq.rigctl.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILES = {1: ROOT / "hw_profiles" / "sim-1dof.toml", 2: ROOT / "hw_profiles" / "sim-2dof.toml"}
+BROKEN = """
+name = "broken"
+home_deg = [40.0, 30.0]
+[[segments]]
+name = "big-sine"
+duration_s = 4.0
+trajectory = { kind = "sine", amplitude_deg = [30.0, 5.0], frequency_hz = [0.5, 0.5] }
+controller = { kind = "pid" }
+[[segments]]
+name = "forever"
+duration_s = 1e9
+trajectory = { kind = "hold" }
+controller = { kind = "pid" }
+"""
+# sim-2dof j1: soft limits 22…58°, 60°/s, 600°/s². 40° ± 30° at 0.5 Hz: 70° at t = 0.5 s (first
+# beyond 58° at asin(0.6)/π = 0.205 s), 10° at 1.5 s (first below 22° at 1 + 0.205 s), peak speed
+# 30·π = 94.2°/s at t = 0; peak acceleration 30·π² = 296°/s² (within).
+BROKEN_LINES = [
+    "segment 'forever': duration_s = 1e+09 s is outside the allowed range (0, 86400] s",
+    "experiment: total duration (duration_s × repeats) = 1e+09 s is outside the allowed range "
+    "(0, 604800] s",
+    "segment 'big-sine', joint j1: position reaches 70.0° at t=0.21 s, limit 58.0°",
+    "segment 'big-sine', joint j1: position reaches 10.0° at t=1.21 s, limit 22.0° (min)",
+    "segment 'big-sine', joint j1: speed reaches 94.2°/s at t=0.00 s, limit 60.0°/s",
+]
+
+
+def _n_joints(path: Path) -> int:
+    return 1 if "1dof" in path.stem else 2
+
+
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "experiments").glob("*.toml")), ids=lambda p: p.stem
+)
+def test_shipped_experiments_pass_rigctl_check(
+    path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["check", str(path), "--profile", str(PROFILES[_n_joints(path)])])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "is within" in out.out and out.err == ""
+
+
+def test_broken_experiment_lists_every_violation_in_degrees_and_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "broken.toml"
+    f.write_text(BROKEN)
+    assert main(["check", str(f), "--profile", str(PROFILES[2])]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = [ln.strip() for ln in err.splitlines()[1:]]
+    assert lines == BROKEN_LINES
+
+
+def test_bad_input_is_exit_2_without_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "typo.toml"
+    f.write_text('name = "t"\nhome_deg = [40.0, 30.0]\n[[segments]]\nname = "s"\n'
+                 'trajectory = { kind = "sine", amplitud_deg = [1.0, 1.0] }\n'
+                 'controller = { kind = "pid" }\n')  # fmt: skip
+    assert main(["check", str(f), "--profile", str(PROFILES[2])]) == 2
+    err = capsys.readouterr().err
+    assert "unknown key(s) ['amplitud_deg']" in err and "Traceback" not in err
+    assert main(["check", str(tmp_path / "missing.toml"), "--profile", str(PROFILES[2])]) == 2
+    assert "no such experiment file" in capsys.readouterr().err
+
+
+def _exp(traj: dict[str, Any], duration: float, ctrl: dict[str, Any] | None = None) -> Experiment:
+    return Experiment.from_dict(
+        {
+            "name": "x",
+            "home_deg": [40.0, 30.0],
+            "segments": [
+                {
+                    "name": "s",
+                    "duration_s": duration,
+                    "trajectory": traj,
+                    "controller": ctrl or {"kind": "pid"},
+                }
+            ],
+        }
+    )
+
+
+def _limits() -> list[Any]:
+    return joint_limits(load_profile(PROFILES[2]))
+
+
+def _peak_bytes(fn: Any) -> tuple[Any, int]:
+    tracemalloc.start()
+    try:
+        out = fn()
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_memory_does_not_grow_with_duration() -> None:
+    """Incommensurate frequencies (no period to exploit): every sample is checked, streamed."""
+    traj = {"kind": "sine", "amplitude_deg": [5.0, 5.0], "frequency_hz": [0.1, 0.1 * math.sqrt(2)]}
+    short, peak_short = _peak_bytes(lambda: check_experiment(_exp(traj, 20.0), _limits()))
+    long_, peak_long = _peak_bytes(lambda: check_experiment(_exp(traj, 2000.0), _limits()))
+    assert short == long_ == []
+    # 2000 s at 500 Hz = 1e6 rows; holding q, q̇, q̈ of 2 joints at once would take 48 MB.
+    assert peak_long < 2 * peak_short + 1_000_000, (peak_short, peak_long)
+
+
+def test_long_hold_and_periodic_segments_are_checked_on_one_period() -> None:
+    hold, peak = _peak_bytes(lambda: check_experiment(_exp({"kind": "hold"}, 20_000.0), _limits()))
+    assert hold == [] and peak < 200_000
+    # 0.1 Hz and 0.3 Hz: period 10 s; the violation is found in the first period all the same.
+    big = {"kind": "sine", "amplitude_deg": [25.0, 5.0], "frequency_hz": [0.1, 0.3]}
+    v = [x for x in check_experiment(_exp(big, 20_000.0), _limits()) if x.limit == "position_max"]
+    assert len(v) == 1 and v[0].time == pytest.approx(
+        math.asin(18 / 25) / (2 * math.pi * 0.1), abs=3e-3
+    )
+    assert common_period([0.1, 0.3]) == pytest.approx(10.0)
+    assert common_period([0.1, 0.1 * math.sqrt(2)]) is None
+    assert common_period([0.0]) == 0.0
+
+
+def test_open_loop_prediction_stops_at_its_periodic_steady_state() -> None:
+    from daq.profile.plant import plant_params
+
+    params = plant_params(load_profile(PROFILES[2]))
+    from controller.feedforward import PlantModel
+
+    valve = {"kind": "valve_sine", "amplitude_v": [0.2, 0.0], "frequency_hz": [1.0, 1.0],
+             "centering_v_per_rad": [2.0, 2.0]}  # fmt: skip
+    exp = _exp({"kind": "hold"}, 3600.0, valve)
+    rows = sum(
+        c[0].size
+        for c in _predict_valve_sine(exp.segments[0], _limits(), PlantModel(params), 500.0, 4096)
+    )
+    assert rows < 3600 * 500 / 10, rows  # stopped long before the hour's 1.8 M rows
+    assert check_experiment(exp, _limits(), params) == []
+
+
+def test_duration_bounds_are_documented_and_named() -> None:
+    v = check_experiment(_exp({"kind": "hold"}, MAX_SEGMENT_DURATION_S * 1.5), _limits())
+    assert [x.limit for x in v] == ["duration_s"]
+    assert describe(v[0]) == (
+        "segment 's': duration_s = 129600 s is outside the allowed range (0, 86400] s"
+    )
+    assert check_experiment(_exp({"kind": "hold"}, MAX_SEGMENT_DURATION_S), _limits()) == []
+    many = Experiment.from_dict(
+        {
+            "name": "many",
+            "home_deg": [40.0, 30.0],
+            "segments": [
+                {
+                    "name": "s",
+                    "duration_s": 3600.0,
+                    "repeats": 200,
+                    "trajectory": {"kind": "hold"},
+                    "controller": {"kind": "pid"},
+                }
+            ],
+        }
+    )
+    (total,) = check_experiment(many, _limits())
+    assert total.value == 720_000.0 and total.bound == MAX_EXPERIMENT_DURATION_S
+
+
+def test_chirp_samples_many_times_exactly_as_the_loop_evaluates_them() -> None:
+    import numpy as np
+
+    from controller import trajectories as tr
+
+    c = tr.chirp([0.5, 0.3], [0.1, 0.2], 0.1, 2.0, 50.0)
+    t = np.linspace(0.0, 50.0, 2001)
+    fast = c.sample(t)
+    slow = tr.Trajectory.sample(c, t)  # the base class: `eval` one time at a time
+    for a, b in zip(fast, slow, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)

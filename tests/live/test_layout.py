@@ -1,0 +1,56 @@
+"""The shipped Foxglove layout is the one the code builds, and every plotted path names a field
+the bridge's schemas define."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daq.bridge.channels import TOPIC_ESTIMATES, ChannelSet
+from daq.profile import load_profile
+from daq.profile.plant import plant_params
+from daq.sample_layout import SampleLayout
+
+pytest.importorskip("foxglove")
+from daq.bridge.layout import layout_json
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILE = ROOT / "hw_profiles" / "sim-2dof.toml"
+
+
+def _values(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        own = [node["value"]] if isinstance(node.get("value"), str) else []
+        return own + [v for x in node.values() for v in _values(x)]
+    if isinstance(node, list):
+        return [v for x in node for v in _values(x)]
+    return []
+
+
+def test_shipped_layout_is_current_and_every_path_exists() -> None:
+    shipped = json.loads((ROOT / "docs" / "foxglove-layout.json").read_text())
+    assert shipped == json.loads(layout_json(str(PROFILE)))
+    profile = load_profile(PROFILE)
+    cs = ChannelSet(
+        SampleLayout.from_profile(profile).to_dict(), {c.name: c.role for c in profile.channels}
+    )
+    params = plant_params(profile)
+    schemas = {
+        **cs.schemas(),
+        TOPIC_ESTIMATES: cs.estimate_schema([*params.mech_names(), *params.fluid_names()]),
+    }
+    paths = _values(shipped)
+    assert len(paths) > 40
+    for path in paths:
+        topic, *fields = path.split(".")
+        node = schemas[topic]
+        for f in fields:
+            node = node["properties"][f]
+    # Parameter convergence with bands: θ, θ − 3σ, θ + 3σ of every parameter.
+    assert {p for p in paths if p.startswith(TOPIC_ESTIMATES + ".low_3sigma.")} == {
+        f"{TOPIC_ESTIMATES}.low_3sigma.{k}"
+        for k in schemas[TOPIC_ESTIMATES]["properties"]["theta"]["properties"]
+    }
