@@ -100,9 +100,23 @@ def _load_params(path: str, profile: Profile) -> Any:
     from controller.paramfile import load_params
     from daq.profile.plant import plant_params
 
+    from daq.profile.plant import has_identified_values
+
     with open(path, "rb") as f:
         data = tomllib.load(f)
-    return load_params(data, plant_params(profile) if profile.plant is not None else None)
+    params = load_params(data, plant_params(profile) if profile.plant is not None else None)
+    if not has_identified_values(params):
+        missing = [
+            n
+            for n, v in zip(
+                params.mech_names() + params.fluid_names(),
+                list(params.theta_mech()) + list(params.theta_fluid()),
+                strict=True,
+            )
+            if v != v  # NaN: neither the file nor the profile's [plant] guesses give it
+        ]
+        raise ValueError(f"no value for {missing} (in neither the file nor the profile's [plant])")
+    return params
 
 
 def _configure_logging(verbosity: int) -> ModuleType | None:
