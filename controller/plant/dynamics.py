@@ -197,8 +197,10 @@ def friction_force(E: np.ndarray, e: int, sd: float) -> float:
         fc = E[e + K_FC_NEG]
         fs = E[e + K_FS_NEG]
         fv = E[e + K_FV_NEG]
-    z = sd / E[e + K_VS]
-    return (fc + (fs - fc) * math.exp(-z * z)) * math.tanh(sd / E[e + K_VEPS]) + fv * sd
+    if fs > fc:
+        z = sd / E[e + K_VS]
+        fc += (fs - fc) * math.exp(-z * z)
+    return fc * math.tanh(sd / E[e + K_VEPS]) + fv * sd
 
 
 @njit
@@ -255,23 +257,47 @@ def derivative(x: np.ndarray, v: np.ndarray, P: np.ndarray, dx: np.ndarray) -> N
 
 
 @njit
+def oil_coefficients(x: np.ndarray, P: np.ndarray, E: np.ndarray) -> tuple[float, float, float]:
+    """Temperature T, viscosity ratio ν(T)/ν(T_ref) and liquid bulk modulus b(T) of the oil.
+
+    Viscosity scales viscous friction (∝ ν) and laminar leakage (∝ 1/ν); the liquid's bulk
+    modulus falls ≈ 0.6 %/K (Tait, OpenHydraulics GenericOil). Without the thermal state:
+    T_ref, 1 and b."""
+    n = int(P[G_N])
+    if E[E_ON] > 0.5 and E[E_THERMAL] > 0.5 and x.shape[0] > 5 * n:
+        temp = x[5 * n]
+        bulk = P[G_BULK] * math.exp(-E[E_BULK_PER_K] * (temp - E[E_T_REF]))
+        return temp, viscosity_ratio(E, temp), bulk
+    return E[E_T_REF] if E[E_ON] > 0.5 else 0.0, 1.0, P[G_BULK]
+
+
+@njit
 def derivative_fx(
     x: np.ndarray, v: np.ndarray, P: np.ndarray, E: np.ndarray, dx: np.ndarray
 ) -> None:
     """`derivative` with the effects E beyond the model (docs/simulator.md). With the thermal
     state on, x[5n] is the oil temperature: C Ṫ = Σ Δp·Q − C (T − T_amb)/τ."""
+    temp, visc, bulk = oil_coefficients(x, P, E)
+    _derivative(x, v, P, E, dx, temp, visc, bulk)
+
+
+@njit
+def _derivative(
+    x: np.ndarray,
+    v: np.ndarray,
+    P: np.ndarray,
+    E: np.ndarray,
+    dx: np.ndarray,
+    temp: float,
+    visc: float,
+    bulk: float,
+) -> None:
+    """The dynamics with the oil's temperature-dependent coefficients given (they change over
+    minutes: `integrate_fx` evaluates them once per substep)."""
     n = int(P[G_N])
-    bulk = P[G_BULK]
     fx = E[E_ON] > 0.5
     thermal = fx and E[E_THERMAL] > 0.5 and x.shape[0] > 5 * n
-    temp = x[5 * n] if thermal else 0.0
-    visc = 1.0
     heat = 0.0
-    if thermal:
-        # Viscosity scales viscous friction (∝ ν) and laminar leakage (∝ 1/ν); the liquid's
-        # bulk modulus falls ≈ 0.6 %/K (Tait, OpenHydraulics GenericOil).
-        visc = viscosity_ratio(E, temp)
-        bulk = bulk * math.exp(-E[E_BULK_PER_K] * (temp - E[E_T_REF]))
     tau1 = 0.0
     tau2 = 0.0
     for i in range(n):
@@ -335,7 +361,7 @@ def derivative_fx(
     if x.shape[0] > 5 * n:
         dx[5 * n] = 0.0
         if thermal:
-            dx[5 * n] = heat / E[E_HEAT_CAP] - (temp - E[E_T_AMB]) / E[E_TAU_COOL]
+            dx[5 * n] = heat / E[E_HEAT_CAP] - (x[5 * n] - E[E_T_AMB]) / E[E_TAU_COOL]
 
 
 @njit
@@ -394,16 +420,18 @@ def integrate_fx(
     xt = work[4]
     m = x.shape[0]
     for _ in range(nsub):
-        derivative_fx(x, v, P, E, k1)
+        # The oil's coefficients drift by ~1e-5 K per substep: held over it (see _derivative).
+        temp, visc, bulk = oil_coefficients(x, P, E)
+        _derivative(x, v, P, E, k1, temp, visc, bulk)
         for j in range(m):
             xt[j] = x[j] + 0.5 * h * k1[j]
-        derivative_fx(xt, v, P, E, k2)
+        _derivative(xt, v, P, E, k2, temp, visc, bulk)
         for j in range(m):
             xt[j] = x[j] + 0.5 * h * k2[j]
-        derivative_fx(xt, v, P, E, k3)
+        _derivative(xt, v, P, E, k3, temp, visc, bulk)
         for j in range(m):
             xt[j] = x[j] + h * k3[j]
-        derivative_fx(xt, v, P, E, k4)
+        _derivative(xt, v, P, E, k4, temp, visc, bulk)
         for j in range(m):
             x[j] += h / 6.0 * (k1[j] + 2.0 * k2[j] + 2.0 * k3[j] + k4[j])
         _constrain(x, P)
