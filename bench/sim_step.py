@@ -29,7 +29,6 @@ from controller.plant import dynamics
 from daq.backends.sim import SimBackend
 from daq.profile import load_profile
 
-
 TARGET_STEP_US = 20.0  # issue #12: median step with every effect on
 TARGET_SERVICE_SPEED = 20.0  # issue #12: rig seconds per wall second, virtual time
 

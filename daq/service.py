@@ -98,9 +98,7 @@ def _load_params(path: str, profile: Profile) -> Any:
     import tomllib
 
     from controller.paramfile import load_params
-    from daq.profile.plant import plant_params
-
-    from daq.profile.plant import has_identified_values
+    from daq.profile.plant import has_identified_values, plant_params
 
     with open(path, "rb") as f:
         data = tomllib.load(f)

@@ -45,7 +45,7 @@ def _rig(
 
 
 def _record(rig: SimRig, seconds: float, valve: float = 0.0) -> dict[str, np.ndarray]:
-    steps = int(round(seconds / rig.period))
+    steps = round(seconds / rig.period)
     out = np.empty((steps, len(rig.inputs)))
     for k in range(steps):
         out[k] = rig.step(np.array([valve]))
@@ -168,7 +168,7 @@ def test_direction_dependent_viscous_friction_takes_its_force_in_one_direction()
 
     v0, f0 = run({})
     v1, f1 = run({"viscous_pos_n_s_per_m": 2.0e4})
-    v2, f2 = run({"viscous_neg_n_s_per_m": 2.0e4})
+    _, f2 = run({"viscous_neg_n_s_per_m": 2.0e4})
     assert v0 > 0.01  # extending, not on a stop
     assert f1 - f0 == pytest.approx(2.0e4 * v1, rel=0.05)
     assert abs(f2 - f0) < 0.01 * 2.0e4 * v0
