@@ -4,8 +4,10 @@ the model refused at load when malformed or physically impossible (message names
 from __future__ import annotations
 
 import copy
+import json
 import math
 import tomllib
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,7 +15,9 @@ import pytest
 
 from daq.profile import ProfileError, load_profile, parse_profile, plant_params
 from daq.profile.plant import has_identified_values, known_params, sim_plant
+from daq.rigctl.main import main
 from tests.conftest import PROFILES
+from tests.report.simrun import record_sim_run
 
 REALISTIC = tomllib.loads((PROFILES / "sim-2dof-realistic.toml").read_text())
 
@@ -133,3 +137,17 @@ def test_initial_guesses_in_plant_reach_plant_params_of_a_real_rig() -> None:
     params = plant_params(parse_profile(data))
     assert params.bulk_modulus == 2.0e8 and params.inertia[0] == 4.0
     assert math.isnan(params.inertia[1])
+
+
+def test_identify_a_recorded_run_with_a_profile_without_truth(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`rigctl identify RUN --profile ni-2dof.toml`: batch estimates, and no truth columns."""
+    run = record_sim_run(PROFILES / "sim-2dof.toml", tmp_path, "short", 6.0)
+    assert main(["identify", str(run), "--profile", str(PROFILES / "ni-2dof.toml"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert len(out["parameters"]) == 16
+    for p in out["parameters"]:
+        assert p["truth"] is None and p["batch_error_pct"] is None
+        assert math.isfinite(p["batch"])
+    assert out["table"].splitlines()[0].split() == ["parameter", "batch", "%σ"]
