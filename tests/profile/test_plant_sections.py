@@ -151,3 +151,16 @@ def test_identify_a_recorded_run_with_a_profile_without_truth(
         assert p["truth"] is None and p["batch_error_pct"] is None
         assert math.isfinite(p["batch"])
     assert out["table"].splitlines()[0].split() == ["parameter", "batch", "%σ"]
+
+
+@pytest.mark.parametrize("name", ["ni-2dof.toml", "ni-serial-2dof.toml"])
+def test_the_online_estimator_starts_on_a_profile_without_answers(name: str) -> None:
+    """What `rig-estimator --profile` builds first: models over the known geometry, no truth."""
+    from daq.sample_layout import SampleLayout
+    from estimator.online import OnlineIdentifier
+
+    profile = load_profile(PROFILES / name)
+    ident = OnlineIdentifier(profile, SampleLayout.from_profile(profile).names)
+    assert [c.model.name for c in ident.chains] == ["mechanical", "fluid"]
+    assert all(c.model.truth is None for c in ident.chains)
+    assert ident.estimate().truth is None
