@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller.plant import dynamics
 from daq.backends.sim import SimBackend
+from daq.backends.sim.backend import SUBSTEPS
 from daq.profile import load_profile
 
 TARGET_STEP_US = 20.0  # issue #12: median step with every effect on
@@ -95,6 +96,19 @@ def main() -> int:
         dynamics.derivative_fx(y, volts, params.pack(), effects, dx)
         return dx
 
+    # Same run, integration only: the plant with its effects against the nominal plant.
+    work = np.zeros((5, len(x)))
+    xe = x.copy()
+    plant_us = {}
+    for label, fx in (("effects", effects), ("nominal", dynamics.NOMINAL_EFFECTS)):
+        best = np.inf
+        for _ in range(5):
+            t0 = clock()
+            for _ in range(2000):
+                dynamics.integrate_fx(xe, volts, params.pack(), fx, period, SUBSTEPS, work)
+            best = min(best, (clock() - t0) / 2000 / 1e3)
+        plant_us[label] = best
+
     n_ref = 300
     t0 = clock()
     for _ in range(n_ref):
@@ -120,6 +134,9 @@ def main() -> int:
         "solve_ivp_step_us": round(ref_us, 1),
         "speedup_vs_solve_ivp": round(ref_us / median_us, 1),
         "virtual_time_sim_s_per_wall_s": round(args.steps * period / wall, 1),
+        "integrate_us_with_effects": round(plant_us["effects"], 2),
+        "integrate_us_nominal": round(plant_us["nominal"], 2),
+        "effects_cost_ratio": round(plant_us["effects"] / plant_us["nominal"], 2),
     }
     service = service_speed(args.profile, args.service_s)
     figures.update(
