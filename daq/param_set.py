@@ -56,7 +56,7 @@ def parse_param_set(text: str, source: str, profile: Profile) -> ParamSet:
         load_params,
         reference_model_names,
     )
-    from daq.profile.plant import plant_params
+    from daq.profile.plant import has_identified_values, plant_params
 
     if len(text) > MAX_PARAM_TEXT:
         raise ValueError(f"{len(text)} characters; a parameter file has at most {MAX_PARAM_TEXT}")
@@ -80,6 +80,12 @@ def parse_param_set(text: str, source: str, profile: Profile) -> ParamSet:
         # controller.paramfile names the key for what it expects; a value of the wrong kind
         # altogether (a number where a table or list belongs) lands here.
         raise ValueError(f"malformed parameter file (a value of the wrong kind): {exc}") from None
+    if not has_identified_values(params):
+        names = params.mech_names() + params.fluid_names()
+        values = [*params.theta_mech(), *params.theta_fluid()]
+        # NaN: neither the file nor the profile's [plant] guesses give it.
+        missing = [n for n, v in zip(names, values, strict=True) if v != v]
+        raise ValueError(f"no value for {missing} (in neither the file nor the profile's [plant])")
     return ParamSet(
         params=params,
         source=source,

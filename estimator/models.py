@@ -87,6 +87,9 @@ class LinearModel:
     truth: np.ndarray | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
+        if self.truth is not None and not np.all(np.isfinite(self.truth)):
+            # A profile without the simulator's truth gives NaN ("unknown"): no truth.
+            object.__setattr__(self, "truth", None)
         n = len(self.names)
         if np.shape(self.param_scale) != (n,) or np.any(np.asarray(self.param_scale) <= 0):
             raise ValueError(f"model '{self.name}': param_scale must be {n} positive numbers")

@@ -1,7 +1,12 @@
 """Dynamics of the n-joint hydraulic arm (DESIGN.md §1.1–1.2), jitted.
 
-State vector x (length 5n): [q (rad), q̇ (rad/s), p⁺ (Pa), p⁻ (Pa), u (spool, LVDT volts)].
-Input v (length n): valve command voltages, held over a step (zero-order hold, like a D/A).
+State vector x (length 5n): [q (rad), q̇ (rad/s), p⁺ (Pa), p⁻ (Pa), u (spool, LVDT volts)];
+the simulator appends the oil temperature T (°C) as x[5n]. Input v (length n): valve command
+voltages, held over a step (zero-order hold, like a D/A).
+
+`derivative_fx`/`integrate_fx` take a second array E (`PlantEffects.pack`) with the simulator's
+effects beyond the identification model (docs/simulator.md); with E[E_ON] = 0 they run the
+identification model's own arithmetic, which `derivative`/`integrate` are.
 
 The scalar kernels here are the only statement of the equations; the simulator integrates them,
 and the vectorised helpers (`cylinder`, `inverse_dynamics`, …) loop over them for the
@@ -16,6 +21,18 @@ import numpy as np
 
 from controller.plant.jit import njit
 from controller.plant.params import (
+    E_AIR,
+    E_BULK_PER_K,
+    E_HEAT_CAP,
+    E_NU_REF,
+    E_ON,
+    E_POLY,
+    E_T_AMB,
+    E_T_REF,
+    E_TAU_COOL,
+    E_THERMAL,
+    E_WALTHER_A,
+    E_WALTHER_B,
     G_BULK,
     G_GRAVITY,
     G_N,
@@ -41,10 +58,32 @@ from controller.plant.params import (
     J_UMAX,
     J_V0,
     J_W,
+    K_BIAS,
+    K_BIAS_PER_K,
+    K_FC_NEG,
+    K_FC_POS,
+    K_FS_NEG,
+    K_FS_POS,
+    K_FV_NEG,
+    K_FV_POS,
+    K_LAP,
+    K_LEAK_EXT,
+    K_LEAK_INT,
+    K_LEAK_OPEN,
+    K_V0_CAP,
+    K_V0_ROD,
+    K_VEPS,
+    K_VS,
     N_GLOBAL,
     N_JOINT,
+    NE_GLOBAL,
+    NE_JOINT,
+    P_ATM,
     PlantParams,
 )
+
+#: The effects array of the nominal plant (E[E_ON] = 0: identification model only).
+NOMINAL_EFFECTS = np.zeros(NE_GLOBAL)
 
 # ----------------------------------------------------------------------------- scalar kernels
 
@@ -122,6 +161,12 @@ def flow_rates(P: np.ndarray, i: int, u: float, pc: float, pr: float) -> tuple[f
     hpp, hpm, hmp, hmm = orifice_terms(P[G_PS], u, pc, pr)
     qc = (P[o + J_CF0] * hpp + P[o + J_CF1] * hpm) * u
     qr = -(P[o + J_CF2] * hmp + P[o + J_CF3] * hmm) * u
+    return relief_flows(P, qc, qr, pc, pr)
+
+
+@njit
+def relief_flows(P: np.ndarray, qc: float, qr: float, pc: float, pr: float) -> tuple[float, float]:
+    """Add the relief valve's and the anti-cavitation check's flows to the chamber flows."""
     relief = P[G_RELIEF]
     k = P[G_RELIEF_GAIN]
     if pc > relief:
@@ -135,11 +180,124 @@ def flow_rates(P: np.ndarray, i: int, u: float, pc: float, pr: float) -> tuple[f
     return qc, qr
 
 
+# ----------------------------------------------------------------------------- effects (E array)
+
+
+@njit
+def friction_force(E: np.ndarray, e: int, sd: float) -> float:
+    """Piston friction (N, opposing ṡ): Lin 1994 eq. 20's direction-dependent Coulomb and
+    viscous terms with a Stribeck bump from F_C to the stiction F_S (Simscape Translational
+    Friction), F = [F_C± + (F_S± − F_C±) e^(−(ṡ/v_s)²)] tanh(ṡ/v_ε) + f_v± ṡ. The tanh makes
+    the zero crossing smooth (continuous in ṡ), so RK4 integrates it."""
+    if sd >= 0.0:
+        fc = E[e + K_FC_POS]
+        fs = E[e + K_FS_POS]
+        fv = E[e + K_FV_POS]
+    else:
+        fc = E[e + K_FC_NEG]
+        fs = E[e + K_FS_NEG]
+        fv = E[e + K_FV_NEG]
+    if fs > fc:
+        z = sd / E[e + K_VS]
+        fc += (fs - fc) * math.exp(-z * z)
+    return fc * math.tanh(sd / E[e + K_VEPS]) + fv * sd
+
+
+@njit
+def effective_bulk(E: np.ndarray, bulk_liquid: float, p: float) -> float:
+    """Bulk modulus of oil with entrained air at gauge pressure p (Simscape Hydraulic Fluid):
+    E = E_l [1 + α (p_a/(p_a+p))^(1/n)] / [1 + α E_l (p_a/(p_a+p))^(1/n) / (n (p_a+p))]."""
+    alpha = E[E_AIR]
+    if alpha <= 0.0:
+        return bulk_liquid
+    n = E[E_POLY]
+    pa = P_ATM + max(p, 0.0)
+    r = (P_ATM / pa) ** (1.0 / n)
+    return bulk_liquid * (1.0 + alpha * r) / (1.0 + alpha * bulk_liquid * r / (n * pa))
+
+
+@njit
+def viscosity_ratio(E: np.ndarray, temp: float) -> float:
+    """ν(T)/ν(T_ref) with Walther's law (ASTM D341), ν in cSt and T in K."""
+    nu = 10.0 ** (10.0 ** (E[E_WALTHER_A] - E[E_WALTHER_B] * math.log10(temp + 273.15))) - 0.7
+    return nu / E[E_NU_REF]
+
+
+@njit
+def valve_edges(
+    P: np.ndarray, E: np.ndarray, i: int, xo: float, pc: float, pr: float
+) -> tuple[float, float, float]:
+    """Chamber flows through the four metering edges of a spool at metering position xo (u plus
+    null bias) with lap d (> 0 overlap, < 0 underlap) and a leakage opening a_L at every edge:
+    a⁺ = max(xo − d, 0) + a_L opens P→cap and rod→T, a⁻ = max(−xo − d, 0) + a_L opens
+    cap→T and P→rod (DESIGN §1.2's orifice law per edge). Also returns the throttling power
+    Σ Δp·Q (W) that heats the oil."""
+    o = N_GLOBAL + N_JOINT * i
+    e = NE_GLOBAL + NE_JOINT * i
+    lap = E[e + K_LAP]
+    leak = E[e + K_LEAK_OPEN]
+    ap = max(xo - lap, 0.0) + leak
+    am = max(-xo - lap, 0.0) + leak
+    ps = P[G_PS]
+    d1 = max(ps - pc, 0.0)
+    d2 = max(pc, 0.0)
+    d3 = max(pr, 0.0)
+    d4 = max(ps - pr, 0.0)
+    q1 = P[o + J_CF0] * ap * math.sqrt(d1)  # P → cap
+    q2 = P[o + J_CF1] * am * math.sqrt(d2)  # cap → T
+    q3 = P[o + J_CF2] * ap * math.sqrt(d3)  # rod → T
+    q4 = P[o + J_CF3] * am * math.sqrt(d4)  # P → rod
+    return q1 - q2, q4 - q3, q1 * d1 + q2 * d2 + q3 * d3 + q4 * d4
+
+
 @njit
 def derivative(x: np.ndarray, v: np.ndarray, P: np.ndarray, dx: np.ndarray) -> None:
     """dx = f(x, v): rigid-body dynamics, chamber pressures and spool lag (DESIGN §1.1–1.2)."""
+    derivative_fx(x, v, P, NOMINAL_EFFECTS, dx)
+
+
+@njit
+def oil_coefficients(x: np.ndarray, P: np.ndarray, E: np.ndarray) -> tuple[float, float, float]:
+    """Temperature T, viscosity ratio ν(T)/ν(T_ref) and liquid bulk modulus b(T) of the oil.
+
+    Viscosity scales viscous friction (∝ ν) and laminar leakage (∝ 1/ν); the liquid's bulk
+    modulus falls ≈ 0.6 %/K (Tait, OpenHydraulics GenericOil). Without the thermal state:
+    T_ref, 1 and b."""
     n = int(P[G_N])
-    bulk = P[G_BULK]
+    if E[E_ON] > 0.5 and E[E_THERMAL] > 0.5 and x.shape[0] > 5 * n:
+        temp = x[5 * n]
+        bulk = P[G_BULK] * math.exp(-E[E_BULK_PER_K] * (temp - E[E_T_REF]))
+        return temp, viscosity_ratio(E, temp), bulk
+    return E[E_T_REF] if E[E_ON] > 0.5 else 0.0, 1.0, P[G_BULK]
+
+
+@njit
+def derivative_fx(
+    x: np.ndarray, v: np.ndarray, P: np.ndarray, E: np.ndarray, dx: np.ndarray
+) -> None:
+    """`derivative` with the effects E beyond the model (docs/simulator.md). With the thermal
+    state on, x[5n] is the oil temperature: C Ṫ = Σ Δp·Q − C (T − T_amb)/τ."""
+    temp, visc, bulk = oil_coefficients(x, P, E)
+    _derivative(x, v, P, E, dx, temp, visc, bulk)
+
+
+@njit
+def _derivative(
+    x: np.ndarray,
+    v: np.ndarray,
+    P: np.ndarray,
+    E: np.ndarray,
+    dx: np.ndarray,
+    temp: float,
+    visc: float,
+    bulk: float,
+) -> None:
+    """The dynamics with the oil's temperature-dependent coefficients given (they change over
+    minutes: `integrate_fx` evaluates them once per substep)."""
+    n = int(P[G_N])
+    fx = E[E_ON] > 0.5
+    thermal = fx and E[E_THERMAL] > 0.5 and x.shape[0] > 5 * n
+    heat = 0.0
     tau1 = 0.0
     tau2 = 0.0
     for i in range(n):
@@ -154,11 +312,27 @@ def derivative(x: np.ndarray, v: np.ndarray, P: np.ndarray, dx: np.ndarray) -> N
         half = 0.5 * P[o + J_L]
         acap = P[o + J_ACAP]
         arod = P[o + J_AROD]
-        vcap = P[o + J_V0] + (half + s) * acap
-        vrod = P[o + J_V0] + (half - s) * arod
-        qc, qr = flow_rates(P, i, u, pc, pr)
-        dx[2 * n + i] = bulk / vcap * (-acap * sd + qc)
-        dx[3 * n + i] = bulk / vrod * (arod * sd + qr)
+        if fx:
+            e = NE_GLOBAL + NE_JOINT * i
+            vcap = E[e + K_V0_CAP] + (half + s) * acap
+            vrod = E[e + K_V0_ROD] + (half - s) * arod
+            shift = E[e + K_BIAS_PER_K] * (temp - E[E_T_REF]) if thermal else 0.0
+            qc, qr, power = valve_edges(P, E, i, u + E[e + K_BIAS] + shift, pc, pr)
+            qc, qr = relief_flows(P, qc, qr, pc, pr)
+            # Laminar leakage across the piston (cap → rod) and from each chamber to drain.
+            q_int = E[e + K_LEAK_INT] / visc * (pc - pr)
+            c_ext = E[e + K_LEAK_EXT] / visc
+            qc -= q_int + c_ext * pc
+            qr += q_int - c_ext * pr
+            heat += power + q_int * (pc - pr) + c_ext * (pc * pc + pr * pr)
+            dx[2 * n + i] = effective_bulk(E, bulk, pc) / vcap * (-acap * sd + qc)
+            dx[3 * n + i] = effective_bulk(E, bulk, pr) / vrod * (arod * sd + qr)
+        else:
+            vcap = P[o + J_V0] + (half + s) * acap
+            vrod = P[o + J_V0] + (half - s) * arod
+            qc, qr = flow_rates(P, i, u, pc, pr)
+            dx[2 * n + i] = bulk / vcap * (-acap * sd + qc)
+            dx[3 * n + i] = bulk / vrod * (arod * sd + qr)
         # Spool: τ_v u̇ = k_v v − u, held at ±u_max (a saturated spool does not move outward).
         du = (P[o + J_KV] * v[i] - u) / P[o + J_TAU]
         umax = P[o + J_UMAX]
@@ -166,6 +340,9 @@ def derivative(x: np.ndarray, v: np.ndarray, P: np.ndarray, dx: np.ndarray) -> N
             du = 0.0
         dx[4 * n + i] = du
         tau = r * (acap * pc - arod * pr)
+        if fx:
+            e = NE_GLOBAL + NE_JOINT * i
+            tau -= r * friction_force(E, e, sd) + (visc - 1.0) * P[o + J_FV] * qd
         if i == 0:
             tau1 = tau
         else:
@@ -181,6 +358,10 @@ def derivative(x: np.ndarray, v: np.ndarray, P: np.ndarray, dx: np.ndarray) -> N
         b2 = tau2 - h2
         dx[2] = (m22 * b1 - m12 * b2) / det
         dx[3] = (m11 * b2 - m12 * b1) / det
+    if x.shape[0] > 5 * n:
+        dx[5 * n] = 0.0
+        if thermal:
+            dx[5 * n] = heat / E[E_HEAT_CAP] - (x[5 * n] - E[E_T_AMB]) / E[E_TAU_COOL]
 
 
 @njit
@@ -217,6 +398,20 @@ def integrate(
 ) -> None:
     """Advance x in place by dt with v held: nsub classical RK4 substeps, each followed by the
     constraints. `work` is a caller-owned (5, len(x)) scratch array (no allocation here)."""
+    integrate_fx(x, v, P, NOMINAL_EFFECTS, dt, nsub, work)
+
+
+@njit
+def integrate_fx(
+    x: np.ndarray,
+    v: np.ndarray,
+    P: np.ndarray,
+    E: np.ndarray,
+    dt: float,
+    nsub: int,
+    work: np.ndarray,
+) -> None:
+    """`integrate` with the effects E beyond the model (see `derivative_fx`)."""
     h = dt / nsub
     k1 = work[0]
     k2 = work[1]
@@ -225,16 +420,18 @@ def integrate(
     xt = work[4]
     m = x.shape[0]
     for _ in range(nsub):
-        derivative(x, v, P, k1)
+        # The oil's coefficients drift by ~1e-5 K per substep: held over it (see _derivative).
+        temp, visc, bulk = oil_coefficients(x, P, E)
+        _derivative(x, v, P, E, k1, temp, visc, bulk)
         for j in range(m):
             xt[j] = x[j] + 0.5 * h * k1[j]
-        derivative(xt, v, P, k2)
+        _derivative(xt, v, P, E, k2, temp, visc, bulk)
         for j in range(m):
             xt[j] = x[j] + 0.5 * h * k2[j]
-        derivative(xt, v, P, k3)
+        _derivative(xt, v, P, E, k3, temp, visc, bulk)
         for j in range(m):
             xt[j] = x[j] + h * k3[j]
-        derivative(xt, v, P, k4)
+        _derivative(xt, v, P, E, k4, temp, visc, bulk)
         for j in range(m):
             x[j] += h / 6.0 * (k1[j] + 2.0 * k2[j] + 2.0 * k3[j] + k4[j])
         _constrain(x, P)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -158,3 +159,147 @@ class PlantParams:
             t = np.asarray(theta_fluid, dtype=float)
             kw.update(bulk_modulus=float(1.0 / t[0]), flow_gains=t[1:].reshape(self.n, 4).copy())
         return replace(self, **kw)  # type: ignore[arg-type]
+
+
+# ============================================================================= beyond the model
+#
+# Effects a real rig has and the identification model (DESIGN §1–2) does not: the simulator's
+# true plant can switch each on (docs/simulator.md gives every equation). They live in a second
+# flat array, `PlantEffects.pack`, so `PlantParams` and its 16-parameter identification vector
+# stay exactly what the estimator knows. E[E_ON] = 0 means "nominal plant": the dynamics then
+# take the very code path of the identification model.
+
+(
+    E_ON,
+    E_THERMAL,
+    E_AIR,
+    E_POLY,
+    E_T_REF,
+    E_T_AMB,
+    E_TAU_COOL,
+    E_HEAT_CAP,
+    E_BULK_PER_K,
+    E_WALTHER_A,
+    E_WALTHER_B,
+    E_NU_REF,
+) = range(12)
+NE_GLOBAL = 12
+(
+    K_FC_POS,
+    K_FC_NEG,
+    K_FS_POS,
+    K_FS_NEG,
+    K_VS,
+    K_VEPS,
+    K_FV_POS,
+    K_FV_NEG,
+    K_LEAK_INT,
+    K_LEAK_EXT,
+    K_BIAS,
+    K_BIAS_PER_K,
+    K_LAP,
+    K_LEAK_OPEN,
+    K_V0_CAP,
+    K_V0_ROD,
+) = range(16)
+NE_JOINT = 16
+#: Atmospheric pressure (Pa) of the entrained-air law: pressures in the plant are gauge.
+P_ATM = 101_325.0
+#: Oil temperature (°C) of the nominal plant, which has no thermal state.
+NOMINAL_OIL_C = 40.0
+
+
+def walther_viscosity(temp_c: float, a: float, b: float) -> float:
+    """Kinematic viscosity in cSt (ASTM D341): log₁₀ log₁₀(ν + 0.7) = A − B log₁₀ T[K]."""
+    return float(10.0 ** (10.0 ** (a - b * math.log10(temp_c + 273.15))) - 0.7)
+
+
+@dataclass(frozen=True)
+class JointEffects:
+    """One joint's effects beyond the model; the defaults are the nominal plant (all off).
+
+    Forces act on the piston (N, m/s); spool quantities are in LVDT volts like u."""
+
+    coulomb_pos: float = 0.0  # F_C⁺ (ṡ > 0), N
+    coulomb_neg: float = 0.0  # F_C⁻ (ṡ < 0), N
+    stiction_pos: float = 0.0  # F_S⁺ ≥ F_C⁺, N (0: no Stribeck bump)
+    stiction_neg: float = 0.0
+    stribeck_velocity: float = 0.01  # v_s, m/s
+    smoothing_velocity: float = 1.0e-3  # v_ε of the tanh zero crossing, m/s
+    viscous_pos: float = 0.0  # extra piston viscous friction f_v⁺, N·s/m
+    viscous_neg: float = 0.0
+    leak_internal: float = 0.0  # C_int, m³/(s·Pa) at the reference temperature
+    leak_external: float = 0.0  # C_ext, m³/(s·Pa), each chamber to drain
+    null_bias: float = 0.0  # b, V: metering edges see u + b
+    null_shift_per_k: float = 0.0  # db/dT, V/K
+    lap: float = 0.0  # spool overlap (> 0, dead band) or underlap (< 0), V
+    null_leak_opening: float = 0.0  # equivalent opening of every edge at null, V
+    dead_volume_cap: float | None = None  # true V0⁺, m³ (None: the nominal dead volume)
+    dead_volume_rod: float | None = None
+
+
+@dataclass(frozen=True)
+class PlantEffects:
+    """The simulator's effects beyond the identification model (docs/simulator.md)."""
+
+    joints: tuple[JointEffects, ...]
+    air_content: float = 0.0  # α, gas/liquid volume at atmospheric pressure
+    polytropic_index: float = 1.4  # n of the gas
+    thermal: bool = False
+    reference_c: float = NOMINAL_OIL_C  # where bulk modulus, viscosity and leakage are given
+    initial_c: float = NOMINAL_OIL_C
+    ambient_c: float = 20.0
+    cooling_tau_s: float = 1800.0
+    heat_capacity: float = 3.0e4  # J/K of the oil that the losses heat
+    bulk_per_k: float = 0.0058  # liquid bulk modulus ∝ exp(−k (T − T_ref)), 1/K (Tait)
+    walther_a: float = 9.32  # ISO VG46 (OpenHydraulics GenericOil)
+    walther_b: float = 3.65
+
+    @property
+    def active(self) -> bool:
+        nominal = PlantEffects(tuple(JointEffects() for _ in self.joints))
+        return self != nominal
+
+    def pack(self, params: PlantParams) -> np.ndarray:
+        """The flat read-only array the jitted dynamics take beside `params.pack()`."""
+        if len(self.joints) != params.n:
+            raise ValueError(f"effects for {len(self.joints)} joints, plant has {params.n}")
+        out = np.zeros(NE_GLOBAL + NE_JOINT * params.n)
+        out[E_ON] = 1.0 if self.active else 0.0
+        out[E_THERMAL] = 1.0 if self.thermal else 0.0
+        out[E_AIR] = self.air_content
+        out[E_POLY] = self.polytropic_index
+        out[E_T_REF] = self.reference_c
+        out[E_T_AMB] = self.ambient_c
+        out[E_TAU_COOL] = self.cooling_tau_s
+        out[E_HEAT_CAP] = self.heat_capacity
+        out[E_BULK_PER_K] = self.bulk_per_k
+        out[E_WALTHER_A] = self.walther_a
+        out[E_WALTHER_B] = self.walther_b
+        out[E_NU_REF] = walther_viscosity(self.reference_c, self.walther_a, self.walther_b)
+        for i, j in enumerate(self.joints):
+            o = NE_GLOBAL + NE_JOINT * i
+            out[o + K_FC_POS] = j.coulomb_pos
+            out[o + K_FC_NEG] = j.coulomb_neg
+            # No Stribeck bump when stiction is not given: F_S = F_C.
+            out[o + K_FS_POS] = max(j.stiction_pos, j.coulomb_pos)
+            out[o + K_FS_NEG] = max(j.stiction_neg, j.coulomb_neg)
+            out[o + K_VS] = j.stribeck_velocity
+            out[o + K_VEPS] = j.smoothing_velocity
+            out[o + K_FV_POS] = j.viscous_pos
+            out[o + K_FV_NEG] = j.viscous_neg
+            out[o + K_LEAK_INT] = j.leak_internal
+            out[o + K_LEAK_EXT] = j.leak_external
+            out[o + K_BIAS] = j.null_bias
+            out[o + K_BIAS_PER_K] = j.null_shift_per_k
+            out[o + K_LAP] = j.lap
+            out[o + K_LEAK_OPEN] = j.null_leak_opening
+            v0 = float(params.dead_volume[i])
+            out[o + K_V0_CAP] = v0 if j.dead_volume_cap is None else j.dead_volume_cap
+            out[o + K_V0_ROD] = v0 if j.dead_volume_rod is None else j.dead_volume_rod
+        out.setflags(write=False)
+        return out
+
+    @classmethod
+    def nominal(cls, n: int) -> PlantEffects:
+        return cls(tuple(JointEffects() for _ in range(n)))

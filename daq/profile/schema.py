@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 Identifier = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,31}$")]
 Positive = Annotated[float, Field(gt=0.0)]
 NonNegative = Annotated[float, Field(ge=0.0)]
+#: Cf⁺⁺, Cf⁺⁻, Cf⁻⁺, Cf⁻⁻ in m²/(s·V·√Pa).
+FlowGains = Annotated[list[Annotated[float, Field(gt=0.0)]], Field(min_length=4, max_length=4)]
 
 Role = Literal[
     "pressure_cap", "pressure_rod", "lvdt", "potentiometer", "resolver", "valve", "temperature"
@@ -118,6 +120,8 @@ class Channel(Strict):
     terminal: Literal["default", "rse", "nrse", "diff", "pseudo_diff"] = "default"
     #: Simulated sensor noise, 1σ in engineering units (simulated backend only).
     sim_noise: NonNegative = 0.0
+    #: Simulated sensor's offset, gain error and drift against `scaling` (simulator only).
+    sim_error: SensorError | None = None
     #: Output channels: the voltage that means "no flow" (null of the servo valve).
     null_volts: float = 0.0
 
@@ -188,37 +192,148 @@ class Joint(Strict):
     pid: PidGains = PidGains()
 
 
-# --------------------------------------------------------------------------- plant (simulator)
+# --------------------------------------------------------------------------- plant (known)
 
 
 class PlantJoint(Strict):
-    """Cylinder, valve and link of one joint (DESIGN.md §1, Sakai Tables II/III)."""
+    """What the rig engineer knows of one joint's cylinder, valve and link (DESIGN.md §1): the
+    geometry the regressors need, and optional initial guesses of what identification finds."""
 
-    inertia: Positive  # M_i, kg·m²
-    viscous_friction: NonNegative  # Fv_i, N·m·s/rad
-    gravity_moment: NonNegative  # W_i, kg·m
     area_cap: Positive  # A⁺, m²
     area_rod: Positive  # A⁻, m²
-    dead_volume: Positive  # V0, m³
+    #: Nominal dead volume V0 of each chamber (cylinder ports + the hoses you know of), m³.
+    dead_volume: Positive
     stroke: Positive  # L, m
     pin_a: Positive  # m
     pin_b: Positive  # m
     closed_length: Positive  # ℓc, m
     theta0_deg: float
-    #: Cf⁺⁺, Cf⁺⁻, Cf⁻⁺, Cf⁻⁻ in m²/(s·V·√Pa).
-    flow_gains: Annotated[list[Annotated[float, Field(gt=0.0)]], Field(min_length=4, max_length=4)]
-    valve_gain: Positive = 0.25  # k_v, V/V
+    valve_gain: Positive = 0.25  # k_v, V/V (valve datasheet)
     valve_tau_s: Positive = 1.5e-3
     spool_max: Positive = 1.4  # u_max, V
-    initial_deg: float | None = None  # defaults to the joint's home
+    #: Optional initial guesses (identified parameters): M_i kg·m², Fv_i N·m·s/rad, W_i kg·m,
+    #: Cf⁺⁺, Cf⁺⁻, Cf⁻⁺, Cf⁻⁻ in m²/(s·V·√Pa).
+    inertia: Positive | None = None
+    viscous_friction: NonNegative | None = None
+    gravity_moment: NonNegative | None = None
+    flow_gains: FlowGains | None = None
 
 
 class Plant(Strict):
+    """The `[plant]` section: known geometry and supply (simulated or real rig alike)."""
+
     gravity: Positive = 9.81
     supply_pressure_pa: Positive
-    bulk_modulus_pa: Positive
-    coupling: NonNegative = 0.0  # R12, kg·m² (2-DOF only)
+    #: Optional initial guesses: effective bulk modulus b (Pa) and R12 (kg·m², 2-DOF only).
+    bulk_modulus_pa: Positive | None = None
+    coupling: NonNegative | None = None
     joints: Annotated[list[PlantJoint], Field(min_length=1, max_length=2)]
+
+
+# ------------------------------------------------------------------- plant (simulator's truth)
+
+
+class Friction(Strict):
+    """Piston friction beyond the model's viscous term (Lin 1994 eq. 20 + Stribeck), N and m/s:
+    F = [F_C± + (F_S± − F_C±) e^(−(ṡ/v_s)²)] tanh(ṡ/v_ε) + f_v± ṡ."""
+
+    coulomb_pos_n: NonNegative = 0.0  # extending (ṡ > 0)
+    coulomb_neg_n: NonNegative = 0.0  # retracting
+    #: Breakaway (static) friction; absent = the Coulomb level (no Stribeck bump).
+    stiction_pos_n: NonNegative | None = None
+    stiction_neg_n: NonNegative | None = None
+    stribeck_velocity_m_s: Positive = 0.01
+    #: Width of the smooth zero crossing; small values make the ODE stiff (RK4 at 0.25 ms).
+    smoothing_velocity_m_s: Annotated[float, Field(ge=2.0e-4, le=0.1)] = 1.0e-3
+    viscous_pos_n_s_per_m: NonNegative = 0.0
+    viscous_neg_n_s_per_m: NonNegative = 0.0
+
+    @model_validator(mode="after")
+    def _stiction_at_least_coulomb(self) -> Friction:
+        for side in ("pos", "neg"):
+            fs = getattr(self, f"stiction_{side}_n")
+            fc = getattr(self, f"coulomb_{side}_n")
+            if fs is not None and fs < fc:
+                raise ValueError(
+                    f"stiction_{side}_n ({fs}) must be ≥ coulomb_{side}_n ({fc}): breakaway "
+                    "friction is never below the sliding (Coulomb) level"
+                )
+        return self
+
+
+class Leakage(Strict):
+    """Laminar leakage at the reference temperature, m³/(s·Pa)."""
+
+    internal_m3_s_per_pa: NonNegative = 0.0  # across the piston, ∝ p⁺ − p⁻
+    external_m3_s_per_pa: NonNegative = 0.0  # each chamber to drain, ∝ p
+
+
+class ValveImperfections(Strict):
+    """Spool metering edges: null bias, lap and leakage at null (spool in LVDT volts)."""
+
+    null_bias_v: Annotated[float, Field(ge=-0.5, le=0.5)] = 0.0
+    null_shift_v_per_k: Annotated[float, Field(ge=-0.01, le=0.01)] = 0.0
+    #: > 0 overlap (a dead band), < 0 underlap.
+    lap_v: Annotated[float, Field(ge=-0.5, le=0.5)] = 0.0
+    #: Datasheet's internal leakage P → T with the ports blocked, at the supply pressure, L/min.
+    null_leakage_l_min: NonNegative = 0.0
+
+
+class SimPlantJoint(Strict):
+    """The simulator's true joint: the identified parameters' true values and the effects."""
+
+    inertia: Positive  # M_i, kg·m²
+    viscous_friction: NonNegative  # Fv_i, N·m·s/rad (at the reference temperature)
+    gravity_moment: NonNegative  # W_i, kg·m
+    flow_gains: FlowGains
+    #: True dead volumes (hoses); absent = [plant]'s nominal dead_volume.
+    dead_volume_cap: Positive | None = None
+    dead_volume_rod: Positive | None = None
+    initial_deg: float | None = None  # defaults to the joint's home
+    friction: Friction | None = None
+    leakage: Leakage | None = None
+    valve: ValveImperfections | None = None
+
+
+class Fluid(Strict):
+    """Entrained air: effective bulk modulus falls at low pressure (Simscape Hydraulic Fluid)."""
+
+    air_content: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0  # α, gas/liquid at 1 atm
+    polytropic_index: Annotated[float, Field(ge=1.0, le=1.4)] = 1.4
+
+
+class Thermal(Strict):
+    """Oil temperature as a state: C Ṫ = Σ Δp·Q − C (T − T_amb)/τ (docs/simulator.md)."""
+
+    initial_c: Annotated[float, Field(ge=-20.0, le=120.0)] = 25.0
+    ambient_c: Annotated[float, Field(ge=-20.0, le=60.0)] = 20.0
+    #: Where bulk_modulus_pa, viscous friction and leakage are given.
+    reference_c: Annotated[float, Field(ge=-20.0, le=120.0)] = 40.0
+    cooling_time_constant_s: Positive = 1800.0
+    heat_capacity_j_per_k: Positive = 3.0e4
+    bulk_modulus_per_k: Annotated[float, Field(ge=0.0, le=0.05)] = 0.0058
+    walther_a: Positive = 9.32
+    walther_b: Positive = 3.65
+
+
+class SimPlant(Strict):
+    """`[backend.sim.plant]`: the simulator's true plant. Reaches nothing but the simulator and
+    the truth (comparison) columns of identification tables and reports."""
+
+    bulk_modulus_pa: Positive  # b of the liquid at reference temperature (no air)
+    coupling: NonNegative = 0.0  # R12, kg·m² (2-DOF only)
+    joints: Annotated[list[SimPlantJoint], Field(min_length=1, max_length=2)]
+    fluid: Fluid | None = None
+    thermal: Thermal | None = None
+
+
+class SensorError(Strict):
+    """A simulated sensor's error against its declared scaling: true reading =
+    (1 + gain_error)·value + offset + drift_per_hour·t/3600 (engineering units)."""
+
+    offset: float = 0.0
+    gain_error: Annotated[float, Field(gt=-0.5, lt=0.5)] = 0.0
+    drift_per_hour: float = 0.0
 
 
 # --------------------------------------------------------------------------- service
@@ -229,6 +344,8 @@ class SimBackend(Strict):
     #: Faults injected from the start: "<channel>:<kind>[:<value>]", kind in rail_low,
     #: rail_high, stuck, noise_burst, stall_read, stuck_valve.
     faults: list[str] = []
+    #: The simulator's true plant (required by a simulated backend).
+    plant: SimPlant | None = None
 
 
 class NiBackend(Strict):
@@ -418,16 +535,29 @@ class Profile(Strict):
             if self.backend.kind == "composite" and c.device is None:
                 raise ValueError(f"channel '{c.name}' needs a device in a composite backend")
         uses_sim = "sim" in devices
+        truth = self.backend.sim.plant if self.backend.sim is not None else None
         if uses_sim and self.plant is None:
-            raise ValueError("a simulated backend needs a [plant] section (true parameters)")
-        if self.plant is not None:
-            if len(self.plant.joints) != len(self.joints):
+            raise ValueError("a simulated backend needs a [plant] section (known geometry)")
+        if uses_sim and truth is None:
+            raise ValueError("a simulated backend needs a [backend.sim.plant] section (its truth)")
+        for label, plant in (("plant", self.plant), ("backend.sim.plant", truth)):
+            if plant is None:
+                continue
+            if len(plant.joints) != len(self.joints):
                 raise ValueError(
-                    f"[plant] describes {len(self.plant.joints)} joints, the rig has "
+                    f"[{label}] describes {len(plant.joints)} joints, the rig has "
                     f"{len(self.joints)}"
                 )
-            if len(self.joints) == 1 and self.plant.coupling != 0.0:
-                raise ValueError("plant.coupling (R12) must be 0 for a one-joint rig")
+            if len(self.joints) == 1 and plant.coupling:
+                raise ValueError(f"{label}.coupling (R12) must be 0 for a one-joint rig")
+        if truth is not None and self.plant is not None:
+            for i, (pj, tj) in enumerate(zip(self.plant.joints, truth.joints, strict=True)):
+                bias = tj.valve.null_bias_v if tj.valve is not None else 0.0
+                if abs(bias) >= pj.spool_max:
+                    raise ValueError(
+                        f"backend.sim.plant.joints[{i}].valve.null_bias_v ({bias}) must be "
+                        f"inside the spool travel ±{pj.spool_max} V"
+                    )
         return self
 
     def channel_device(self, c: Channel) -> DeviceName:

@@ -1,8 +1,12 @@
-"""No command sequence breaks the simulator (issue: simulator robustness)."""
+"""No command sequence breaks the simulator (issue: simulator robustness), on the nominal plant
+and with every effect beyond the model on (hw_profiles/sim-2dof-realistic.toml)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -12,6 +16,7 @@ from daq.profile import load_profile
 from tests.conftest import PROFILES
 
 PROFILE = load_profile(PROFILES / "sim-2dof.toml")
+REALISTIC = load_profile(PROFILES / "sim-2dof-realistic.toml")
 
 # A command program: segments of (kind, volts, cycles); bang-bang ±10 V drives the pistons
 # into the end stops and the chambers to supply pressure and cavitation.
@@ -23,11 +28,14 @@ segment = st.tuples(
 )
 
 
+@pytest.mark.parametrize("profile", [PROFILE, REALISTIC], ids=["nominal", "realistic"])
 @settings(max_examples=25, deadline=None)
 @given(program=st.lists(segment, min_size=1, max_size=8), seed=st.integers(0, 2**16))
-def test_states_stay_physical_for_any_commands(program, seed) -> None:  # type: ignore[no-untyped-def]
-    rig = SimRig(PROFILE)
+def test_states_stay_physical_for_any_commands(profile, program, seed) -> None:  # type: ignore[no-untyped-def]
+    rig = SimRig(profile)
     p = rig.true_params
+    fx = rig.backend.true_effects
+    t_low = min(fx.initial_c, fx.ambient_c) - 1e-9
     n = p.n
     rng = np.random.default_rng(seed)
     half = p.stroke / 2
@@ -50,11 +58,15 @@ def test_states_stay_physical_for_any_commands(program, seed) -> None:  # type: 
             s, _ = dynamics.cylinder(p, x[:n])
             assert (np.abs(s) <= half + 1e-9).all()
             assert np.isfinite(rig.eng).all()
+            # Oil is only heated by losses and cooled towards ambient; never below either start.
+            temp = rig.backend.true_oil_temperature()
+            assert math.isfinite(temp) and t_low <= temp < 150.0
 
 
-def test_bang_bang_reaches_the_end_stops_and_stays_there() -> None:
+@pytest.mark.parametrize("profile", [PROFILE, REALISTIC], ids=["nominal", "realistic"])
+def test_bang_bang_reaches_the_end_stops_and_stays_there(profile) -> None:  # type: ignore[no-untyped-def]
     """The stops really act: full command for 2 s parks both pistons on a stop."""
-    rig = SimRig(PROFILE)
+    rig = SimRig(profile)
     p = rig.true_params
     for _ in range(2000):
         rig.step(np.array([10.0, -10.0]))

@@ -1,9 +1,12 @@
 """The simulated rig: the plant of DESIGN.md §1 behind the same converters as the real one.
 
 It is driven only by D/A voltages and returns only what the converters would: quantised, noisy
-(seeded) counts, which the loop scales exactly as it scales hardware counts. The true state and
-parameters are exposed (`true_state()`, `true_params`) for tests and benchmarks that compare
-against ground truth; nothing in the service reads them.
+(seeded) counts, which the loop scales exactly as it scales hardware counts. Its plant is the
+profile's `[backend.sim.plant]` (with the effects beyond the model, docs/simulator.md), and its
+sensors are the true ones: a channel's `sim_error` (offset, gain error, drift) makes the reading
+differ from what the declared scaling says. The true state and parameters are exposed
+(`true_state()`, `true_params`, `true_effects`) for tests and benchmarks that compare against
+ground truth; nothing in the service reads them.
 """
 
 from __future__ import annotations
@@ -16,10 +19,10 @@ import numpy as np
 
 from controller.plant import dynamics
 from controller.plant.jit import njit
-from controller.plant.params import PlantParams
-from daq.backends.base import Backend, BackendError, BackendStatus
+from controller.plant.params import NOMINAL_OIL_C, PlantEffects, PlantParams
+from daq.backends.base import Backend, BackendStatus
 from daq.backends.sim import faults as F
-from daq.profile.plant import plant_params
+from daq.profile.plant import sim_plant
 from daq.profile.schema import Channel, LinearScaling, Profile
 from daq.scaling import eng_to_counts, lsb
 
@@ -34,7 +37,6 @@ ROLE_CODES = {
     "resolver": 4,
     "temperature": 5,
 }
-OIL_TEMPERATURE = 40.0  # °C; the plant model has no thermal state
 SUBSTEPS = 4  # RK4 substeps per 1 ms: see tests/sim/test_accuracy.py for the error it buys
 NOISE_BLOCK = 1024
 
@@ -44,8 +46,12 @@ def _sense(
     x,
     P,
     n,
+    t,
     role,
     joint,
+    err_gain,
+    err_offset,
+    err_drift,
     sigma,
     noise,
     mode,
@@ -76,7 +82,9 @@ def _sense(
         elif r == 4:
             y = x[j]
         else:
-            y = OIL_TEMPERATURE
+            y = x[5 * n]
+        # The true sensor: its own gain, offset and drift (the declared scaling ignores them).
+        y = y * (1.0 + err_gain[c]) + err_offset[c] + err_drift[c] * t
         k = sigma[c] * (burst[c] if mode[c] == F.NOISE_BURST else 1.0)
         y += k * noise[c]
         eng[c] = y
@@ -105,9 +113,12 @@ class SimBackend(Backend):
         self.profile = profile
         self.inputs = inputs
         self.outputs = outputs
-        self.true_params: PlantParams = plant_params(profile)
+        params, effects = sim_plant(profile)
+        self.true_params: PlantParams = params
+        self.true_effects: PlantEffects = effects
         self.period = profile.period
-        self._P = self.true_params.pack()
+        self._P = params.pack()
+        self._E = effects.pack(params)
         n = self.true_params.n
         self._n = n
         joints = [j.name for j in profile.joints]
@@ -116,6 +127,10 @@ class SimBackend(Backend):
             [joints.index(c.joint) if c.joint else 0 for c in inputs], dtype=np.int64
         )
         self._sigma = np.array([c.sim_noise for c in inputs])
+        errs = [c.sim_error for c in inputs]
+        self._err_gain = np.array([e.gain_error if e else 0.0 for e in errs])
+        self._err_offset = np.array([e.offset if e else 0.0 for e in errs])
+        self._err_drift = np.array([e.drift_per_hour / 3600.0 if e else 0.0 for e in errs])
         self._linear = np.array([isinstance(c.scaling, LinearScaling) for c in inputs])
         self._gain = np.array(
             [c.scaling.gain if isinstance(c.scaling, LinearScaling) else 1.0 for c in inputs]
@@ -155,13 +170,16 @@ class SimBackend(Backend):
         self._rng = np.random.default_rng(self._seed)
         self._noise = np.zeros((NOISE_BLOCK, len(inputs)))
         self._noise_row = NOISE_BLOCK
-        self._work = np.zeros((5, 5 * n))
-        assert profile.plant is not None  # plant_params() above raised otherwise
+        # State: [q, q̇, p⁺, p⁻, u] and the oil temperature (constant on the nominal plant).
+        self._work = np.zeros((5, 5 * n + 1))
+        truth = profile.backend.sim.plant  # type: ignore[union-attr]  # sim_plant() checked
+        assert truth is not None
         home = [
-            j.home_deg if pj.initial_deg is None else pj.initial_deg
-            for j, pj in zip(profile.joints, profile.plant.joints, strict=True)
+            j.home_deg if tj.initial_deg is None else tj.initial_deg
+            for j, tj in zip(profile.joints, truth.joints, strict=True)
         ]
-        self._x = dynamics.equilibrium_state(self.true_params, np.radians(home))
+        oil = effects.initial_c if effects.thermal else NOMINAL_OIL_C
+        self._x = np.append(dynamics.equilibrium_state(params, np.radians(home)), oil)
         self._t_plant: float | None = None
         self._open = False
 
@@ -209,8 +227,6 @@ class SimBackend(Backend):
     # ------------------------------------------------------------------ Backend interface
 
     def open(self) -> None:
-        if self.profile.plant is None:
-            raise BackendError("the simulated backend needs a [plant] section")
         self._open = True
 
     def read(self, t: float, raw_out: np.ndarray) -> BackendStatus:
@@ -230,8 +246,12 @@ class SimBackend(Backend):
             self._x,
             self._P,
             self._n,
+            self._t_plant,
             self._role,
             self._joint,
+            self._err_gain,
+            self._err_offset,
+            self._err_drift,
             self._sigma,
             self._noise[self._noise_row],
             self._mode,
@@ -281,11 +301,15 @@ class SimBackend(Backend):
             for j in range(self._n):
                 if not math.isnan(self._stuck_v[j]):
                     v[j] = self._stuck_v[j]
-        dynamics.integrate(self._x, v, self._P, self.period, SUBSTEPS, self._work)
+        dynamics.integrate_fx(self._x, v, self._P, self._E, self.period, SUBSTEPS, self._work)
         self._t_plant += self.period  # type: ignore[operator]
 
     # ------------------------------------------------------------------ ground truth
 
     def true_state(self) -> np.ndarray:
         """[q, q̇, p⁺, p⁻, u] (tests and benchmarks only)."""
-        return self._x.copy()
+        return self._x[: 5 * self._n].copy()
+
+    def true_oil_temperature(self) -> float:
+        """The oil temperature state T, °C (tests and benchmarks only)."""
+        return float(self._x[5 * self._n])
