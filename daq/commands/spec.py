@@ -96,10 +96,15 @@ STR = Arg("str (≤ 256 chars)", _short_str)
 OPT_STR = Arg("str (≤ 256 chars)", _short_str, required=False)
 #: A parameter file's text (daq.param_set parses it; a few kB in practice).
 MAX_PARAM_TEXT = 1 << 18
-PARAM_TEXT = Arg(
-    f"str (a parameter file's TOML text, ≤ {MAX_PARAM_TEXT} chars)",
-    lambda v: isinstance(v, str) and 0 < len(v) <= MAX_PARAM_TEXT,
-)
+
+
+def _param_text(v: Any) -> str | None:
+    if not isinstance(v, str):
+        return _got(v)
+    return None if 0 < len(v) <= MAX_PARAM_TEXT else f"got {len(v)} characters"
+
+
+PARAM_TEXT = Arg(f"str (a parameter file's TOML text, ≤ {MAX_PARAM_TEXT} chars)", _param_text)
 
 
 @dataclass(frozen=True)

@@ -76,10 +76,10 @@ def check_file(
         ]
     params = None
     if params_path is not None:
-        from daq.service import _load_params
+        from daq.param_set import read_param_set
 
         try:
-            params = _load_params(params_path, profile)
+            params = read_param_set(params_path, profile).params
         except (OSError, ValueError) as e:
             raise UsageError(f"--params {params_path}: {e}") from None
     names = [j.name for j in profile.joints]

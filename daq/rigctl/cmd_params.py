@@ -31,9 +31,6 @@ def register(subparsers: Any) -> None:
     sub = p.add_subparsers(dest="params_command", metavar="ACTION", required=True)
     load = sub.add_parser("load", help="load a parameter file into the running service")
     load.add_argument("file", type=Path, help="parameter file (TOML)")
-    load.add_argument(
-        "--profile", type=Path, default=None, help="also check the file against this profile"
-    )
     add_connection_options(load)
     add_json_option(load)
     load.set_defaults(func=run_load)
@@ -81,7 +78,8 @@ def check_against_profile(text: str, profile_path: Path) -> None:
 def run_load(args: argparse.Namespace) -> int:
     text = read_text(args.file)
     if args.profile is not None:
-        check_against_profile(text, args.profile)
+        # The connection's --profile (its [network]) is also the profile the file must fit.
+        check_against_profile(text, Path(args.profile))
     source = str(args.file.resolve())
     return call(args, "load_params", {"text": text, "source": source[-256:]}, show=_show_loaded)
 

@@ -51,6 +51,10 @@ def _run_name(v: Any) -> bool:
     return isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,63}", v) is not None
 
 
+def _param_text(v: Any) -> bool:
+    return isinstance(v, str) and 0 < len(v) <= 262144
+
+
 def _str_map(v: Any) -> bool:
     return isinstance(v, dict) and all(isinstance(k, str) for k in v)
 
@@ -68,6 +72,8 @@ DOC_COMMANDS: dict[str, dict[str, tuple[bool, Callable[[Any], bool]]]] = {
     "set_gains": {"joint": (True, _str256), "gains": (True, _gains)},
     "record_start": {"name": (False, _run_name), "note": (False, _str256)},
     "record_stop": {},
+    "load_params": {"text": (True, _param_text), "source": (False, _str256)},
+    "params": {},
 }
 
 

@@ -198,10 +198,12 @@ VALID_ARGS: dict[str, dict[str, Any]] = {
     "set_gains": {"joint": "j1", "gains": {"p": 2.0}},
     "record_start": {"name": "r1"},
     "record_stop": {},
+    "load_params": {"text": "[rig]\n"},
+    "params": {},
 }
 #: The commands that only read, written out here (not taken from the spec under test: a flipped
 #: `read_only` in daq/commands/spec.py must fail this file).
-READ_ONLY = {"status", "describe"}
+READ_ONLY = {"status", "describe", "params"}
 #: The safety decision (docs/protocol.md, "Security"): anyone trusted to watch the rig may stop
 #: it. A monitor key may therefore send `estop` besides the read-only commands; nothing else.
 MONITOR_MAY_ALSO = {"estop"}
