@@ -16,6 +16,7 @@ import numpy as np
 from controller.plant.params import PlantParams
 from estimator.batch import BatchResult, identify_run
 from estimator.models import load_models
+from estimator.datause import STATE_RUNNING
 from estimator.online import Estimate, OnlineIdentifier
 from estimator.report.runs import ReportError, RunData, measured
 from estimator.validation import ValidationResult, validate
@@ -80,8 +81,11 @@ def online_replay(
 ) -> tuple[Estimate, Convergence]:
     """Feed the analysed rows through an `OnlineIdentifier` in chunks of `sample_dt` of rig
     time, as telemetry would, sampling θ and σ after each chunk (the convergence curve)."""
-    ident = OnlineIdentifier(rd.profile, rd.run.meta["columns"])
     rows = rd.rows
+    state = rd.run.columns.index("state")
+    # A run recorded straight from a backend has no RUNNING rows: then every row is the data.
+    running = bool(np.any(rows[:, state] == STATE_RUNNING))
+    ident = OnlineIdentifier(rd.profile, rd.run.meta["columns"], running_only=running)
     step = max(1, round(sample_dt / rd.period))
     ts, thetas, sigmas = [], [], []
     for k in range(0, len(rows), step):
@@ -101,7 +105,14 @@ def batch_identify(rd: RunData) -> BatchResult:
     cfg = rd.profile.estimator
     models = load_models(None if cfg is None else cfg.model, rd.params)
     try:
-        return identify_run(rd.columns, rd.params, profile=rd.profile, models=models)
+        vt = rd.run.meta.get("virtual_time")
+        return identify_run(
+            rd.columns,
+            rd.params,
+            profile=rd.profile,
+            models=models,
+            virtual_time=vt if isinstance(vt, bool) else None,
+        )
     except ValueError as exc:
         raise ReportError(f"{rd.path.name}: batch identification failed: {exc}") from None
 

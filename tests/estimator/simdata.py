@@ -7,6 +7,7 @@ import numpy as np
 from daq.backends.sim.rig import SimRig
 from daq.profile.loader import load_profile
 from daq.sample_layout import SampleLayout
+from estimator.datause import STATE_RUNNING as RUNNING
 
 
 def excite(
@@ -49,5 +50,6 @@ def excite(
         eng = rig.step(v)
         rows[k, 0] = k
         rows[k, 1] = (k + 1) * profile.period
+        rows[k, 2] = RUNNING
         rows[k, eng0 : eng0 + len(inputs)] = eng
     return profile, layout, rows, rig
