@@ -181,7 +181,7 @@ def _ls(W: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
     """Least squares that never raises on rank deficiency: minimum-norm solution, σ² with the
     rank's degrees of freedom, covariance from the pseudo-inverse (∞ along a null direction
     is not representable, so callers flag those parameters instead: `fit_model`)."""
-    theta, _, rank, sv = np.linalg.lstsq(W, Y, rcond=None)
+    theta, _, rank, _ = np.linalg.lstsq(W, Y, rcond=None)
     res = Y - W @ theta
     dof = max(W.shape[0] - int(rank), 1)
     s2 = float(res @ res / dof)
@@ -463,8 +463,15 @@ def identify_run(
         y = np.concatenate([p[1] for p in parts])
         groups = np.concatenate(labels) if jackknife_s > 0 else None
         not_excited = [nm for j, _ in still for nm in joint_parameters(mdl.names, j, nj)]
-        fit = fit_model(mdl, Phi, y, rank_tol, block=max(1, round(block_s * fs / nd)),
-                        groups=groups, still=not_excited)
+        fit = fit_model(
+            mdl,
+            Phi,
+            y,
+            rank_tol,
+            block=max(1, round(block_s * fs / nd)),
+            groups=groups,
+            still=not_excited,
+        )
         fit.warnings += _fit_warnings(fit, still)
         fits.append(fit)
         used.append((fc, nd))

@@ -15,8 +15,8 @@ import numpy as np
 
 from controller.plant.params import PlantParams
 from estimator.batch import BatchResult, identify_run
-from estimator.models import load_models
 from estimator.datause import STATE_RUNNING
+from estimator.models import load_models
 from estimator.online import Estimate, OnlineIdentifier
 from estimator.report.runs import ReportError, RunData, measured
 from estimator.validation import ValidationResult, validate
