@@ -66,6 +66,8 @@ class ModelFit:
     identifiable: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     #: Sentences for the user (weak directions in words, model mismatch).
     warnings: list[str] = field(default_factory=list)
+    #: κ of each output equation's residuals alone.
+    output_correlation: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -281,7 +283,9 @@ def fit_model(
     w = np.repeat(1.0 / sig_j, r)
     Ww, Yw = W * w[:, None], Y * w
     th_w, _, _ = _ls(Ww, Yw)
-    kappa = correlation_factor((Yw - Ww @ th_w).reshape(m, r).T, block)
+    res_w = (Yw - Ww @ th_w).reshape(m, r).T
+    kappa = correlation_factor(res_w, block)
+    kappa_j = [correlation_factor(res_w[:, j : j + 1], block) for j in range(m)]
     # --- identifiability against the noise (normalised units: θ_n = θ/scale)
     _, sv, Vt = np.linalg.svd(Ww, full_matrices=False)
     prior = None if model.truth is None else np.asarray(model.truth, dtype=float) / scale
@@ -339,6 +343,7 @@ def fit_model(
         truth=None if model.truth is None else np.asarray(model.truth),
         correlation=kappa,
         identifiable=free,
+        output_correlation=kappa_j,
     )
 
 
@@ -386,7 +391,7 @@ def identify_run(
     rank_tol: float | None = None,
     fuse_angles: bool = True,
     block_s: float = 1.0,
-    jackknife_s: float = 5.0,
+    jackknife_groups: int = 16,
     running_only: bool | None = None,
     virtual_time: bool | None = None,
 ) -> BatchResult:
@@ -397,8 +402,8 @@ def identify_run(
     Rows outside RUNNING (`running_only`; None = only if the run has RUNNING rows), with a
     fault or interlock flag are left out, and the data is cut into blocks at every gap in `t`
     or `seq` (`estimator.datause`); each block is filtered on its own and trimmed by `trim_s`
-    (None = 4/corner) at both ends, so no filter or derivative crosses a gap. `jackknife_s`:
-    length of the stretches of the block jackknife (0 = none).
+    (None = 4/corner) at both ends, so no filter or derivative crosses a gap.
+    `jackknife_groups`: equal stretches of the used data for the block jackknife (0 = none).
     """
     fs = profile.rig.loop_rate_hz
     nj = len(profile.joints)
@@ -442,7 +447,7 @@ def identify_run(
             raise ValueError(f"model '{mdl.name}': cutoff {fc} Hz outside (0, {fs / 2})")
         nd = decimation if decimation is not None else max(1, int(0.4 * fs / fc))
         trim = int((4.0 / fc if trim_s is None else trim_s) * fs)
-        parts, labels = [], []
+        parts = []
         for b in all_blocks:
             if b.stop - b.start <= 2 * trim + 30 * nd:
                 continue
@@ -451,9 +456,6 @@ def identify_run(
                 continue
             rows_used[b.start + trim : b.stop - trim] = True
             parts.append((Phi_b, y_b))
-            # Jackknife stretches: `jackknife_s` of decimated rows, counted in rig time.
-            t_b = b.start / fs + np.arange(Phi_b.shape[0]) * nd / fs
-            labels.append(np.floor(t_b / jackknife_s) if jackknife_s > 0 else t_b * 0.0)
         if not parts:
             raise ValueError(
                 f"model '{mdl.name}': no block of usable data is long enough "
@@ -461,7 +463,8 @@ def identify_run(
             )
         Phi = np.concatenate([p[0] for p in parts])
         y = np.concatenate([p[1] for p in parts])
-        groups = np.concatenate(labels) if jackknife_s > 0 else None
+        r = Phi.shape[0]
+        groups = (np.arange(r) * jackknife_groups) // r if jackknife_groups > 0 else None
         not_excited = [nm for j, _ in still for nm in joint_parameters(mdl.names, j, nj)]
         fit = fit_model(
             mdl,
@@ -472,7 +475,7 @@ def identify_run(
             groups=groups,
             still=not_excited,
         )
-        fit.warnings += _fit_warnings(fit, still)
+        fit.warnings += _fit_warnings(fit, still, nj)
         fits.append(fit)
         used.append((fc, nd))
     use.used = int(np.count_nonzero(rows_used))
@@ -483,8 +486,37 @@ def identify_run(
     return BatchResult(fits=fits, fs=fs, conditioning=used, data=use, warnings=warnings)
 
 
-def _fit_warnings(fit: ModelFit, still: Sequence[tuple[int, float]]) -> list[str]:
+#: Residuals whose correlation factor κ exceeds this are "far from white": after decimation
+#: the noise part is white (κ ≈ 1 measured on the nominal simulator), so what remains is a
+#: model that does not explain the data — a gain error, a wrong sensor, unmodelled dynamics.
+KAPPA_MISMATCH = 10.0
+
+
+def output_labels(fit: ModelFit, nj: int) -> list[str]:
+    """Names of a model's output equations (reference models; 'equation k' otherwise)."""
+    m = len(fit.output_correlation)
+    if fit.name == "mechanical" and m == nj:
+        return [f"torque {j + 1}" for j in range(nj)]
+    if fit.name == "fluid" and m == 2 * nj:
+        return [f"{side} flow {j + 1}" for j in range(nj) for side in ("cap", "rod")]
+    return [f"equation {k + 1}" for k in range(m)]
+
+
+def _fit_warnings(fit: ModelFit, still: Sequence[tuple[int, float]], nj: int) -> list[str]:
     out = []
+    labels = output_labels(fit, nj)
+    bad = [
+        f"{lab} (κ = {k:.0f})"
+        for lab, k in zip(labels, fit.output_correlation, strict=True)
+        if k > KAPPA_MISMATCH
+    ]
+    if bad:
+        measured = [nm for nm, ok in zip(fit.names, fit.identifiable, strict=True) if ok]
+        out.append(
+            f"the {fit.name} model does not explain the data: residuals far from white on "
+            f"{', '.join(bad)}; {', '.join(measured)} are conditional on the model (a sensor "
+            "gain or offset error, or dynamics the model lacks, bias them beyond their σ)"
+        )
     flagged = [nm for nm, ok in zip(fit.names, fit.identifiable, strict=True) if not ok]
     if flagged:
         why = []

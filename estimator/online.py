@@ -249,7 +249,7 @@ class OnlineIdentifier:
                 truth.append(np.asarray(c.model.truth))
             else:
                 truth = None
-        self.data.used = min(c.rls.samples for c in self.chains)
+        self.data.used = max(c.rls.samples for c in self.chains)
         self.data.short_block = max(
             0, self.data.rows - self.data.not_running - self.data.faulted - self.data.used
         )
