@@ -68,6 +68,8 @@ class ModelFit:
     warnings: list[str] = field(default_factory=list)
     #: κ of each output equation's residuals alone.
     output_correlation: list[float] = field(default_factory=list)
+    #: Per parameter: disagreement between single-equation estimates in σ (batch.py).
+    disagreement_z: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 @dataclass
@@ -240,6 +242,45 @@ def jackknife_variance(
     return (G - 1) / G * np.sum((est - est.mean(axis=0)) ** 2, axis=0)
 
 
+def equation_disagreement(
+    Ww: np.ndarray, Yw: np.ndarray, m: int, free: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per parameter: the largest disagreement between its estimates from single output
+    equations, and that disagreement in units of its own σ (0 where it is in < 2 equations).
+
+    Independent equations sharing a parameter (1/b in every chamber's flow equation, R12 in
+    both torque equations) must agree on it if the model holds; a gain error on one sensor
+    makes them disagree — bias the data reveal (issue 13, item 3), which the pooled fit hides
+    as a compromise with a small σ."""
+    r = Ww.shape[0] // m
+    n = Ww.shape[1]
+    est: list[list[tuple[float, float]]] = [[] for _ in range(n)]
+    for j in range(m):
+        Wj, Yj = Ww[j * r : (j + 1) * r], Yw[j * r : (j + 1) * r]
+        norms = np.linalg.norm(Wj, axis=0)
+        cols = np.flatnonzero(free & (norms > 1e-9 * max(float(norms.max()), 1e-300)))
+        if cols.size == 0 or r <= cols.size:
+            continue
+        th, _, cov = _ls(Wj[:, cols], Yj)
+        for k, c in enumerate(cols):
+            est[c].append((float(th[k]), float(np.sqrt(max(cov[k, k], 0.0)))))
+    spread = np.zeros(n)
+    zscore = np.zeros(n)
+    for c, e in enumerate(est):
+        if len(e) < 2:
+            continue
+        vals = np.array([v for v, _ in e])
+        sig = np.array([s for _, s in e])
+        i, k = int(np.argmax(vals)), int(np.argmin(vals))
+        spread[c] = vals[i] - vals[k]
+        zscore[c] = spread[c] / max(float(np.hypot(sig[i], sig[k])), 1e-300)
+    return spread, zscore
+
+
+#: Equations disagreeing on a shared parameter by more than this many σ reveal a bias.
+DISAGREEMENT_Z = 4.0
+
+
 #: A parameter whose 3σ from the data alone exceeds this fraction of its size is not measured
 #: by the run (issue 13, item 2): it is fixed at the prior and flagged.
 RESOLVE_FRACTION = 0.05
@@ -322,6 +363,12 @@ def fit_model(
             cov_f = cov_f * np.outer(infl, infl)
         idx = np.flatnonzero(free)
         cov_n[np.ix_(idx, idx)] = cov_f
+    spread, zscore = equation_disagreement(Ww, Yw, m, free) if m > 1 else (np.zeros(n),) * 2
+    revealed = zscore > DISAGREEMENT_Z
+    if revealed.any():
+        # Half the spread is the least bias one of the equations carries: into σ it goes.
+        extra = np.where(revealed, (0.5 * spread) ** 2, 0.0)
+        cov_n = cov_n + np.diag(extra)
     theta = theta_n * scale
     cov = cov_n * S
     sp = sigma_pct(theta, cov)
@@ -344,6 +391,7 @@ def fit_model(
         correlation=kappa,
         identifiable=free,
         output_correlation=kappa_j,
+        disagreement_z=zscore,
     )
 
 
@@ -516,6 +564,18 @@ def _fit_warnings(fit: ModelFit, still: Sequence[tuple[int, float]], nj: int) ->
             f"the {fit.name} model does not explain the data: residuals far from white on "
             f"{', '.join(bad)}; {', '.join(measured)} are conditional on the model (a sensor "
             "gain or offset error, or dynamics the model lacks, bias them beyond their σ)"
+        )
+    split = [
+        f"{nm} ({z:.0f}σ)"
+        for nm, z in zip(fit.names, fit.disagreement_z, strict=True)
+        if z > DISAGREEMENT_Z
+    ]
+    if split:
+        measured = [nm for nm, ok in zip(fit.names, fit.identifiable, strict=True) if ok]
+        out.append(
+            f"the {fit.name} model's output equations disagree on {', '.join(split)}: a "
+            "sensor error (gain, offset) or a model error; its σ is widened by the "
+            f"disagreement, and {', '.join(measured)} are conditional on the model"
         )
     flagged = [nm for nm, ok in zip(fit.names, fit.identifiable, strict=True) if not ok]
     if flagged:
