@@ -366,8 +366,15 @@ def fit_model(
     spread, zscore = equation_disagreement(Ww, Yw, m, free) if m > 1 else (np.zeros(n),) * 2
     revealed = zscore > DISAGREEMENT_Z
     if revealed.any():
-        # Half the spread is the least bias one of the equations carries: into σ it goes.
-        extra = np.where(revealed, (0.5 * spread) ** 2, 0.0)
+        # Half the spread is the least bias one of the equations carries: into σ it goes, and
+        # into every parameter fitted jointly with it, by how far the fit carries it along
+        # (regression of θ_j on θ_c: Cov_jc/Var_c per unit of bias in θ_c).
+        var = np.diag(cov_n).copy()
+        extra = np.zeros(n)
+        for c in np.flatnonzero(revealed):
+            if var[c] <= 0.0:
+                continue
+            extra += (cov_n[:, c] / var[c] * 0.5 * spread[c]) ** 2
         cov_n = cov_n + np.diag(extra)
     theta = theta_n * scale
     cov = cov_n * S
@@ -505,10 +512,9 @@ def identify_run(
             rows_used[b.start + trim : b.stop - trim] = True
             parts.append((Phi_b, y_b))
         if not parts:
-            raise ValueError(
-                f"model '{mdl.name}': no block of usable data is long enough "
-                f"(> {(2 * trim + 30 * nd) / fs:.2f} s between gaps); {use.summary(1.0 / fs)}"
-            )
+            fits.append(_prior_fit(mdl, use.summary(1.0 / fs)))
+            used.append((fc, nd))
+            continue
         Phi = np.concatenate([p[0] for p in parts])
         y = np.concatenate([p[1] for p in parts])
         r = Phi.shape[0]
@@ -532,6 +538,37 @@ def identify_run(
     for f in fits:
         warnings += f.warnings
     return BatchResult(fits=fits, fs=fs, conditioning=used, data=use, warnings=warnings)
+
+
+def _prior_fit(model: LinearModel, why: str) -> ModelFit:
+    """A model the run gave no equation for: every parameter at the prior, flagged."""
+    n = model.n_params
+    theta = np.zeros(n) if model.truth is None else np.asarray(model.truth, dtype=float)
+    fit = ModelFit(
+        name=model.name,
+        names=list(model.names),
+        theta_ls=theta.copy(),
+        theta=theta.copy(),
+        cov=np.zeros((n, n)),
+        sigma_pct=np.full(n, np.nan),
+        sigma_pct_ls=np.full(n, np.nan),
+        residual_var=float("nan"),
+        equation_sigma=np.full(model.n_outputs, np.nan),
+        singular_values=np.zeros(n),
+        condition=float("inf"),
+        unidentifiable=list(model.names),
+        rows=0,
+        truth=None if model.truth is None else np.asarray(model.truth),
+        identifiable=np.zeros(n, dtype=bool),
+        output_correlation=[1.0] * model.n_outputs,
+        disagreement_z=np.zeros(n),
+    )
+    fit.warnings.append(
+        f"the {model.name} model got no usable equation from this run (no stretch of data long "
+        f"enough where it holds; {why}): {', '.join(model.names)} are the profile's values, "
+        "not measured"
+    )
+    return fit
 
 
 #: Residuals whose correlation factor κ exceeds this are "far from white": after decimation
