@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -139,7 +140,7 @@ class _FakeSession:
     """Stands in for `RigSession`: hands out pre-recorded runs, writes the estimator's parameter
     file from them, and faults the rig where the test says (issue 13, item 5)."""
 
-    runs: dict[str, Path] = {}
+    runs: ClassVar[dict[str, Path]] = {}
     fault_in: str = "validation"  # "identification" or "validation"
 
     def __init__(self, profile: Path, out: Path, *, virtual_time: bool) -> None:
