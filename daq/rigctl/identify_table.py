@@ -68,7 +68,9 @@ def rows_from(
             ParameterRow(
                 name=name,
                 truth=None if truth is None else float(truth[i]),
-                online=None if online is None else float(online[0][i]),
+                # A parameter the run did not excite is the prior in both columns: the online
+                # RLS's number for it is whatever its diffuse start drifted to, not a measurement.
+                online=None if online is None else float(online[0][i] if ok else batch[i]),
                 online_sigma_pct=None if on_sigma is None or not ok else float(on_sigma[i]),
                 batch=float(batch[i]),
                 batch_sigma_pct=float(batch_sigma_pct[i]) if ok else math.nan,
