@@ -165,7 +165,10 @@ def parameter_table(data: ReportData) -> list[dict[str, Any]]:
             "batch_sigma_pct": float(b.sigma_pct[i]),
             "online": None if j is None else float(o.theta[j]),
             "online_sigma_pct": None if j is None else float(o.sigma_pct[j]),
+            "identifiable": bool(b.identifiable[i]),
         }
+        if not row["identifiable"]:  # the prior in both columns (estimator.batch.fit_model)
+            row["online"], row["online_sigma_pct"] = row["batch"], None
         if data.truth is not None:
             tr = float(data.truth[i])
             row["truth"] = tr
