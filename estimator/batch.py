@@ -262,8 +262,8 @@ def equation_disagreement(
         if cols.size == 0 or r <= cols.size:
             continue
         th, _, cov = _ls(Wj[:, cols], Yj)
-        for k, c in enumerate(cols):
-            est[c].append((float(th[k]), float(np.sqrt(max(cov[k, k], 0.0)))))
+        for k, col in enumerate(cols):
+            est[int(col)].append((float(th[k]), float(np.sqrt(max(cov[k, k], 0.0)))))
     spread = np.zeros(n)
     zscore = np.zeros(n)
     for c, e in enumerate(est):

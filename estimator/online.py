@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -272,7 +272,7 @@ class OnlineIdentifier:
             truth=None if truth is None else np.concatenate(truth),
             history_t=np.asarray(self._hist_t),
             history_theta=np.asarray(self._hist_theta),
-            data=DataUse(**{k: v for k, v in self.data.as_dict().items() if k != "dropped"}),
+            data=replace(self.data),
         )
 
 

@@ -54,7 +54,7 @@ def rows_from(
     `identifiable` (batch analysis of the same data; None = all): a parameter the run did not
     excite has no %σ, online or batch — it is the profile's value, not a measurement."""
     rows = []
-    on_sigma: Sequence[float] | None = None
+    on_sigma: np.ndarray | None = None
     if online is not None:
         on_sigma, batch_sigma_pct = widened_sigma_pct(
             np.asarray(online[0], dtype=float),
