@@ -20,9 +20,16 @@ Steps per model (Gautier §II; the same models as online, `estimator.models`):
   4. OLS (eq. 15), σ² (eq. 17), Cov (eq. 18), %σ (eq. 19); then WLS weighting each output
      equation by 1/σ_j from the OLS residuals of that equation (eq. 20–21), its covariance
      multiplied by the residual correlation factor κ ≥ 1 (`correlation_factor`, as online);
-  5. identifiability by SVD of the observation matrix in normalised units (UBC thesis §4.3.5):
-     singular values, condition number, and the parameter combinations of the directions whose
-     singular value is below `rank_tol`·σ_max (unidentifiable).
+  5. identifiability against the noise (`fit_model`): a singular direction of the weighted
+     observation matrix that the data resolve only to more than 5 % of a parameter's size
+     (3σ), and the parameters of a joint that barely moved, are fixed at the prior (the
+     profile's value) and flagged — never printed as measured; exact rank deficiency is one
+     such case, not a crash;
+  6. error bars: κσ²P, widened by a block jackknife over 16 stretches of the run and by any
+     disagreement between output equations on a shared parameter (bias the data reveal);
+     warnings when residuals are far from white or equations disagree (model mismatch).
+Rows outside RUNNING or with a fault/interlock flag are left out and the run is cut into
+blocks at every jump in `t` or `seq`; each block is filtered on its own (`estimator.datause`).
 """
 
 from __future__ import annotations
