@@ -95,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
         print(result["table"])
         for note in result.get("notes", []):
             print(f"note: {note}")
+        if result.get("data_summary"):
+            print(f"data: {result['data_summary']}")
         for w in result["warnings"]:
             print(f"warning: {w}")
         if result.get("report"):
@@ -121,7 +123,12 @@ def _offline(run_path: Path, profile_path: str | None) -> dict[str, Any]:
     rows = rows_from(
         batch.names, None, batch.theta, batch.sigma_pct, truth, identifiable=batch.identifiable
     )
-    extra = {"run": str(run_path), "data": batch.data.as_dict(), "notes": data.notes}
+    extra = {
+        "run": str(run_path),
+        "data": batch.data.as_dict(),
+        "data_summary": batch.data.summary(1.0 / batch.fs),
+        "notes": data.notes,
+    }
     return _result(rows, extra, online=False, warnings=list(batch.warnings))
 
 
@@ -232,6 +239,7 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         "online_param_file": str(s.param_file),
         "online_samples": online.get("samples"),
         "data": batch.data.as_dict(),
+        "data_summary": batch.data.summary(1.0 / batch.fs),
         "fault_after": fault_after,
         "notes": data.notes,
     }

@@ -103,6 +103,8 @@ def test_identify_recorded_run_table(short_run: Path, capsys: pytest.CaptureFixt
     text = capsys.readouterr().out
     assert text.splitlines()[0].split()[:3] == ["parameter", "true", "batch"]
     assert "batch: max |error|" in text and "R12" in text
+    data = next(ln for ln in text.splitlines() if ln.startswith("data: "))
+    assert "used" in data and "rows" in data
 
 
 def test_identify_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
