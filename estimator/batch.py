@@ -46,6 +46,7 @@ from daq.profile.schema import Profile
 from estimator.angles import AngleFusion
 from estimator.chain import N_SIGNALS, sample_from
 from estimator.datause import STATE_RUNNING, DataUse, blocks, classify
+from estimator.jackknife import inflate, jackknife_from_normal
 from estimator.models import LinearModel, Sample, evaluate, reference_models, static_sample
 from estimator.online import ROLE_SLOT
 from estimator.rls import sigma_pct
@@ -222,31 +223,13 @@ def correlation_factor(res: np.ndarray, block: int) -> float:
     return max(1.0, block * float(np.mean(means**2)) / var)
 
 
-def jackknife_variance(
-    W: np.ndarray, Y: np.ndarray, groups: np.ndarray, theta: np.ndarray
-) -> np.ndarray | None:
-    """Delete-one-group (block) jackknife variance of the LS estimate, per parameter.
-
-    Groups are contiguous stretches of the run, so the scatter of the leave-one-out estimates
-    carries whatever the white-residual formula misses: correlated residuals, and bias that
-    changes along the run (one part of the trajectory disagreeing with another). None with
-    fewer than eight groups or when a leave-one-out system is singular."""
+def jackknife_variance(W: np.ndarray, Y: np.ndarray, groups: np.ndarray) -> np.ndarray | None:
+    """Block jackknife variance of the LS estimate of (W, Y) over the labelled `groups`
+    (`estimator.jackknife`)."""
     labels = np.unique(groups)
-    G = len(labels)
-    if G < 8:
-        return None
-    A = W.T @ W
-    b = W.T @ Y
-    est = np.empty((G, W.shape[1]))
-    for k, g in enumerate(labels):
-        sel = groups == g
-        Wg = W[sel]
-        try:
-            est[k] = np.linalg.solve(A - Wg.T @ Wg, b - Wg.T @ Y[sel])
-        except np.linalg.LinAlgError:
-            return None
-    del theta  # the jackknife centres on the mean of the leave-one-out estimates
-    return (G - 1) / G * np.sum((est - est.mean(axis=0)) ** 2, axis=0)
+    A = np.stack([W[groups == g].T @ W[groups == g] for g in labels])
+    b = np.stack([W[groups == g].T @ Y[groups == g] for g in labels])
+    return jackknife_from_normal(A, b)
 
 
 def equation_disagreement(
@@ -364,10 +347,8 @@ def fit_model(
         cov_f = kappa * cov_f
         # Block jackknife: the data's own word on the scatter (correlated residuals, bias that
         # varies along the run); σ² is the larger of it and κσ²P (Gautier eq. 18 × κ).
-        vj = None if G is None else jackknife_variance(Ww[:, free], Yf, G, th_f)
-        if vj is not None:
-            infl = np.sqrt(np.maximum(1.0, vj / np.maximum(np.diag(cov_f), 1e-300)))
-            cov_f = cov_f * np.outer(infl, infl)
+        vj = None if G is None else jackknife_variance(Ww[:, free], Yf, G)
+        cov_f = inflate(cov_f, vj)
         idx = np.flatnonzero(free)
         cov_n[np.ix_(idx, idx)] = cov_f
     spread, zscore = equation_disagreement(Ww, Yw, m, free) if m > 1 else (np.zeros(n),) * 2
