@@ -437,6 +437,7 @@ def identify_run(
     jackknife_groups: int = 16,
     running_only: bool | None = None,
     virtual_time: bool | None = None,
+    segments: Sequence[slice] | None = None,
 ) -> BatchResult:
     """IDIM-LS/WLS of every model on a recorded run (see the module docstring).
 
@@ -447,6 +448,7 @@ def identify_run(
     or `seq` (`estimator.datause`); each block is filtered on its own and trimmed by `trim_s`
     (None = 4/corner) at both ends, so no filter or derivative crosses a gap.
     `jackknife_groups`: equal stretches of the used data for the block jackknife (0 = none).
+    `segments` (row slices): use only these rows; the rest count as outside the experiment.
     """
     fs = profile.rig.loop_rate_hz
     nj = len(profile.joints)
@@ -461,6 +463,13 @@ def identify_run(
         st = columns.get("state")
         running_only = st is not None and bool(np.any(np.asarray(st) == STATE_RUNNING))
     cls = classify(columns, 1.0 / fs, running_only=running_only)
+    if segments is not None:
+        inside = np.zeros(raw.shape[0], dtype=bool)
+        for seg in segments:
+            inside[seg] = True
+        cls.not_running += int(np.count_nonzero(cls.good & ~inside))
+        cls.breaks |= np.r_[False, ~inside[:-1]] & inside
+        cls.good &= inside
     finite = np.all(np.isfinite(raw), axis=1)
     use = DataUse(
         rows=raw.shape[0],

@@ -62,7 +62,7 @@ class DataUse:
         clock = {None: "", True: "virtual time; ", False: "real time; "}[self.virtual_time]
         parts = [f"{clock}used {self.used} of {self.rows} rows ({self.used * period:.1f} s)"]
         why = [
-            (self.not_running, "outside RUNNING"),
+            (self.not_running, "outside RUNNING (or the segments given)"),
             (self.faulted, "with a fault or interlock flag"),
             (self.non_finite, "with a non-finite value"),
             (self.short_block, "in filter start-up after a break or in too short a block"),

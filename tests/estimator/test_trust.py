@@ -184,6 +184,15 @@ def test_rows_outside_running_are_left_out_online(sim1dof_run) -> None:
     assert est.models["mechanical"]["samples"] <= len(rows) - 3000
 
 
+def test_batch_uses_only_the_segments_it_is_told(sim1dof_run) -> None:
+    profile, layout, clean = sim1dof_run
+    segs = [slice(0, 9000), slice(11000, 20000)]
+    res = identify_run(_cols(layout, clean), plant_params(profile), profile=profile, segments=segs)
+    assert res.data.not_running == 2000 and res.data.used <= 18000
+    err = np.abs(res.theta - res.truth) / np.abs(res.truth)
+    assert err.max() < 0.005
+
+
 def test_no_motion_is_refused_with_a_clear_message(sim1dof_run) -> None:
     profile, layout, clean = sim1dof_run
     cols = _cols(layout, clean.copy())
