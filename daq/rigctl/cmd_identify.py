@@ -199,19 +199,22 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         )
         s.stop_estimator()  # writes the parameter file; the validation run stays unseen
         val_run = None
+        # From here on the identification is done: a refusal or fault (the rig may trip at
+        # any moment after the experiment) costs the validation, never the result.
         if validation is not None and fault_after is None:
-            val_run = Path(s.command("record_start", {"name": "validation"})["path"])
-            _say(progress, f"validation run '{validation.get('name', '')}'")
             try:
+                val_run = Path(s.command("record_start", {"name": "validation"})["path"])
+                _say(progress, f"validation run '{validation.get('name', '')}'")
                 s.run_experiment(validation, timeout=3600.0)
             except SessionError as exc:
                 fault_after = f"during the validation run: {exc}"
                 val_run = None
             s.request("record_stop")
-        if fault_after is None:
+        try:
             s.command("disarm")
-        else:
-            s.request("disarm")  # best effort: a latched fault already nulled the valves
+        except SessionError as exc:
+            # Best effort after a fault: a latched fault already nulled the valves.
+            fault_after = fault_after or f"on disarm: {exc}"
     if fault_after is not None:
         _say(progress, f"the rig faulted after the experiment: {fault_after}")
         warnings.append(

@@ -161,8 +161,10 @@ class _FakeSession:
         self.log.append(cmd)
         if cmd == "record_start":
             return {"ok": True, "path": str(self.runs[args["name"]])}
-        if cmd == "disarm":
-            raise AssertionError("disarm must be best effort after a fault (request, not command)")
+        if cmd == "disarm" and self.experiments > 1:
+            from daq.rigctl.session import SessionError
+
+            raise SessionError("disarm refused (invalid_state): FAULT is latched")
         return {"ok": True}
 
     def request(self, cmd: str, args: dict | None = None) -> dict:
