@@ -20,9 +20,16 @@ Steps per model (Gautier §II; the same models as online, `estimator.models`):
   4. OLS (eq. 15), σ² (eq. 17), Cov (eq. 18), %σ (eq. 19); then WLS weighting each output
      equation by 1/σ_j from the OLS residuals of that equation (eq. 20–21), its covariance
      multiplied by the residual correlation factor κ ≥ 1 (`correlation_factor`, as online);
-  5. identifiability by SVD of the observation matrix in normalised units (UBC thesis §4.3.5):
-     singular values, condition number, and the parameter combinations of the directions whose
-     singular value is below `rank_tol`·σ_max (unidentifiable).
+  5. identifiability against the noise (`fit_model`): a singular direction of the weighted
+     observation matrix that the data resolve only to more than 5 % of a parameter's size
+     (3σ), and the parameters of a joint that barely moved, are fixed at the prior (the
+     profile's value) and flagged — never printed as measured; exact rank deficiency is one
+     such case, not a crash;
+  6. error bars: κσ²P, widened by a block jackknife over 16 stretches of the run and by any
+     disagreement between output equations on a shared parameter (bias the data reveal);
+     warnings when residuals are far from white or equations disagree (model mismatch).
+Rows outside RUNNING or with a fault/interlock flag are left out and the run is cut into
+blocks at every jump in `t` or `seq`; each block is filtered on its own (`estimator.datause`).
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ from controller.plant.params import PlantParams
 from daq.profile.schema import Profile
 from estimator.angles import AngleFusion
 from estimator.chain import N_SIGNALS, sample_from
+from estimator.datause import STATE_RUNNING, DataUse, blocks, classify
+from estimator.jackknife import inflate, jackknife_from_normal
 from estimator.models import LinearModel, Sample, evaluate, reference_models, static_sample
 from estimator.online import ROLE_SLOT
 from estimator.rls import sigma_pct
@@ -61,6 +70,14 @@ class ModelFit:
     truth: np.ndarray | None = None
     #: κ ≥ 1 applied to the WLS covariance: residual correlation left after decimation.
     correlation: float = 1.0
+    #: Per parameter: measured by this run (False: fixed at the prior, %σ NaN; see fit_model).
+    identifiable: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    #: Sentences for the user (weak directions in words, model mismatch).
+    warnings: list[str] = field(default_factory=list)
+    #: κ of each output equation's residuals alone.
+    output_correlation: list[float] = field(default_factory=list)
+    #: Per parameter: disagreement between single-equation estimates in σ (batch.py).
+    disagreement_z: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 @dataclass
@@ -69,7 +86,12 @@ class BatchResult:
     fs: float
     #: (cutoff Hz, decimation factor) used for each model, in `fits` order.
     conditioning: list[tuple[float, int]]
+    #: Rows used and left out, and why (estimator.datause).
+    data: DataUse = field(default_factory=DataUse)
+    #: Everything the user must read before trusting the numbers (plain sentences).
+    warnings: list[str] = field(default_factory=list)
     names: list[str] = field(init=False)
+    identifiable: np.ndarray = field(init=False)
     theta: np.ndarray = field(init=False)
     sigma_pct: np.ndarray = field(init=False)
     truth: np.ndarray | None = field(init=False)
@@ -78,6 +100,7 @@ class BatchResult:
         self.names = [n for f in self.fits for n in f.names]
         self.theta = np.concatenate([f.theta for f in self.fits])
         self.sigma_pct = np.concatenate([f.sigma_pct for f in self.fits])
+        self.identifiable = np.concatenate([f.identifiable for f in self.fits])
         truths = [f.truth for f in self.fits]
         self.truth = None if any(t is None for t in truths) else np.concatenate(truths)  # type: ignore[arg-type]
 
@@ -167,11 +190,14 @@ def _valid_rows(model: LinearModel, raw: np.ndarray, nj: int, halfwidth: int) ->
 
 
 def _ls(W: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
-    theta, *_ = np.linalg.lstsq(W, Y, rcond=None)
+    """Least squares that never raises on rank deficiency: minimum-norm solution, σ² with the
+    rank's degrees of freedom, covariance from the pseudo-inverse (∞ along a null direction
+    is not representable, so callers flag those parameters instead: `fit_model`)."""
+    theta, _, rank, _ = np.linalg.lstsq(W, Y, rcond=None)
     res = Y - W @ theta
-    dof = W.shape[0] - W.shape[1]
+    dof = max(W.shape[0] - int(rank), 1)
     s2 = float(res @ res / dof)
-    cov = s2 * np.linalg.inv(W.T @ W)
+    cov = s2 * np.linalg.pinv(W.T @ W, hermitian=True)
     return theta, s2, cov
 
 
@@ -182,9 +208,12 @@ def correlation_factor(res: np.ndarray, block: int) -> float:
     Decimation whitens the noise, not the colored part of the residual (equation error from
     sensor noise in the regressors, unmodelled dynamics), whose long-run variance is what the
     estimate feels. Same batch-means estimate as online (`estimator.chain`); 1 with fewer than
-    eight blocks per equation. Never below 1: anti-correlated residuals are not credited."""
+    eight blocks per equation (or `block` < 1). Never below 1: anti-correlated residuals are
+    not credited."""
+    if block < 1:
+        return 1.0
     nb = res.shape[0] // block
-    if block < 1 or nb < 8:
+    if nb < 8:
         return 1.0
     full = res[: nb * block]
     means = full.reshape(nb, block, -1).mean(axis=1)
@@ -194,21 +223,88 @@ def correlation_factor(res: np.ndarray, block: int) -> float:
     return max(1.0, block * float(np.mean(means**2)) / var)
 
 
+def jackknife_variance(W: np.ndarray, Y: np.ndarray, groups: np.ndarray) -> np.ndarray | None:
+    """Block jackknife variance of the LS estimate of (W, Y) over the labelled `groups`
+    (`estimator.jackknife`)."""
+    labels = np.unique(groups)
+    A = np.stack([W[groups == g].T @ W[groups == g] for g in labels])
+    b = np.stack([W[groups == g].T @ Y[groups == g] for g in labels])
+    return jackknife_from_normal(A, b)
+
+
+def equation_disagreement(
+    Ww: np.ndarray, Yw: np.ndarray, m: int, free: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per parameter: the largest disagreement between its estimates from single output
+    equations, and that disagreement in units of its own σ (0 where it is in < 2 equations).
+
+    Independent equations sharing a parameter (1/b in every chamber's flow equation, R12 in
+    both torque equations) must agree on it if the model holds; a gain error on one sensor
+    makes them disagree — bias the data reveal (issue 13, item 3), which the pooled fit hides
+    as a compromise with a small σ."""
+    r = Ww.shape[0] // m
+    n = Ww.shape[1]
+    est: list[list[tuple[float, float]]] = [[] for _ in range(n)]
+    for j in range(m):
+        Wj, Yj = Ww[j * r : (j + 1) * r], Yw[j * r : (j + 1) * r]
+        norms = np.linalg.norm(Wj, axis=0)
+        cols = np.flatnonzero(free & (norms > 1e-9 * max(float(norms.max()), 1e-300)))
+        if cols.size == 0 or r <= cols.size:
+            continue
+        th, _, cov = _ls(Wj[:, cols], Yj)
+        for k, col in enumerate(cols):
+            est[int(col)].append((float(th[k]), float(np.sqrt(max(cov[k, k], 0.0)))))
+    spread = np.zeros(n)
+    zscore = np.zeros(n)
+    for c, e in enumerate(est):
+        if len(e) < 2:
+            continue
+        vals = np.array([v for v, _ in e])
+        sig = np.array([s for _, s in e])
+        i, k = int(np.argmax(vals)), int(np.argmin(vals))
+        spread[c] = vals[i] - vals[k]
+        zscore[c] = spread[c] / max(float(np.hypot(sig[i], sig[k])), 1e-300)
+    return spread, zscore
+
+
+#: Equations disagreeing on a shared parameter by more than this many σ reveal a bias.
+DISAGREEMENT_Z = 4.0
+
+
+#: A parameter whose 3σ from the data alone exceeds this fraction of its size is not measured
+#: by the run (issue 13, item 2): it is fixed at the prior and flagged.
+RESOLVE_FRACTION = 0.05
+
+
 def fit_model(
     model: LinearModel,
     Phi: np.ndarray,
     y: np.ndarray,
-    rank_tol: float = 1e-6,
+    rank_tol: float | None = None,
     block: int = 0,
+    groups: np.ndarray | None = None,
+    still: Sequence[str] = (),
 ) -> ModelFit:
     """OLS and WLS of one model on (Φ (r, m, n), y (r, m)); `block` rows per batch mean for
-    the correlation factor κ (0 = none, white residuals assumed)."""
+    the correlation factor κ (0 = none, white residuals assumed); `groups` (r,) labels of
+    contiguous stretches for the block jackknife (None = none); `still` = parameters a caller
+    knows the run did not excite (a joint that did not move), with the reason.
+
+    Identifiability (issue 13, item 2): a singular direction v_i of the weighted observation
+    matrix is resolved to ±σ/s_i by the data (σ = 1 after weighting, times √κ); the direction
+    is weak when that makes some parameter's 3σ larger than `RESOLVE_FRACTION` of its size
+    (its prior value, else its estimate). `rank_tol` (relative to s_max), if given, also marks
+    directions below it. The parameters a weak direction moves are fixed at the model's prior
+    (`LinearModel.truth`, the profile's values) and the rest re-fitted; they are flagged
+    (`identifiable` false, %σ NaN), never printed as measured. Exact rank deficiency is one
+    such case, not a crash."""
     r, m, n = Phi.shape
     if r * m <= n:
         raise ValueError(f"model '{model.name}': {r * m} equations for {n} parameters")
     # Rows grouped by output equation (eq. 14): block j holds equation j of every sample.
     W = Phi.transpose(1, 0, 2).reshape(m * r, n)
     Y = y.T.reshape(m * r)
+    G = None if groups is None else np.tile(np.asarray(groups), m)
     scale = np.asarray(model.param_scale, dtype=float)
     S = np.outer(scale, scale)
     th_ls, s2, cov_ls = _ls(W, Y)
@@ -216,39 +312,114 @@ def fit_model(
     sig_j = np.sqrt(np.sum(res**2, axis=1) / max(r - n / m, 1.0))
     sig_j = np.where(sig_j > 0, sig_j, 1.0)
     w = np.repeat(1.0 / sig_j, r)
-    th_w, _, cov_w = _ls(W * w[:, None], Y * w)
-    kappa = correlation_factor(((Y - W @ th_w) * w).reshape(m, r).T, block)
-    cov_w = kappa * cov_w
-    # Identifiability (thesis §4.3.5): SVD of W in the model's normalised units (parameters
-    # scaled by their typical magnitude). Not unit-norm columns: that would make a column of
-    # 1e-20 (a joint that never accelerates) look as informative as any other.
-    _, sv, Vt = np.linalg.svd(W, full_matrices=False)
-    weak = []
+    Ww, Yw = W * w[:, None], Y * w
+    th_w, _, _ = _ls(Ww, Yw)
+    res_w = (Yw - Ww @ th_w).reshape(m, r).T
+    kappa = correlation_factor(res_w, block)
+    kappa_j = [correlation_factor(res_w[:, j : j + 1], block) for j in range(m)]
+    # --- identifiability against the noise (normalised units: θ_n = θ/scale)
+    _, sv, Vt = np.linalg.svd(Ww, full_matrices=False)
+    prior = None if model.truth is None else np.asarray(model.truth, dtype=float) / scale
+    size = np.abs(prior) if prior is not None else np.abs(th_w)
+    size = np.where(size > 0, size, 1.0)
+    names = list(model.names)
+    weak_dirs: list[str] = []
+    weak = np.zeros(n, dtype=bool)
     for s_i, v in zip(sv, Vt, strict=True):
-        if s_i < rank_tol * sv[0]:
-            terms = [
-                f"{c:+.3f}·{nm}" for c, nm in zip(v, model.names, strict=True) if abs(c) > 0.05
-            ]
-            weak.append(" ".join(terms) + f" (σ = {s_i:.2e})")
-    theta = th_w * scale
-    cov = cov_w * S
+        spread = 3.0 * np.sqrt(kappa) * np.abs(v) / max(s_i, 1e-300)  # 3σ per parameter
+        bad = (spread > RESOLVE_FRACTION * size) & (np.abs(v) > 0.1)
+        if (rank_tol is not None and s_i < rank_tol * sv[0]) or s_i <= 1e-12 * sv[0]:
+            bad |= np.abs(v) > 0.1
+        if bad.any():
+            weak |= bad
+            terms = [f"{c:+.3f}·{nm}" for c, nm in zip(v, names, strict=True) if abs(c) > 0.05]
+            weak_dirs.append(" ".join(terms) + f" (s = {s_i:.2e})")
+    weak |= np.isin(names, list(still))
+    free = ~weak
+    theta_n = th_w.copy()
+    cov_n = np.zeros((n, n))
+    if weak.any():
+        theta_n[weak] = prior[weak] if prior is not None else th_w[weak]
+    if free.any():
+        Yf = Yw - Ww[:, weak] @ theta_n[weak]
+        th_f, _, cov_f = _ls(Ww[:, free], Yf)
+        theta_n[free] = th_f
+        cov_f = kappa * cov_f
+        # Block jackknife: the data's own word on the scatter (correlated residuals, bias that
+        # varies along the run); σ² is the larger of it and κσ²P (Gautier eq. 18 × κ).
+        vj = None if G is None else jackknife_variance(Ww[:, free], Yf, G)
+        cov_f = inflate(cov_f, vj)
+        idx = np.flatnonzero(free)
+        cov_n[np.ix_(idx, idx)] = cov_f
+    spread, zscore = equation_disagreement(Ww, Yw, m, free) if m > 1 else (np.zeros(n),) * 2
+    revealed = zscore > DISAGREEMENT_Z
+    if revealed.any():
+        # Half the spread is the least bias one of the equations carries: into σ it goes, and
+        # into every parameter fitted jointly with it, by how far the fit carries it along
+        # (regression of θ_j on θ_c: Cov_jc/Var_c per unit of bias in θ_c).
+        var = np.diag(cov_n).copy()
+        extra = np.zeros(n)
+        for c in np.flatnonzero(revealed):
+            if var[c] <= 0.0:
+                continue
+            extra += (cov_n[:, c] / var[c] * 0.5 * spread[c]) ** 2
+        cov_n = cov_n + np.diag(extra)
+    theta = theta_n * scale
+    cov = cov_n * S
+    sp = sigma_pct(theta, cov)
+    sp[weak] = np.nan
     return ModelFit(
         name=model.name,
-        names=list(model.names),
+        names=names,
         theta_ls=th_ls * scale,
         theta=theta,
         cov=cov,
-        sigma_pct=sigma_pct(theta, cov),
+        sigma_pct=sp,
         sigma_pct_ls=sigma_pct(th_ls * scale, cov_ls * S),
         residual_var=s2,
         equation_sigma=sig_j,
         singular_values=sv,
         condition=float(sv[0] / sv[-1]) if sv[-1] > 0 else float("inf"),
-        unidentifiable=weak,
+        unidentifiable=weak_dirs,
         rows=m * r,
         truth=None if model.truth is None else np.asarray(model.truth),
         correlation=kappa,
+        identifiable=free,
+        output_correlation=kappa_j,
+        disagreement_z=zscore,
     )
+
+
+#: A joint whose filtered angle spans less than this (peak to peak) over the used data "barely
+#: moved": its inertial, friction and flow-gain parameters are not excited (issue 13, item 2).
+STILL_DEG = 1.0
+
+
+def still_joints(raw: np.ndarray, nj: int, blocks_: Sequence[slice]) -> list[tuple[int, float]]:
+    """(joint index, peak-to-peak angle in degrees) of every joint that barely moved."""
+    out = []
+    for j in range(nj):
+        spans = [np.ptp(raw[b, j]) for b in blocks_ if b.stop > b.start]
+        ptp = float(np.degrees(max(spans, default=0.0)))
+        if ptp < STILL_DEG:
+            out.append((j, ptp))
+    return out
+
+
+def joint_parameters(names: Sequence[str], joint: int, nj: int) -> list[str]:
+    """The parameters that need joint `joint` (0-based) to move: those whose name ends in its
+    number (M2, Fv2, Cf+-2; R12 needs both joints), all but gravity (W, excited statically),
+    or every non-gravity one on a one-joint rig whose names carry no number."""
+    digit = str(joint + 1)
+    out = []
+    for nm in names:
+        if nm.startswith("W") or nm.startswith("1/b"):
+            continue
+        tail = nm.rstrip("0123456789")
+        num = nm[len(tail) :]
+        if (num and digit in num) or (not num and nj == 1):
+            out.append(nm)
+    return out
 
 
 def identify_run(
@@ -259,15 +430,25 @@ def identify_run(
     models: Sequence[LinearModel] | None = None,
     cutoff_hz: float | None = None,
     decimation: int | None = None,
-    trim_s: float = 0.5,
-    rank_tol: float = 1e-6,
+    trim_s: float | None = None,
+    rank_tol: float | None = None,
     fuse_angles: bool = True,
     block_s: float = 1.0,
+    jackknife_groups: int = 16,
+    running_only: bool | None = None,
+    virtual_time: bool | None = None,
+    segments: Sequence[slice] | None = None,
 ) -> BatchResult:
     """IDIM-LS/WLS of every model on a recorded run (see the module docstring).
 
     `cutoff_hz` None = each model's own conditioning corner (as online); `decimation` None =
     the largest n_d whose decimation filter (0.8·f_s/(2 n_d), Gautier §II) keeps that corner.
+    Rows outside RUNNING (`running_only`; None = only if the run has RUNNING rows), with a
+    fault or interlock flag are left out, and the data is cut into blocks at every gap in `t`
+    or `seq` (`estimator.datause`); each block is filtered on its own and trimmed by `trim_s`
+    (None = 4/corner) at both ends, so no filter or derivative crosses a gap.
+    `jackknife_groups`: equal stretches of the used data for the block jackknife (0 = none).
+    `segments` (row slices): use only these rows; the rest count as outside the experiment.
     """
     fs = profile.rig.loop_rate_hz
     nj = len(profile.joints)
@@ -278,17 +459,170 @@ def identify_run(
     raw = signals_from_columns(columns, profile, params_known, fuse_angles=fuse_angles)
     if models is None:
         models = reference_models(params_known)
-    trim = int(trim_s * fs)
+    if running_only is None:
+        st = columns.get("state")
+        running_only = st is not None and bool(np.any(np.asarray(st) == STATE_RUNNING))
+    cls = classify(columns, 1.0 / fs, running_only=running_only)
+    if segments is not None:
+        inside = np.zeros(raw.shape[0], dtype=bool)
+        for seg in segments:
+            inside[seg] = True
+        cls.not_running += int(np.count_nonzero(cls.good & ~inside))
+        cls.breaks |= np.r_[False, ~inside[:-1]] & inside
+        cls.good &= inside
+    finite = np.all(np.isfinite(raw), axis=1)
+    use = DataUse(
+        rows=raw.shape[0],
+        not_running=cls.not_running,
+        faulted=cls.faulted,
+        non_finite=int(np.count_nonzero(cls.good & ~finite)),
+        gaps=cls.gaps,
+        gap_s=cls.gap_s,
+        virtual_time=virtual_time,
+    )
+    good = cls.good & finite
+    all_blocks = blocks(good, cls.breaks | (np.r_[False, ~finite[:-1]] & good))
+    still = still_joints(raw, nj, all_blocks)
+    if len(still) == nj:
+        moved = ", ".join(f"joint {j + 1} {p:.2f}°" for j, p in still)
+        raise ValueError(
+            f"no joint moved more than {STILL_DEG:.0f}° in the usable data ({moved}): there is "
+            "nothing to identify; run an experiment that moves the arm"
+        )
     fits = []
     used: list[tuple[float, int]] = []
+    warnings: list[str] = []
+    rows_used = np.zeros(raw.shape[0], dtype=bool)
     for mdl in models:
         fc = mdl.cutoff_hz if cutoff_hz is None else cutoff_hz
         if not 0.0 < fc < fs / 2:
             raise ValueError(f"model '{mdl.name}': cutoff {fc} Hz outside (0, {fs / 2})")
         nd = decimation if decimation is not None else max(1, int(0.4 * fs / fc))
-        if raw.shape[0] <= 4 * trim + 30 * nd:
-            raise ValueError(f"run too short: {raw.shape[0]} samples")
-        Phi, y = observation(mdl, raw, fs, nj, fc, nd, trim)
-        fits.append(fit_model(mdl, Phi, y, rank_tol, block=max(1, round(block_s * fs / nd))))
+        trim = int((4.0 / fc if trim_s is None else trim_s) * fs)
+        parts = []
+        for b in all_blocks:
+            if b.stop - b.start <= 2 * trim + 30 * nd:
+                continue
+            Phi_b, y_b = observation(mdl, raw[b], fs, nj, fc, nd, trim)
+            if Phi_b.shape[0] == 0:
+                continue
+            rows_used[b.start + trim : b.stop - trim] = True
+            parts.append((Phi_b, y_b))
+        if not parts:
+            fits.append(_prior_fit(mdl, use.summary(1.0 / fs)))
+            used.append((fc, nd))
+            continue
+        Phi = np.concatenate([p[0] for p in parts])
+        y = np.concatenate([p[1] for p in parts])
+        r = Phi.shape[0]
+        groups = (np.arange(r) * jackknife_groups) // r if jackknife_groups > 0 else None
+        not_excited = [nm for j, _ in still for nm in joint_parameters(mdl.names, j, nj)]
+        fit = fit_model(
+            mdl,
+            Phi,
+            y,
+            rank_tol,
+            block=max(1, round(block_s * fs / nd)),
+            groups=groups,
+            still=not_excited,
+        )
+        fit.warnings += _fit_warnings(fit, still, nj)
+        fits.append(fit)
         used.append((fc, nd))
-    return BatchResult(fits=fits, fs=fs, conditioning=used)
+    use.used = int(np.count_nonzero(rows_used))
+    use.short_block = int(np.count_nonzero(good & ~rows_used))
+    warnings += use.warnings(1.0 / fs)
+    for f in fits:
+        warnings += f.warnings
+    return BatchResult(fits=fits, fs=fs, conditioning=used, data=use, warnings=warnings)
+
+
+def _prior_fit(model: LinearModel, why: str) -> ModelFit:
+    """A model the run gave no equation for: every parameter at the prior, flagged."""
+    n = model.n_params
+    theta = np.zeros(n) if model.truth is None else np.asarray(model.truth, dtype=float)
+    fit = ModelFit(
+        name=model.name,
+        names=list(model.names),
+        theta_ls=theta.copy(),
+        theta=theta.copy(),
+        cov=np.zeros((n, n)),
+        sigma_pct=np.full(n, np.nan),
+        sigma_pct_ls=np.full(n, np.nan),
+        residual_var=float("nan"),
+        equation_sigma=np.full(model.n_outputs, np.nan),
+        singular_values=np.zeros(n),
+        condition=float("inf"),
+        unidentifiable=list(model.names),
+        rows=0,
+        truth=None if model.truth is None else np.asarray(model.truth),
+        identifiable=np.zeros(n, dtype=bool),
+        output_correlation=[1.0] * model.n_outputs,
+        disagreement_z=np.zeros(n),
+    )
+    fit.warnings.append(
+        f"the {model.name} model got no usable equation from this run (no stretch of data long "
+        f"enough where it holds; {why}): {', '.join(model.names)} are the profile's values, "
+        "not measured"
+    )
+    return fit
+
+
+#: Residuals whose correlation factor κ exceeds this are "far from white": after decimation
+#: the noise part is white (κ ≈ 1 measured on the nominal simulator), so what remains is a
+#: model that does not explain the data — a gain error, a wrong sensor, unmodelled dynamics.
+KAPPA_MISMATCH = 10.0
+
+
+def output_labels(fit: ModelFit, nj: int) -> list[str]:
+    """Names of a model's output equations (reference models; 'equation k' otherwise)."""
+    m = len(fit.output_correlation)
+    if fit.name == "mechanical" and m == nj:
+        return [f"torque {j + 1}" for j in range(nj)]
+    if fit.name == "fluid" and m == 2 * nj:
+        return [f"{side} flow {j + 1}" for j in range(nj) for side in ("cap", "rod")]
+    return [f"equation {k + 1}" for k in range(m)]
+
+
+def _fit_warnings(fit: ModelFit, still: Sequence[tuple[int, float]], nj: int) -> list[str]:
+    out = []
+    labels = output_labels(fit, nj)
+    bad = [
+        f"{lab} (κ = {k:.0f})"
+        for lab, k in zip(labels, fit.output_correlation, strict=True)
+        if k > KAPPA_MISMATCH
+    ]
+    if bad:
+        measured = [nm for nm, ok in zip(fit.names, fit.identifiable, strict=True) if ok]
+        out.append(
+            f"the {fit.name} model does not explain the data: residuals far from white on "
+            f"{', '.join(bad)}; {', '.join(measured)} are conditional on the model (a sensor "
+            "gain or offset error, or dynamics the model lacks, bias them beyond their σ)"
+        )
+    split = [
+        f"{nm} ({z:.0f}σ)"
+        for nm, z in zip(fit.names, fit.disagreement_z, strict=True)
+        if z > DISAGREEMENT_Z
+    ]
+    if split:
+        measured = [nm for nm, ok in zip(fit.names, fit.identifiable, strict=True) if ok]
+        out.append(
+            f"the {fit.name} model's output equations disagree on {', '.join(split)}: a "
+            "sensor error (gain, offset) or a model error; its σ is widened by the "
+            f"disagreement, and {', '.join(measured)} are conditional on the model"
+        )
+    flagged = [nm for nm, ok in zip(fit.names, fit.identifiable, strict=True) if not ok]
+    if flagged:
+        why = []
+        if still:
+            why.append(
+                "; ".join(f"joint {j + 1} barely moved ({p:.2f}° peak to peak)" for j, p in still)
+            )
+        if fit.unidentifiable:
+            why.append("weakly excited directions: " + "; ".join(fit.unidentifiable))
+        out.append(
+            f"{', '.join(flagged)} {'is' if len(flagged) == 1 else 'are'} not identifiable from "
+            f"this run ({'; '.join(why) or 'not excited'}): fixed at the profile's value, "
+            "not measured"
+        )
+    return out

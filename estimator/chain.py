@@ -8,10 +8,13 @@ from __future__ import annotations
 import numpy as np
 
 from estimator.conditioning import Conditioner
+from estimator.jackknife import inflate, jackknife_from_normal, merge_groups
 from estimator.models import LinearModel, Sample, evaluate, static_sample
 from estimator.rls import Rls, RlsConfig, sigma_pct
 
 N_SIGNALS = 5
+#: Stretches of the run the online block jackknife compares (as batch: estimator.batch).
+JACKKNIFE_GROUPS = 16
 
 
 def sample_from(block: np.ndarray, nj: int, derivs: np.ndarray | None = None) -> Sample:
@@ -68,6 +71,12 @@ class ModelChain:
         self._bm = np.zeros(4)  # [Σ block-mean², blocks, Σ e², residuals]
         self._seen = 0  # raw rows since the last continuity reset
         self._last_bad = -(10**12)  # index (in that count) of the last invalid raw row
+        # Block jackknife (estimator.jackknife): normal equations per `fs` samples (1 s) of
+        # regression data, merged into JACKKNIFE_GROUPS stretches when read.
+        self._group_rows = max(1, round(fs))
+        self._A: list[np.ndarray] = []
+        self._b: list[np.ndarray] = []
+        self._in_group = 0
         self._out = np.zeros((0, 3, N_SIGNALS * n_joints))
         self._sout = np.zeros((0, 1, m * n + m))
 
@@ -91,6 +100,7 @@ class ModelChain:
         self.rls.reset(*self._prior)
         self._bm[:] = 0.0
         self._carry = self._carry[:0]
+        self._A, self._b, self._in_group = [], [], 0
 
     def reset_continuity(self) -> None:
         """A gap in the data: the filters restart; the estimate is kept."""
@@ -133,6 +143,7 @@ class ModelChain:
         y_n = y * self.weight[None, :]
         self.rls.update(Phi_n, y_n)
         self._batch_means(y_n - Phi_n @ self.rls.theta)
+        self._jackknife_groups(Phi_n, y_n)
         return int(Phi_n.shape[0])
 
     def _batch_means(self, e: np.ndarray) -> None:
@@ -146,6 +157,30 @@ class ModelChain:
             means = full.reshape(nb, self.block, -1).mean(axis=1)
             self._bm += (np.sum(means**2), means.size, np.sum(full**2), full.size)
         self._carry = e[nb * self.block :].copy()
+
+    def _jackknife_groups(self, Phi: np.ndarray, y: np.ndarray) -> None:
+        """Add samples to the current group's normal equations (RLS with λ = 1 only: with
+        forgetting the estimate is not the pooled LS the jackknife describes)."""
+        if self.rls.frozen or self.rls.config.forgetting < 1.0:
+            return
+        ok = np.all(np.isfinite(Phi), axis=(1, 2)) & np.all(np.isfinite(y), axis=1)
+        if not ok.all():
+            Phi, y = Phi[ok], y[ok]
+        if not self._A or self._in_group >= self._group_rows:
+            n = Phi.shape[2]
+            self._A.append(np.zeros((n, n)))
+            self._b.append(np.zeros(n))
+            self._in_group = 0
+        self._A[-1] += np.einsum("kmi,kmj->ij", Phi, Phi)
+        self._b[-1] += np.einsum("kmi,km->i", Phi, y)
+        self._in_group += Phi.shape[0]
+
+    def jackknife_variance(self) -> np.ndarray | None:
+        """Block-jackknife variance of θ in normalised units (None: too few groups)."""
+        if len(self._A) < JACKKNIFE_GROUPS:
+            return None
+        A, b = merge_groups(np.stack(self._A), np.stack(self._b), JACKKNIFE_GROUPS)
+        return jackknife_from_normal(A, b)
 
     def correlation(self) -> float:
         """κ = B·Var(block means)/Var(residual) ≥ 1: how much the residuals' correlation
@@ -175,8 +210,10 @@ class ModelChain:
         return self.rls.theta * self.scale
 
     def covariance(self) -> np.ndarray:
-        """κ σ² P in physical units (Gautier eq. 18 with the correlation factor)."""
-        return self.correlation() * self.rls.covariance() * np.outer(self.scale, self.scale)
+        """κ σ² P in physical units (Gautier eq. 18 with the correlation factor), each variance
+        raised to the block jackknife's where that is larger (estimator.jackknife)."""
+        cov = inflate(self.correlation() * self.rls.covariance(), self.jackknife_variance())
+        return cov * np.outer(self.scale, self.scale)
 
     def sigma_pct(self) -> np.ndarray:
         return sigma_pct(self.theta(), self.covariance())

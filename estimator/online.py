@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -27,11 +27,14 @@ from daq.profile.plant import plant_params
 from daq.profile.schema import Profile
 from estimator.angles import AngleFusion
 from estimator.chain import N_SIGNALS, ModelChain
+from estimator.datause import DataUse, blocks, classify
 from estimator.models import LinearModel, load_models
 from estimator.rls import RlsConfig
 
 log = logging.getLogger(__name__)
 
+#: Header columns that decide whether a row is usable (estimator.datause.classify).
+HEADER_CHECKS = ("t", "seq", "state", "fault", "flags")
 ROLE_SLOT = {"resolver": 0, "potentiometer": 1, "pressure_cap": 2, "pressure_rod": 3, "lvdt": 4}
 
 
@@ -50,6 +53,8 @@ class Estimate:
     #: Convergence history: times (K,) and θ (K, n_params).
     history_t: np.ndarray = field(default_factory=lambda: np.zeros(0))
     history_theta: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    #: Rows seen, used and left out, and why (estimator.datause).
+    data: DataUse = field(default_factory=DataUse)
 
     @property
     def residual_var(self) -> dict[str, float]:
@@ -79,6 +84,7 @@ class OnlineIdentifier:
         prior: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
         history_dt: float = 0.1,
         fuse_angles: bool = True,
+        running_only: bool = True,
     ) -> None:
         if profile.plant is None:
             raise ValueError(
@@ -99,8 +105,14 @@ class OnlineIdentifier:
             ModelChain(m, self.fs, self.nj, rls_config, *(prior or {}).get(m.name, (None, None)))
             for m in models
         ]
-        self._index = self._map_columns(profile, column_names(layout_columns))
-        self._t_col = column_names(layout_columns).index("t")
+        names = column_names(layout_columns)
+        self._index = self._map_columns(profile, names)
+        self._t_col = names.index("t")
+        #: Header columns that say whether a row is usable (estimator.datause).
+        self._header = {c: names.index(c) for c in HEADER_CHECKS if c in names}
+        self.running_only = running_only
+        self.data = DataUse()
+        self._prev = (np.nan, np.nan)  # (t, seq) of the last row seen
         # Potentiometer angle for the regressors where every joint has one (estimator.angles).
         have_s = bool(np.all(self._index[self.nj : 2 * self.nj] >= 0))
         self._fusion = AngleFusion(self.params, self.nj) if fuse_angles and have_s else None
@@ -111,6 +123,7 @@ class OnlineIdentifier:
         self._hist_t: list[float] = []
         self._hist_theta: list[np.ndarray] = []
         self._raw = np.zeros((0, N_SIGNALS * self.nj))
+        self._continues = True  # the last row seen was usable: the next may continue it
 
     def _map_columns(self, profile: Profile, names: list[str]) -> np.ndarray:
         idx = np.full(N_SIGNALS * self.nj, -1)
@@ -131,15 +144,54 @@ class OnlineIdentifier:
     def gap(self) -> None:
         """Samples were lost: derivatives across the gap would be wrong, so restart filters."""
         self.gaps += 1
+        self.data.gaps += 1
+        self._prev = (np.nan, np.nan)  # the caller counted this break; do not count it again
+        self._restart()
+
+    def _restart(self) -> None:
         for c in self.chains:
             c.reset_continuity()
 
     def update_rows(self, rows: np.ndarray) -> int:
-        """Consecutive telemetry rows (N, width). Returns regression samples used."""
+        """Telemetry rows (N, width) in seq order. Rows outside RUNNING (if `running_only`),
+        with a fault or interlock flag are left out; a jump in `t` or `seq` (skipped cycles, a
+        stall, lost rows) or a left-out row restarts the filters (estimator.datause). Returns
+        regression samples used."""
         rows = np.asarray(rows, dtype=np.float64)
         N = rows.shape[0]
         if N == 0:
             return 0
+        cls = classify(
+            {c: rows[:, i] for c, i in self._header.items()},
+            1.0 / self.fs,
+            running_only=self.running_only,
+            previous=self._prev,
+        )
+        self._prev = (
+            float(rows[-1, self._header["t"]]) if "t" in self._header else np.nan,
+            float(rows[-1, self._header["seq"]]) if "seq" in self._header else np.nan,
+        )
+        d = self.data
+        d.rows += N
+        d.not_running += cls.not_running
+        d.faulted += cls.faulted
+        d.gaps += cls.gaps
+        d.gap_s += cls.gap_s
+        self.gaps += cls.gaps
+        if self._continues and cls.good.all() and not cls.breaks.any():
+            return self._push(rows)
+        used = 0
+        for b in blocks(cls.good, cls.breaks):
+            if cls.breaks[b.start] or b.start > 0 or not self._continues:
+                self._restart()
+            used += self._push(rows[b])
+        self._continues = bool(cls.good[-1])
+        self.t = float(rows[-1, self._t_col])
+        return used
+
+    def _push(self, rows: np.ndarray) -> int:
+        N = rows.shape[0]
+        self._continues = True
         if self._raw.shape[0] < N:
             self._raw = np.zeros((N, N_SIGNALS * self.nj))
         raw = self._raw[:N]
@@ -197,6 +249,10 @@ class OnlineIdentifier:
                 truth.append(np.asarray(c.model.truth))
             else:
                 truth = None
+        self.data.used = max(c.rls.samples for c in self.chains)
+        self.data.short_block = max(
+            0, self.data.rows - self.data.not_running - self.data.faulted - self.data.used
+        )
         n = len(names)
         cov = np.zeros((n, n))
         o = 0
@@ -216,6 +272,7 @@ class OnlineIdentifier:
             truth=None if truth is None else np.concatenate(truth),
             history_t=np.asarray(self._hist_t),
             history_theta=np.asarray(self._hist_theta),
+            data=replace(self.data),
         )
 
 

@@ -8,6 +8,17 @@ the standard experiment runs (recorded); the estimator's online result is taken 
 consumed the experiment's last sample; batch IDIM-WLS runs on the recording; a validation
 experiment (a different trajectory) is recorded for the report; the table of identified
 parameters with %σ is printed beside the simulator's true values, then the report's path.
+
+Warnings (`warnings` in --json, `warning:` lines otherwise) say what the numbers cannot be
+trusted for: data left out (faults, gaps in time), parameters the run did not excite (fixed at
+the profile's value, `identifiable: false`), a model that does not explain the data.
+
+Exit status: 0 done; 1 the service refused a step or the rig faulted *during* the
+identification experiment (nothing identified); 2 bad input, or no identification possible
+from the data (e.g. the arm did not move); 3 unreachable; 4 (`EXIT_FAULT_AFTER`) the
+identification is complete and written (table, parameter file, report) but the rig faulted
+*after* the identification experiment (during the validation run or on the way back to ARMED):
+the fault is in the warnings and on stderr.
 """
 
 from __future__ import annotations
@@ -19,13 +30,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from daq.profile import ProfileError, load_profile
 from daq.rigctl.cmd_run import load_experiment
 from daq.rigctl.common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
-from daq.rigctl.identify_table import ParameterRow, format_table, rows_from
+from daq.rigctl.identify_table import ParameterRow, fit_warnings, format_table, rows_from
 from daq.rigctl.session import ROOT, RigSession, SessionError
 
 EXPERIMENTS = ROOT / "experiments"
+#: Identification complete and written, but the rig faulted after the experiment (see doc).
+EXIT_FAULT_AFTER = 4
+#: daq.state.State values in the `state` column (fixed by the sample-row contract).
+_RUNNING, _ARMED = 2, 1
 
 
 def register(subparsers: Any) -> None:
@@ -83,12 +100,22 @@ def run(args: argparse.Namespace) -> int:
         print(result["table"])
         for note in result.get("notes", []):
             print(f"note: {note}")
+        if result.get("data_summary"):
+            print(f"data: {result['data_summary']}")
+        for w in result["warnings"]:
+            print(f"warning: {w}")
         if result.get("report"):
             print(f"report: {result['report']}")
         if result.get("tracking"):
             from daq.rigctl.tracking_check import tracking_lines
 
             print("\n".join(tracking_lines(result["tracking"])))
+    if result.get("fault_after"):
+        print(
+            f"rigctl identify: the rig faulted after the experiment: {result['fault_after']}",
+            file=sys.stderr,
+        )
+        return EXIT_FAULT_AFTER
     return EXIT_OK
 
 
@@ -102,8 +129,16 @@ def _offline(run_path: Path, profile_path: str | None) -> dict[str, Any]:
     data = load_run(run_path, profile_path)
     batch = batch_identify(data)
     truth = batch.truth if data.is_simulated else None
-    rows = rows_from(batch.names, None, batch.theta, batch.sigma_pct, truth)
-    return _result(rows, {"run": str(run_path)}, online=False)
+    rows = rows_from(
+        batch.names, None, batch.theta, batch.sigma_pct, truth, identifiable=batch.identifiable
+    )
+    extra = {
+        "run": str(run_path),
+        "data": batch.data.as_dict(),
+        "data_summary": batch.data.summary(1.0 / batch.fs),
+        "notes": data.notes,
+    }
+    return _result(rows, extra, online=False, warnings=list(batch.warnings))
 
 
 # ---------------------------------------------------------------------------- end to end
@@ -136,6 +171,9 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out or f"runs/identify-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}")
     progress = sys.stderr if not args.json else None
     _say(progress, f"starting rig-daq and rig-estimator ({out})")
+    warnings: list[str] = []
+    fault_after: str | None = None
+    tracking: dict[str, Any] | None = None
     with RigSession(profile_path, out, virtual_time=args.virtual_time) as s:
         ident_run = Path(s.command("record_start", {"name": "identification"})["path"])
         _say(
@@ -143,9 +181,22 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
             f"running '{experiment.get('name', 'experiment')}' (recording {ident_run.name})",
         )
         t0 = time.monotonic()
-        status = s.run_experiment(experiment, timeout=3600.0)
+        try:
+            status = s.run_experiment(experiment, timeout=3600.0)
+        except SessionError as exc:
+            # A fault seen while waiting may have tripped after the experiment's last cycle
+            # (the arm settling, a pressure rising at rest): the recording says which.
+            status = s.request("status")
+            if not status.get("fault"):
+                raise
+            s.command("record_stop")
+            during = _fault_during(ident_run)
+            if during:
+                raise SessionError(f"{exc} ({during})") from None
+            fault_after = str(exc)
+        else:
+            s.command("record_stop")
         last_seq = int(status["seq"])
-        s.command("record_stop")
         _say(
             progress,
             f"experiment done: {status['t']:.1f} s rig time in "
@@ -158,25 +209,57 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         )
         s.stop_estimator()  # writes the parameter file; the validation run stays unseen
         val_run = None
-        if validation is not None:
-            val_run = Path(s.command("record_start", {"name": "validation"})["path"])
-            _say(progress, f"validation run '{validation.get('name', '')}'")
-            s.run_experiment(validation, timeout=3600.0)
-            s.command("record_stop")
-        tracking = None if args.no_verify else _verify(s, progress)
-        s.command("disarm")
+        # From here on the identification is done: a refusal or fault (the rig may trip at
+        # any moment after the experiment) costs the validation, never the result.
+        if validation is not None and fault_after is None:
+            try:
+                val_run = Path(s.command("record_start", {"name": "validation"})["path"])
+                _say(progress, f"validation run '{validation.get('name', '')}'")
+                s.run_experiment(validation, timeout=3600.0)
+            except SessionError as exc:
+                fault_after = f"during the validation run: {exc}"
+                val_run = None
+            s.request("record_stop")
+        if fault_after is None and not args.no_verify:
+            try:
+                tracking = _verify(s, progress)
+            except SessionError as exc:
+                fault_after = f"during the tracking check: {exc}"
+        try:
+            s.command("disarm")
+        except SessionError as exc:
+            # Best effort after a fault: a latched fault already nulled the valves.
+            fault_after = fault_after or f"on disarm: {exc}"
+    if fault_after is not None:
+        _say(progress, f"the rig faulted after the experiment: {fault_after}")
+        warnings.append(
+            f"the rig faulted after the identification experiment ({fault_after}); the "
+            "identification is complete" + ("" if val_run else ", without a validation run")
+        )
     online = read_param_file(s.param_file)
     _say(progress, "batch identification of the recording (IDIM-WLS)")
     data = load_run(ident_run, profile_path)
     batch = batch_identify(data)
     theta_on, sigma_on = _online_vectors(online, batch.names)
     truth = batch.truth if data.is_simulated else None
-    rows = rows_from(batch.names, (theta_on, sigma_on), batch.theta, batch.sigma_pct, truth)
+    rows = rows_from(
+        batch.names,
+        (theta_on, sigma_on),
+        batch.theta,
+        batch.sigma_pct,
+        truth,
+        identifiable=batch.identifiable,
+    )
+    warnings += batch.warnings
     extra: dict[str, Any] = {
         "identification_run": str(ident_run),
         "validation_run": str(val_run) if val_run else None,
         "online_param_file": str(s.param_file),
         "online_samples": online.get("samples"),
+        "data": batch.data.as_dict(),
+        "data_summary": batch.data.summary(1.0 / batch.fs),
+        "fault_after": fault_after,
+        "notes": data.notes,
     }
     if tracking is not None:
         extra["tracking"] = tracking
@@ -189,7 +272,24 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         )
         extra["report"] = str(rep.html)
         extra["fit"] = rep.fit_table
-    return _result(rows, extra, online=True)
+        warnings += fit_warnings(rep.fit_table)
+    return _result(rows, extra, online=True, warnings=warnings)
+
+
+def _fault_during(run_path: Path) -> str | None:
+    """Why the identification experiment did not finish, or None if it did: its RUNNING block
+    ended in ARMED (the experiment's end) before the fault."""
+    from daq.recording import read_run
+
+    run = read_run(run_path)
+    state = run.column("state")
+    running = np.flatnonzero(state == _RUNNING)
+    if running.size == 0:
+        return "the experiment never ran"
+    last = int(running[-1])
+    if last + 1 < len(state) and state[last + 1] == _ARMED:
+        return None
+    return "the fault cut the experiment short"
 
 
 def _verify(s: RigSession, progress: Any) -> dict[str, Any]:
@@ -212,10 +312,13 @@ def _online_vectors(online: dict[str, Any], names: list[str]) -> tuple[list[floa
     return [by_name[nm][0] for nm in names], [by_name[nm][1] for nm in names]
 
 
-def _result(rows: list[ParameterRow], extra: dict[str, Any], *, online: bool) -> dict[str, Any]:
+def _result(
+    rows: list[ParameterRow], extra: dict[str, Any], *, online: bool, warnings: list[str]
+) -> dict[str, Any]:
     return {
         "parameters": [r.to_dict() for r in rows],
         "table": format_table(rows, online=online),
+        "warnings": warnings,
         **extra,
     }
 

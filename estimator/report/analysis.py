@@ -16,6 +16,7 @@ import numpy as np
 
 from controller.plant.params import PlantParams
 from estimator.batch import BatchResult, identify_run
+from estimator.datause import STATE_RUNNING
 from estimator.models import load_models
 from estimator.online import Estimate, OnlineIdentifier
 from estimator.report.runs import ReportError, RunData, measured
@@ -81,8 +82,11 @@ def online_replay(
 ) -> tuple[Estimate, Convergence]:
     """Feed the analysed rows through an `OnlineIdentifier` in chunks of `sample_dt` of rig
     time, as telemetry would, sampling θ and σ after each chunk (the convergence curve)."""
-    ident = OnlineIdentifier(rd.profile, rd.run.meta["columns"])
     rows = rd.rows
+    state = rd.run.columns.index("state")
+    # A run recorded straight from a backend has no RUNNING rows: then every row is the data.
+    running = bool(np.any(rows[:, state] == STATE_RUNNING))
+    ident = OnlineIdentifier(rd.profile, rd.run.meta["columns"], running_only=running)
     step = max(1, round(sample_dt / rd.period))
     ts, thetas, sigmas = [], [], []
     for k in range(0, len(rows), step):
@@ -108,7 +112,14 @@ def batch_identify(rd: RunData) -> BatchResult:
     except ValueError as exc:
         raise ReportError(f"{rd.path.name}: {exc}") from None
     try:
-        return identify_run(rd.columns, rd.params, profile=rd.profile, models=models)
+        vt = rd.run.meta.get("virtual_time")
+        return identify_run(
+            rd.columns,
+            rd.params,
+            profile=rd.profile,
+            models=models,
+            virtual_time=vt if isinstance(vt, bool) else None,
+        )
     except ValueError as exc:
         raise ReportError(f"{rd.path.name}: batch identification failed: {exc}") from None
 
@@ -161,7 +172,10 @@ def parameter_table(data: ReportData) -> list[dict[str, Any]]:
             "batch_sigma_pct": float(b.sigma_pct[i]),
             "online": None if j is None else float(o.theta[j]),
             "online_sigma_pct": None if j is None else float(o.sigma_pct[j]),
+            "identifiable": bool(b.identifiable[i]),
         }
+        if not row["identifiable"]:  # the prior in both columns (estimator.batch.fit_model)
+            row["online"], row["online_sigma_pct"] = row["batch"], None
         if data.truth is not None:
             tr = float(data.truth[i])
             row["truth"] = tr

@@ -137,6 +137,8 @@ def build_report(
         notes = ident.notes + (valid.notes if validate is not None else [])
         prog.step("batch identification (IDIM-WLS)", 1)
         batch = batch_identify(ident)
+        notes.append(f"{ident.path.name}: {batch.data.summary(ident.period)}")
+        notes += [f"warning: {w}" for w in batch.warnings]
         prog.step("online RLS replay", 2)
         dt = min(MAX_SAMPLE_DT, max(MIN_SAMPLE_DT, ident.duration / 100.0))
         last = [0.0]

@@ -66,13 +66,15 @@ def param_section(rows: list[dict[str, Any]], truth: bool) -> str:
         headers += ["truth (simulator)", "batch error %", "online error %"]
     cells = []
     for r in rows:
+        # Not identifiable from this run: the profile's value, never shown as measured.
+        measured = r.get("identifiable", True)
         c = [
             escape(r["name"]),
             escape(r["unit"]),
             fmt(r["batch"]),
-            fmt(r["batch_sigma_pct"], ".2f"),
+            fmt(r["batch_sigma_pct"], ".2f") if measured else "prior",
             fmt(r["online"]),
-            fmt(r["online_sigma_pct"], ".2f"),
+            fmt(r["online_sigma_pct"], ".2f") if measured else "prior",
         ]
         if truth:
             c += [

@@ -21,10 +21,9 @@ from controller.plant.params import PlantParams
 from daq.profile import ProfileError, load_profile, parse_profile, plant_params
 from daq.profile.schema import Profile
 from daq.recording import Run, RunFileError, read_run
+from estimator.datause import STATE_RUNNING
 from estimator.validation import Measured
 
-#: `state` column value of RUNNING (daq.state.State.RUNNING; fixed by the sample-row contract).
-STATE_RUNNING = 2
 #: Shortest segment worth identifying on (s).
 MIN_SEGMENT_S = 2.0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -102,6 +103,8 @@ def test_identify_recorded_run_table(short_run: Path, capsys: pytest.CaptureFixt
     text = capsys.readouterr().out
     assert text.splitlines()[0].split()[:3] == ["parameter", "true", "batch"]
     assert "batch: max |error|" in text and "R12" in text
+    data = next(ln for ln in text.splitlines() if ln.startswith("data: "))
+    assert "used" in data and "rows" in data
 
 
 def test_identify_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -130,3 +133,118 @@ def test_rigctl_does_not_load_the_estimator_for_other_commands() -> None:
         env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
     )
     assert out.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------------------------ faults and exit codes
+
+
+class _FakeSession:
+    """Stands in for `RigSession`: hands out pre-recorded runs, writes the estimator's parameter
+    file from them, and faults the rig where the test says (issue 13, item 5)."""
+
+    runs: ClassVar[dict[str, Path]] = {}
+    fault_in: str = "validation"  # "identification" or "validation"
+
+    def __init__(self, profile: Path, out: Path, *, virtual_time: bool) -> None:
+        self.profile = load_profile(profile)
+        self.param_file = out / "online-params.toml"
+        self.experiments = 0
+        self.log: list[str] = []
+
+    def __enter__(self) -> _FakeSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def command(self, cmd: str, args: dict | None = None) -> dict:
+        self.log.append(cmd)
+        if cmd == "record_start":
+            return {"ok": True, "path": str(self.runs[args["name"]])}
+        if cmd == "disarm" and self.experiments > 1:
+            from daq.rigctl.session import SessionError
+
+            raise SessionError("disarm refused (invalid_state): FAULT is latched")
+        return {"ok": True}
+
+    def request(self, cmd: str, args: dict | None = None) -> dict:
+        self.log.append(f"request:{cmd}")
+        return {"ok": True, "state": "FAULT", "fault": {"code": 4}, "seq": 5999, "t": 6.0}
+
+    def run_experiment(self, experiment: dict, timeout: float) -> dict:
+        from daq.rigctl.session import SessionError
+
+        self.experiments += 1
+        which = "identification" if self.experiments == 1 else "validation"
+        if which == self.fault_in:
+            raise SessionError("the rig faulted during the experiment: PRESSURE p_cap_1")
+        return {"seq": 5999, "t": 6.0}
+
+    def wait_estimate(self, done, *, timeout: float, what: str) -> dict:
+        return {"data_seq": 5999}
+
+    def stop_estimator(self) -> None:
+        from daq.recording import read_run
+        from estimator.online import OnlineIdentifier
+        from estimator.service import write_estimate
+
+        run = read_run(self.runs["identification"])
+        ident = OnlineIdentifier(self.profile, run.columns)
+        ident.update_rows(run.data)
+        write_estimate(self.param_file, self.profile.rig.id, ident)
+
+
+@pytest.fixture
+def fake_session(monkeypatch: pytest.MonkeyPatch, short_run: Path, tmp_path: Path):
+    import daq.rigctl.cmd_identify as cmd
+
+    faulted = record_sim_run(PROFILE, tmp_path, "faulted", 6.0, fault_at=4.0)
+    _FakeSession.runs = {"identification": short_run, "validation": short_run}
+    monkeypatch.setattr(cmd, "RigSession", _FakeSession)
+    return _FakeSession, faulted
+
+
+def test_fault_after_the_experiment_keeps_the_identification(
+    fake_session, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session, _ = fake_session
+    session.fault_in = "validation"
+    code = main(
+        ["identify", "--profile", str(PROFILE), "--json", "--no-report", "--out", str(tmp_path)]
+    )
+    from daq.rigctl.cmd_identify import EXIT_FAULT_AFTER
+
+    captured = capsys.readouterr()
+    assert code == EXIT_FAULT_AFTER == 4
+    out = json.loads(captured.out.strip().splitlines()[-1])
+    assert "faulted after the experiment" in captured.err and "PRESSURE" in captured.err
+    assert any("faulted after the identification experiment" in w for w in out["warnings"])
+    assert out["fault_after"] and out["validation_run"] is None
+    assert len(out["parameters"]) == 16 and Path(out["online_param_file"]).is_file()
+    for p in out["parameters"]:
+        assert math.isfinite(p["batch"]) and math.isfinite(p["online"])
+        assert isinstance(p["identifiable"], bool)
+
+
+def test_fault_during_the_experiment_is_a_refusal(
+    fake_session, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session, faulted = fake_session
+    session.fault_in = "identification"
+    session.runs = {"identification": faulted, "validation": faulted}
+    code = main(["identify", "--profile", str(PROFILE), "--no-report", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "cut the experiment short" in err and "Traceback" not in err
+
+
+def test_json_has_warnings_and_identifiable(
+    short_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["identify", str(short_run), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert isinstance(out["warnings"], list)
+    assert all(isinstance(w, str) for w in out["warnings"])
+    assert out["data"]["rows"] > 0 and out["data"]["used"] > 0
+    for p in out["parameters"]:
+        assert p["identifiable"] is True and "batch_sigma_pct" in p

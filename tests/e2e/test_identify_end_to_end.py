@@ -3,7 +3,8 @@
 `rigctl identify --profile hw_profiles/sim-2dof.toml --virtual-time --json --out DIR` starts
 rig-daq and rig-estimator, runs the standard experiment (recorded), the online and the batch
 identification, a validation run and the report. Accuracy targets are the benchmark's
-(`bench/identification_accuracy.py`); this checks behaviour with a loose error bound.
+(`bench/identification_accuracy.py`); this checks behaviour with the issue's 1 % bound and the
+truth within ±3σ.
 """
 
 from __future__ import annotations
@@ -25,7 +26,11 @@ from tests.conftest import PROFILES, ROOT
 
 PROFILE = PROFILES / "sim-2dof.toml"
 STATE_RUNNING = 2.0
-LOOSE_ERROR_PCT = 5.0
+#: Measured worst error 0.16–0.21 % (1/b, R12) on seed 1 (bench/identification_accuracy.py);
+#: 1 % is the issue's target for the nominal plant.
+LOOSE_ERROR_PCT = 1.0
+#: Validation FIT of the identified parameters vs the true ones, points (see the test).
+FIT_FROM_FLOOR = 1.0
 
 pytestmark = pytest.mark.slow
 
@@ -58,6 +63,12 @@ def test_all_parameters_identified_near_truth(identified: tuple[dict[str, Any], 
             err = 100.0 * (value - p["truth"]) / abs(p["truth"])
             assert p[f"{est}_error_pct"] == pytest.approx(err)
             assert abs(err) < LOOSE_ERROR_PCT, (est, p)
+    # Coverage is a rate over seeds (issue 13: ≥ 95 % of parameter-runs, the bench measures
+    # it); one run may have one parameter outside ±3σ — 1/b's ≈ −0.17 % common-mode bias
+    # (docs/estimator.md) sits near 3σ — but not two.
+    for est in ("online", "batch"):
+        outside = [p["name"] for p in result["parameters"] if not p[f"{est}_within_3sigma"]]
+        assert len(outside) <= 1, (est, outside)
     assert result["online_samples"] > 0
     table = result["table"].splitlines()
     assert table[0].split()[:3] == ["parameter", "true", "online"]
@@ -72,9 +83,15 @@ def test_report_written_with_fit_table(identified: tuple[dict[str, Any], Path]) 
     assert "<html" in text.lower() and "M1" in text
     fit = {r["output"]: r for r in result["fit"] if r["kind"].startswith("FIT")}
     assert {"s1", "s2", "p_cap1", "p_rod1", "q1", "q2"} <= set(fit)
-    for row in fit.values():
-        for est in ("online", "batch", "truth"):
-            assert math.isfinite(row[est]) and row[est] <= 100.0
+    for out, row in fit.items():
+        # The true parameters set the noise floor of the FIT (measured ≥ 95 % on the nominal
+        # simulator, bench/identification_accuracy.py); identified parameters that deserve
+        # their σ come within a point of it (measured within 0.13 points, seed 1).
+        assert math.isfinite(row["truth"]) and row["truth"] > 90.0, (out, row)
+        for est in ("online", "batch"):
+            assert abs(row[est] - row["truth"]) < FIT_FROM_FLOOR, (out, est, row)
+    assert result["warnings"] == [], result["warnings"]
+    assert all(p["identifiable"] is True for p in result["parameters"])
     assert Path(result["validation_run"]).is_file()
     assert Path(result["online_param_file"]).is_file()
 

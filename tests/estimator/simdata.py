@@ -7,6 +7,7 @@ import numpy as np
 from daq.backends.sim.rig import SimRig
 from daq.profile.loader import load_profile
 from daq.sample_layout import SampleLayout
+from estimator.datause import STATE_RUNNING as RUNNING
 
 
 def excite(
@@ -16,8 +17,10 @@ def excite(
     amp_deg: float = 8.0,
     gain: float = 8.0,
     dither: float = 0.2,
+    still: tuple[int, ...] = (),
 ):
-    """PD tracking of a multisine about home plus a valve dither.
+    """PD tracking of a multisine about home plus a valve dither; joints in `still` (0-based)
+    are held at home (no multisine, no dither).
 
     Returns (profile, layout, rows, rig)."""
     profile = load_profile(profile_path)
@@ -39,15 +42,19 @@ def excite(
     freqs = np.array([[0.31, 0.73, 1.7], [0.43, 1.1, 2.3]])[:nj]
     phases = np.array([[0.0, 1.0, 2.0], [0.5, 1.5, 2.5]])[:nj]
     amps = np.radians(amp_deg) * np.array([1.0, 0.5, 0.25])
+    moving = np.ones(nj)
+    moving[list(still)] = 0.0
     v = np.zeros(len(profile.outputs))
     eng = rig.read()
     for k in range(N):
         t = k * profile.period
-        ref = home + (amps * np.sin(2 * np.pi * freqs * t + phases)).sum(axis=1) * (1 - np.exp(-t))
+        wave = (amps * np.sin(2 * np.pi * freqs * t + phases)).sum(axis=1) * (1 - np.exp(-t))
+        ref = home + moving * wave
         q = eng[qi]
-        v[:nj] = np.clip(gain * (ref - q) + dither * np.sin(2 * np.pi * 3.7 * t), -6, 6)
+        v[:nj] = np.clip(gain * (ref - q) + moving * dither * np.sin(2 * np.pi * 3.7 * t), -6, 6)
         eng = rig.step(v)
         rows[k, 0] = k
         rows[k, 1] = (k + 1) * profile.period
+        rows[k, 2] = RUNNING
         rows[k, eng0 : eng0 + len(inputs)] = eng
     return profile, layout, rows, rig

@@ -57,9 +57,15 @@ def test_param_file_round_trip_and_resume(sim1dof_run, tmp_path) -> None:
     prior = prior_from_file(path)
     resumed = OnlineIdentifier(profile, layout.names, prior=prior)
     np.testing.assert_allclose(resumed.estimate().theta, est.theta, rtol=1e-12)
-    # A resumed estimator is not stuck on the prior: fresh data still moves it.
+    # A resumed estimator is not stuck on the prior: the prior weighs ~1 % of the 8000
+    # samples it came from (RESUME_INFLATION = 100), the 12000 fresh ones dominate, so the
+    # resumed estimate lands next to a diffuse estimator's on the fresh data alone.
     resumed.update_rows(rows[8000:])
-    assert not np.allclose(resumed.estimate().theta, est.theta, rtol=1e-9)
+    fresh = OnlineIdentifier(profile, layout.names)
+    fresh.update_rows(rows[8000:])
+    moved = np.abs(resumed.estimate().theta - fresh.estimate().theta)
+    apart = np.abs(est.theta - fresh.estimate().theta)
+    assert np.all(moved <= 0.1 * apart), dict(zip(est.names, moved / apart, strict=True))
 
 
 def test_bad_param_file_is_reported(tmp_path) -> None:
