@@ -34,9 +34,9 @@ import zmq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from daq.loop.timing import percentile_from_histogram  # noqa: E402
 from daq.profile.loader import load_profile  # noqa: E402
 from daq.rigctl.session import free_endpoint  # noqa: E402
-from daq.timing import percentile_from_histogram  # noqa: E402
 
 
 def run_cyclictest(seconds: float, priority: int, cpu: int) -> tuple[np.ndarray, float] | str:

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from daq.backends.sim import SimBackend
-from daq.interlocks import STALL, Trip
 from daq.loop import Loop
+from daq.loop.interlocks import STALL, Trip
+from daq.loop.states import State
 from daq.profile.schema import Profile
-from daq.state import State
 from tests.loop.conftest import post, with_changes
 from tests.loop.fakes import HoldP
 

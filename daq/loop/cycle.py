@@ -37,16 +37,16 @@ from typing import Any
 import numpy as np
 
 from daq.backends.base import Backend, BackendStatus
-from daq.feedback_map import FeedbackMap
-from daq.interlocks import STALL, Interlocks, Trip, TripInfo
-from daq.loop_commands import LoopCommands, Runner
-from daq.mailbox import Mailbox, Request
+from daq.loop.commands import LoopCommands, Runner
+from daq.loop.feedback_map import FeedbackMap
+from daq.loop.interlocks import STALL, Interlocks, Trip, TripInfo
+from daq.loop.mailbox import Mailbox, Request
+from daq.loop.states import LATCHED_STATES, LIVE_STATES, State
+from daq.loop.timing import LoopTiming
 from daq.profile.schema import Profile
 from daq.ring import SampleRing
 from daq.sample_layout import SampleLayout
 from daq.scaling import ChannelScaler
-from daq.state import LATCHED_STATES, LIVE_STATES, State
-from daq.timing import LoopTiming
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +250,7 @@ class Loop(LoopCommands):
             # time.sleep is clock_nanosleep on CLOCK_MONOTONIC; with SCHED_FIFO and 1 ns timer
             # slack it wakes within the kernel's latency (10–30 µs here). Spinning the last
             # `spin_us` hides that and the interpreter's wake-up cost for a few % of a CPU; the
-            # service spins 50 µs (daq/service.py DEFAULT_SPIN_US; bench/loop_timing.py).
+            # service spins 50 µs (daq/service/cli.py DEFAULT_SPIN_US; bench/loop_timing.py).
             if deadline - now > spin_ns:
                 sleep((deadline - now - spin_ns) * 1e-9)
             now = clock()
