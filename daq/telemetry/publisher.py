@@ -164,6 +164,11 @@ class TelemetryPublisher:
         #: (un)subscription messages per source connection (file descriptor) this second.
         self._sub_counts: collections.Counter[int] = collections.Counter()
         self._sub_window_end = 0.0
+        #: Connections cut off → when a message tagged with their fd was last seen. libzmq may
+        #: still hold messages the flooder queued before the cut, tagged with its old fd, while
+        #: the fd number is reused by a new connection: those are dropped and never cause a
+        #: second shutdown of that fd until it has been quiet for a second.
+        self._cut: dict[int, float] = {}
 
     # ------------------------------------------------------------------ public API
 
@@ -300,6 +305,7 @@ class TelemetryPublisher:
         if now >= self._sub_window_end:
             self._sub_counts.clear()
             self._sub_window_end = now + 1.0
+            self._cut = {fd: seen for fd, seen in self._cut.items() if now - seen < 1.0}
         for _ in range(SUBSCRIPTIONS_PER_WAKE):
             try:
                 frame = sock.recv(zmq.NOBLOCK, copy=False)
@@ -312,12 +318,13 @@ class TelemetryPublisher:
             except zmq.ZMQError:  # no source connection (inproc, or a message made locally)
                 fd = -1
             if fd >= 0:
+                if fd in self._cut:  # the flooder's backlog (or a newcomer on its fd number)
+                    self._cut[fd] = now
+                    continue
                 self._sub_counts[fd] += 1
                 if self._sub_counts[fd] > SUBSCRIPTION_FLOOD_PER_S:
-                    # Not served (no meta for it); the fd number may be reused by the next
-                    # connection, which starts with a clean count.
-                    self._cut_off(fd)
-                    self._sub_counts[fd] = 0
+                    self._cut_off(fd)  # not served: no meta for it
+                    self._cut[fd] = now
                     continue
             msg = frame.bytes
             if msg[:1] == b"\x01" and TOPIC_META.startswith(msg[1:]):
