@@ -11,7 +11,8 @@
 
 Figures (µs): p50/p99/p99.9/max wake-up latency for both, overruns, the p99 ratio (target ≤ 1.5,
 issue #15), cycle compute time (read → outputs written, simulator included) median (≤ 80) and
-p99 (≤ 400), no skipped cycle in the run, virtual-time speed-up (≥ 5). The last line of output is the JSON of all of them.
+p99 (≤ 400), no skipped cycle in the run, virtual-time speed-up (≥ 5). The last line of output
+is the JSON of all of them.
 """
 
 from __future__ import annotations
