@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller.checks import check_experiment
 from controller.experiment import Experiment
-from daq.control_api import joint_limits
 from daq.profile import load_profile
+from daq.service.control_api import joint_limits
 
 CASES: dict[str, dict[str, Any]] = {
     "hold": {"kind": "hold"},

@@ -10,8 +10,8 @@ from daq.profile.schema import Profile
 HEADER_COLUMNS: tuple[tuple[str, str], ...] = (
     ("seq", "1"),  # executed-cycle counter, 0…N−1 without gaps
     ("t", "s"),  # cycle deadline, seconds since the run started
-    ("state", "1"),  # daq.state.State value
-    ("fault", "1"),  # daq.interlocks.Trip code of the latched fault, 0 = none
+    ("state", "1"),  # daq.loop.states.State value
+    ("fault", "1"),  # daq.loop.interlocks.Trip code of the latched fault, 0 = none
     ("flags", "1"),  # bit mask of the interlocks tripping in this cycle
     ("wake_latency", "s"),  # wake-up time minus deadline
     ("compute_time", "s"),  # read → outputs written

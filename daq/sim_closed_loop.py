@@ -11,9 +11,9 @@ import numpy as np
 from controller.limits import JointLimits
 from controller.pid import PidParams
 from daq.backends.sim import SimRig
-from daq.control_api import joint_gains, joint_limits
-from daq.feedback_map import FeedbackMap
+from daq.loop.feedback_map import FeedbackMap
 from daq.profile.schema import Profile
+from daq.service.control_api import joint_gains, joint_limits
 
 
 def gains_limits(p: Profile) -> tuple[list[PidParams], list[JointLimits]]:

@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from daq.interlocks import Trip
-from daq.state import State
+from daq.loop.interlocks import Trip
+from daq.loop.states import State
 
 #: SI unit on the wire → (display unit, factor).
 DISPLAY: dict[str, tuple[str, float]] = {

@@ -12,6 +12,7 @@ ERROR_CODES: dict[str, str] = {
     "bad_frame": "the message is not one request frame (empty, or more than one body frame)",
     "too_large": "the request frame exceeds the size limit",
     "bad_msgpack": "the request frame is not exactly one valid msgpack object",
+    "too_complex": "the request nests too deep, holds too long a map or array, or too many objects",
     "bad_request": "the request is not a map {cmd: str, args: map} (optionally id)",
     "unknown_command": "cmd is not a command of this protocol version",
     "bad_args": "an argument is missing, unknown, of the wrong type or out of range",

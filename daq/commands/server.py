@@ -7,7 +7,8 @@ serves REQ clients (the usual case) and DEALER clients alike. Requests are handl
 in arrival order, on this thread; the real-time loop never sees the socket.
 
 Order of checks (each failure is an error reply, and the handler is not called):
-frame shape → size → msgpack → request shape → known command → role → argument types.
+frame shape → size → nesting depth, map/array lengths and object count (on the raw bytes,
+`daq.commands.bounds`) → msgpack → request shape → known command → role → argument types.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 import msgpack
 import zmq
 
+from daq.commands.bounds import MAX_ARRAY_LEN, MAX_MAP_LEN, check_shape
 from daq.commands.errors import CommandError
 from daq.commands.spec import COMMANDS, validate
 from daq.security import CurveConfig, acquire_authenticator, check_bind, release_authenticator
@@ -29,6 +31,9 @@ log = logging.getLogger(__name__)
 
 #: Largest request frame accepted (an experiment file is a few kB).
 MAX_REQUEST_BYTES = 1 << 20
+#: Larger messages are not even received: libzmq drops the connection that sends one (no
+#: reply; the frame is never buffered whole). Between the two the answer is `too_large`.
+MAX_MESSAGE_BYTES = 4 * MAX_REQUEST_BYTES
 _POLL_MS = 50
 
 
@@ -94,6 +99,7 @@ class CommandServer:
         sock.router_mandatory = False  # a client that went away just loses its reply
         sock.rcvhwm = 100
         sock.sndhwm = 100
+        sock.maxmsgsize = MAX_MESSAGE_BYTES
         if self.auth is not None:
             acquire_authenticator(self.ctx, self.auth)
             self.auth.apply_server(sock)
@@ -192,9 +198,15 @@ class CommandServer:
             raise CommandError(
                 "too_large", f"request of {len(body)} bytes exceeds {MAX_REQUEST_BYTES}"
             )
+        check_shape(body)  # depth, map/array lengths, object count: before any decoding
         try:
             request = msgpack.unpackb(
-                body, raw=False, strict_map_key=False, object_pairs_hook=_map_without_duplicates
+                body,
+                raw=False,
+                strict_map_key=False,
+                object_pairs_hook=_map_without_duplicates,
+                max_map_len=MAX_MAP_LEN,
+                max_array_len=MAX_ARRAY_LEN,
             )
         except DuplicateKey as e:
             raise CommandError("bad_request", str(e)) from None

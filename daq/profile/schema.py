@@ -420,8 +420,11 @@ class Interlocks(Strict):
     following_error: bool = True
     valve_limits: bool = True
     backend_error: bool = True
-    #: Consecutive overruns that trip a fault; 0 disables.
+    #: Consecutive overruns that trip a fault; 0 disables the overrun interlock (both forms).
     overrun_limit: Annotated[int, Field(ge=0)] = 20
+    #: A single cycle that ends this long after its deadline (ms) trips the overrun interlock
+    #: while ARMED or RUNNING (the valves held one command that long); 0 disables this form.
+    stall_ms: Annotated[float, Field(ge=0.0, le=1000.0)] = 20.0
 
 
 class Network(Strict):

@@ -56,8 +56,8 @@ def check_file(
     """(experiment name, one line per problem); raises UsageError for unreadable input."""
     from controller.checks import check_experiment, describe
     from controller.experiment import Experiment, ExperimentError
-    from daq.control_api import joint_limits
     from daq.profile import ProfileError, load_profile
+    from daq.service.control_api import joint_limits
 
     try:
         profile = load_profile(profile_path)

@@ -41,7 +41,7 @@ from daq.rigctl.session import ROOT, RigSession, SessionError
 EXPERIMENTS = ROOT / "experiments"
 #: Identification complete and written, but the rig faulted after the experiment (see doc).
 EXIT_FAULT_AFTER = 4
-#: daq.state.State values in the `state` column (fixed by the sample-row contract).
+#: daq.loop.states.State values in the `state` column (fixed by the sample-row contract).
 _RUNNING, _ARMED = 2, 1
 
 

@@ -26,6 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from daq.bridge.channels import display
+from daq.loop.states import State
 from daq.rigctl.common import (
     EXIT_OK,
     EXIT_UNREACHABLE,
@@ -34,7 +35,6 @@ from daq.rigctl.common import (
     client_keys,
     fault_text,
 )
-from daq.state import State
 from daq.telemetry import Event, Meta, SampleBatch, Status, TelemetrySubscriber
 
 #: Seconds without a sample batch after which the view says NO DATA (batches come every 20 ms).

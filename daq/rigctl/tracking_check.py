@@ -21,8 +21,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from daq.loop.states import State
 from daq.recording.reader import read_run
-from daq.state import State
 
 AMPLITUDE_DEG = 5.0
 FREQUENCY_HZ = 1.0

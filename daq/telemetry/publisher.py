@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -60,6 +61,12 @@ RESTART_MIN_S = 0.05
 RESTART_MAX_S = 5.0
 #: A publisher that has served this long since its last restart starts over at RESTART_MIN_S.
 RESTART_RESET_S = 10.0
+#: Subscription messages handled per wake-up; the rest wait for the next one, so a flood of
+#: (un)subscriptions cannot keep the publisher from sending.
+SUBSCRIPTIONS_PER_WAKE = 256
+#: A connection that sends more (un)subscriptions than this within one second is cut off (its
+#: TCP/IPC connection shut down): an honest client subscribes to a few topics when it connects.
+SUBSCRIPTION_FLOOD_PER_S = 200
 
 
 @dataclass
@@ -87,6 +94,8 @@ class TelemetryStats:
     restarts: int = 0
     #: The last such exception, "Type: message".
     last_error: str | None = None
+    #: Subscriber connections cut off for flooding (un)subscriptions.
+    flooders_cut_off: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -152,6 +161,14 @@ class TelemetryPublisher:
         self._sock: zmq.Socket | None = None
         self._cursor = RingCursor(ring)
         self._auth_held = False
+        #: (un)subscription messages per source connection (file descriptor) this second.
+        self._sub_counts: collections.Counter[int] = collections.Counter()
+        self._sub_window_end = 0.0
+        #: Connections cut off → when a message tagged with their fd was last seen. libzmq may
+        #: still hold messages the flooder queued before the cut, tagged with its old fd, while
+        #: the fd number is reused by a new connection: those are dropped and never cause a
+        #: second shutdown of that fd until it has been quiet for a second.
+        self._cut: dict[int, float] = {}
 
     # ------------------------------------------------------------------ public API
 
@@ -284,13 +301,54 @@ class TelemetryPublisher:
                 return
 
     def _drain_subscriptions(self, sock: zmq.Socket) -> None:
-        while True:
+        now = time.monotonic()
+        if now >= self._sub_window_end:
+            self._sub_counts.clear()
+            self._sub_window_end = now + 1.0
+            self._cut = {fd: seen for fd, seen in self._cut.items() if now - seen < 1.0}
+        for _ in range(SUBSCRIPTIONS_PER_WAKE):
             try:
-                msg = sock.recv(zmq.NOBLOCK)
+                frame = sock.recv(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
+            # The connection it came on (libzmq's ZMQ_SRCFD; −1 on inproc, which cannot flood
+            # from outside the process).
+            try:
+                fd = frame.get(zmq.SRCFD)
+            except zmq.ZMQError:  # no source connection (inproc, or a message made locally)
+                fd = -1
+            if fd >= 0:
+                if fd in self._cut:  # the flooder's backlog (or a newcomer on its fd number)
+                    self._cut[fd] = now
+                    continue
+                self._sub_counts[fd] += 1
+                if self._sub_counts[fd] > SUBSCRIPTION_FLOOD_PER_S:
+                    self._cut_off(fd)  # not served: no meta for it
+                    self._cut[fd] = now
+                    continue
+            msg = frame.bytes
             if msg[:1] == b"\x01" and TOPIC_META.startswith(msg[1:]):
                 self._meta_wanted = True
+
+    def _cut_off(self, fd: int) -> None:
+        """Shut the flooding connection down under libzmq, which then drops that peer (and its
+        queued subscriptions); its fd stays libzmq's to close. A client that reconnects and
+        floods again is cut off again."""
+        self.stats.flooders_cut_off += 1
+        log.warning(
+            "telemetry: a subscriber sent > %d (un)subscriptions in 1 s; cut off",
+            SUBSCRIPTION_FLOOD_PER_S,
+        )
+        try:
+            conn = socket.socket(fileno=fd)
+        except OSError:
+            return
+        try:
+            conn.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        finally:
+            conn.detach()
 
     @staticmethod
     def _send_frames(sock: zmq.Socket, frames: list[Any]) -> None:

@@ -148,7 +148,7 @@ def events_section(data: ReportData) -> str:
 
 def _trip_name(code: int) -> str:
     try:
-        from daq.interlocks import Trip  # type: ignore[import-not-found, unused-ignore]
+        from daq.loop.interlocks import Trip  # type: ignore[import-not-found, unused-ignore]
 
         return f"{Trip(code).name} ({code})"
     except (ImportError, ValueError):

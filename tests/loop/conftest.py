@@ -7,13 +7,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from daq import control_api
 from daq.backends.sim import SimBackend
-from daq.control_api import ControlApi, joint_gains, make_hold_runner
 from daq.loop import Loop
-from daq.mailbox import Request
+from daq.loop.mailbox import Request
 from daq.profile.loader import load_profile
 from daq.profile.schema import Profile
+from daq.service import control_api
+from daq.service.control_api import ControlApi, joint_gains, make_hold_runner
 from tests.loop.fakes import FakeBackend, HoldP
 
 PROFILES = Path(__file__).resolve().parents[2] / "hw_profiles"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import daq.backends.factory as factory
-import daq.service as service_mod
+import daq.service.cli as service_mod
 from daq.profile.schema import Profile
 from tests.loop.fakes import CallLog, Constant
 

@@ -7,7 +7,7 @@ import tracemalloc
 from collections.abc import Callable
 
 from daq.loop import Loop
-from daq.state import State
+from daq.loop.states import State
 from tests.loop.conftest import cycles, post
 from tests.loop.fakes import FakeBackend, Ramp
 

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from daq import control_api
-from daq.control_api import CommandError, ControlApi
-from daq.interlocks import Trip
 from daq.loop import Loop
+from daq.loop.interlocks import Trip
+from daq.loop.states import State
 from daq.profile.schema import Profile
-from daq.state import State
+from daq.service import control_api
+from daq.service.control_api import CommandError, ControlApi
 from tests.conditions import wait_until
 from tests.loop.conftest import with_changes
 from tests.loop.fakes import FakeBackend, HoldP

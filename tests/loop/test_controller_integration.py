@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("controller.runner")
 
-from daq.control_api import CommandError, ControlApi
 from daq.loop import Loop
-from daq.state import State
+from daq.loop.states import State
+from daq.service.control_api import CommandError, ControlApi
 from tests.conditions import wait_until
 
 

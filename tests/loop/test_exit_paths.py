@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import daq.service_core as service_core
+import daq.service.rig_service as service_core
 from daq.backends.base import BackendStatus
+from daq.loop.states import State
 from daq.profile.schema import Profile
 from daq.service import Service
-from daq.state import State
 from tests.conditions import wait_until
 from tests.loop.conftest import with_changes
 from tests.loop.exit_child import ARMED

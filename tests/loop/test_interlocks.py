@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from controller.feedback import Feedback
-from daq.interlocks import CLAMP_FLAG, Trip, flag
 from daq.loop import Loop
-from daq.state import State
+from daq.loop.interlocks import CLAMP_FLAG, Trip, flag
+from daq.loop.states import State
 from tests.loop.conftest import col, cycles, post, with_changes
 from tests.loop.fakes import FakeBackend, HoldP, Scripted
 

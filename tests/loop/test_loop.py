@@ -5,9 +5,9 @@ from collections.abc import Callable
 import numpy as np
 
 from controller.feedback import Feedback
-from daq.interlocks import Trip
 from daq.loop import Loop
-from daq.state import State
+from daq.loop.interlocks import Trip
+from daq.loop.states import State
 from tests.loop.conftest import col, cycles, post, row
 from tests.loop.fakes import FakeBackend, HoldP, Ramp
 

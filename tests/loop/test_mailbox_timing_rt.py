@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from daq import rt
-from daq.mailbox import Mailbox, MailboxTimeout
-from daq.timing import LoopTiming, percentile_from_histogram
+from daq.loop import realtime as rt
+from daq.loop.mailbox import Mailbox, MailboxTimeout
+from daq.loop.timing import LoopTiming, percentile_from_histogram
 
 
 def test_mailbox_round_trip_through_a_polling_thread() -> None:
@@ -82,7 +82,7 @@ def test_rt_setup_warns_once_when_not_permitted(
     monkeypatch.setattr(rt.os, "sched_setscheduler", refuse)
     monkeypatch.setattr(rt.os, "sched_setaffinity", refuse)
     monkeypatch.setattr(rt, "_lock_memory", lambda rep: rep.failed.append("mlockall: refused"))
-    with caplog.at_level(logging.WARNING, logger="daq.rt"):
+    with caplog.at_level(logging.WARNING, logger="daq.loop.realtime"):
         report = rt.apply(rt.RtSettings(priority=80, cpu=0, lock_memory=True))
     assert len(report.failed) == 3
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]

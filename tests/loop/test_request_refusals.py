@@ -13,9 +13,9 @@ import pytest
 
 pytest.importorskip("controller.runner")
 
-from daq.control_api import CommandError, ControlApi
 from daq.loop import Loop
-from daq.state import State
+from daq.loop.states import State
+from daq.service.control_api import CommandError, ControlApi
 
 # sim-2dof.toml: j1 soft limits 22–58° (36°), j2 0–48° (48°); both valve_max_v = 6 V,
 # 60°/s, 600°/s², 1 kHz. The bounds below are worked out by hand from those numbers

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from daq.backends.base import BackendStatus
+from daq.loop.states import State
 from daq.profile.schema import Profile
 from daq.service import Service
-from daq.state import State
 from tests.loop.fakes import FakeBackend
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,10 +11,10 @@ import pytest
 
 from controller.feedback import Feedback
 from daq.backends.sim import SimBackend
-from daq.interlocks import Trip
 from daq.loop import Loop
+from daq.loop.interlocks import Trip
+from daq.loop.states import State
 from daq.profile.schema import Profile
-from daq.state import State
 from tests.loop.conftest import col, cycles, post, with_changes
 from tests.loop.fakes import HoldP, Ramp, Scripted
 

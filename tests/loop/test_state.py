@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from daq.state import Action, State, TransitionError, next_state, refusal
+from daq.loop.states import Action, State, TransitionError, next_state, refusal
 
 
 @pytest.mark.parametrize(

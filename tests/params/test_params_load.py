@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from daq.commands.errors import CommandError
+from daq.loop.states import State
 from daq.profile import load_profile, plant_params
 from daq.recording import read_run
 from daq.rigctl.cmd_params import check_against_profile
 from daq.rigctl.common import UsageError
 from daq.service import Service
-from daq.state import State
 from estimator.paramfile import write_param_file
 from tests.conftest import PROFILES
 from tests.params.conftest import write_params

@@ -16,8 +16,8 @@ from controller.experiment import Experiment, ExperimentError
 from controller.feedback import Feedback
 from controller.laws import VelocityLimitedPD
 from controller.runner import ExperimentRunner
-from daq.control_api import joint_gains, joint_limits
 from daq.profile import load_profile
+from daq.service.control_api import joint_gains, joint_limits
 from tests.conftest import PROFILES, ROOT
 
 PERIOD = 1e-3
@@ -102,9 +102,9 @@ def test_lin_file_uses_the_velocity_limited_pd_on_steps() -> None:
 @pytest.mark.slow
 def test_lin_sweeps_run_at_vmax_on_the_simulator(tmp_path: Path) -> None:
     from daq.backends.factory import make_backend
+    from daq.loop.states import State
     from daq.recording import read_run
     from daq.service import Service
-    from daq.state import State
 
     profile = load_profile(PROFILES / "sim-2dof.toml")
     service = Service(

@@ -14,7 +14,7 @@ from daq.recording import Recorder
 from daq.ring import SampleRing
 from daq.sample_layout import SampleLayout
 
-RUNNING = 2.0  # daq.state.State.RUNNING
+RUNNING = 2.0  # daq.loop.states.State.RUNNING
 
 
 def record_sim_run(

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 import zmq
 
-from daq.interlocks import Trip
+from daq.loop.interlocks import Trip
 from daq.profile import load_profile
 from daq.recording import read_run
 from daq.rigctl.session import free_endpoint
@@ -207,7 +207,7 @@ def test_serial_fault_trips_and_nulls_the_valves(flags: tuple[str, str], tmp_pat
     The serial read's 0.9 ms timeout is real time even in virtual time, so a loaded machine
     can time a read out by itself. Such a trip, in a cycle before the injected one, is
     recognised and the run repeated (at most ATTEMPTS times); any other outcome is judged."""
-    from daq.state import State  # type: ignore[import-not-found,unused-ignore]
+    from daq.loop.states import State  # type: ignore[import-not-found,unused-ignore]
 
     disturbed = []
     for attempt in range(ATTEMPTS):

@@ -17,10 +17,10 @@ from daq.backends import serial_protocol as sp
 from daq.backends import serial_resolver as sr
 from daq.backends.composite import CompositeBackend
 from daq.backends.serial_emulator import BoardEmulator
-from daq.interlocks import Trip
 from daq.loop import Loop
+from daq.loop.interlocks import Trip
+from daq.loop.states import State
 from daq.profile import Profile
-from daq.state import State
 from tests.loop.conftest import col, cycles, post
 from tests.loop.fakes import HoldP
 from tests.serial.conftest import RELAXED_TIMEOUT_S, make_profile

@@ -14,10 +14,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from controller.feedback import Feedback
-from daq.interlocks import CLAMP_FLAG, Interlocks, Trip, TripInfo, describe_flags
-from daq.mailbox import Request
-from daq.state import Action, State, TransitionError, next_state
-from daq.timing import LoopTiming
+from daq.loop.interlocks import CLAMP_FLAG, Interlocks, Trip, TripInfo, describe_flags
+from daq.loop.mailbox import Request
+from daq.loop.states import Action, State, TransitionError, next_state
+from daq.loop.timing import LoopTiming
 
 
 class Runner(Protocol):

@@ -7,7 +7,7 @@ systemd notification around it, in one process with one real-time thread.
 Threads: `rig-loop` (the 1 kHz loop, real-time priority), `rig-housekeeping` (forwards the loop's
 events to the recorder and telemetry, logs overruns at most once a second, collects garbage
 outside the loop), and those of the parts it wires (recorder writer, telemetry publisher,
-command server, systemd watchdog feeder), all wired by `daq.service_core.Service`.
+command server, systemd watchdog feeder), all wired by `daq.service.rig_service.Service`.
 
 Exit: SIGTERM, SIGINT or the end of `--duration` stop the loop (valves to null), drain the
 recorder, close the backend; the exit code is 0 unless the loop itself failed (an exception in a
@@ -27,13 +27,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from daq import rt
 from daq.backends.base import BackendError
+from daq.loop import realtime as rt
 from daq.param_set import read_param_set
 from daq.profile.loader import ProfileError, load_profile
 from daq.profile.schema import Profile
-from daq.service_core import DEFAULT_SPIN_US, Service
-from daq.service_parts import optional
+from daq.service.housekeeping import optional
+from daq.service.rig_service import DEFAULT_SPIN_US, Service
 
 __all__ = ["Service", "build_parser", "main"]
 

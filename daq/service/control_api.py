@@ -21,9 +21,9 @@ from typing import Any, Protocol
 
 from daq.commands.errors import CommandError
 from daq.loop import Loop
-from daq.mailbox import MailboxTimeout
+from daq.loop.mailbox import MailboxTimeout
+from daq.loop.states import Action, refusal
 from daq.profile.schema import Profile
-from daq.state import Action, refusal
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The `rig-daq` service object: profile → backend → loop, with the recorder, telemetry,
 command socket and systemd notification wired around it (the command line is `daq.service`).
 
-Each optional part sits behind `daq.service_parts.optional()`: a part whose module is not
+Each optional part sits behind `daq.service.housekeeping.optional()`: a part whose module is not
 installed is skipped with one log line, so the loop runs without it.
 """
 
@@ -15,9 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from daq import rt
 from daq.backends.base import Backend
-from daq.control_api import (
+from daq.loop import DEFAULT_RING_CAPACITY, Loop
+from daq.loop import realtime as rt
+from daq.profile.schema import Profile
+from daq.service.control_api import (
     ControlApi,
     controller_available,
     describe_profile,
@@ -25,9 +27,7 @@ from daq.control_api import (
     make_hold_runner,
     recorder_stats_dict,
 )
-from daq.loop import DEFAULT_RING_CAPACITY, Loop
-from daq.profile.schema import Profile
-from daq.service_parts import Housekeeping, optional
+from daq.service.housekeeping import Housekeeping, optional
 
 log = logging.getLogger("daq.service")
 

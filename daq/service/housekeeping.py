@@ -3,7 +3,7 @@
 Housekeeping does, off the real-time thread, everything the loop must not: it forwards the
 loop's events (state changes, trips) to the recorder and telemetry, logs them, logs overruns at
 most once a second, and runs the young-generation garbage collection that the loop has switched
-off for itself (see daq/loop.py on gc).
+off for itself (see daq/loop/cycle.py on gc).
 """
 
 from __future__ import annotations

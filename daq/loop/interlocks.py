@@ -40,7 +40,7 @@ class Trip(enum.IntEnum):
     FOLLOWING_ERROR = 5  # |ref − q| above base + per_velocity·|ref velocity|
     VALVE_RATE = 6  # valve command slew above valve_max_rate_v_per_s
     COMMAND_INVALID = 7  # non-finite valve command
-    OVERRUN = 8  # overrun_limit consecutive overruns
+    OVERRUN = 8  # overrun_limit consecutive overruns, or one stall beyond stall_ms (live)
     BACKEND_READ = 9  # backend.read returned ERROR
     BACKEND_WRITE = 10  # backend.write returned ERROR
     ESTOP = 11  # emergency stop requested
@@ -51,6 +51,9 @@ class Trip(enum.IntEnum):
 def flag(code: Trip) -> int:
     return 1 << (int(code) - 1)
 
+
+#: `TripInfo.where` of an OVERRUN trip caused by one long stall (value, limit in ms).
+STALL = "stall"
 
 #: Flag bit (not a trip) set in a cycle where a valve command was clamped to its amplitude limit.
 CLAMP_FLAG = 1 << 15
@@ -86,6 +89,8 @@ class TripInfo:
             return c.name.lower().replace("_", " ") + (f": {self.where}" if self.where else "")
         if c == Trip.CHANNEL_FAULT:
             return f"channel {self.where} flagged faulty by the backend"
+        if c == Trip.OVERRUN and self.where == STALL:
+            return f"a cycle ended {self.value:.1f} ms late (stall limit {self.limit:.1f} ms)"
         if c == Trip.OVERRUN:
             return f"{self.value:.0f} consecutive overruns (limit {self.limit:.0f})"
         return f"{c.name.lower()} on {self.where}: value {self.value:.6g}, limit {self.limit:.6g}"

@@ -37,16 +37,16 @@ from typing import Any
 import numpy as np
 
 from daq.backends.base import Backend, BackendStatus
-from daq.feedback_map import FeedbackMap
-from daq.interlocks import Interlocks, Trip, TripInfo
-from daq.loop_commands import LoopCommands, Runner
-from daq.mailbox import Mailbox, Request
+from daq.loop.commands import LoopCommands, Runner
+from daq.loop.feedback_map import FeedbackMap
+from daq.loop.interlocks import STALL, Interlocks, Trip, TripInfo
+from daq.loop.mailbox import Mailbox, Request
+from daq.loop.states import LATCHED_STATES, LIVE_STATES, State
+from daq.loop.timing import LoopTiming
 from daq.profile.schema import Profile
 from daq.ring import SampleRing
 from daq.sample_layout import SampleLayout
 from daq.scaling import ChannelScaler
-from daq.state import LATCHED_STATES, LIVE_STATES, State
-from daq.timing import LoopTiming
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +118,12 @@ class Loop(LoopCommands):
         self.cycles = 0  # heartbeat for the watchdog
         self.error: BaseException | None = None
         self._pending_trip: Trip = Trip.NONE
+        self._pending_where = ""
+        self._pending_value = self._pending_limit = 0.0
+        ilk = profile.interlocks
+        # One long stall (a cycle ending `stall_ms` after its deadline) trips while the valves
+        # are live; `overrun_limit = 0` switches the whole overrun interlock off.
+        self.stall_ns = round(ilk.stall_ms * 1e6) if ilk.overrun_limit and ilk.stall_ms else 0
         self._stop = threading.Event()
         self.finished = threading.Event()
         self._thread: threading.Thread | None = None
@@ -244,7 +250,7 @@ class Loop(LoopCommands):
             # time.sleep is clock_nanosleep on CLOCK_MONOTONIC; with SCHED_FIFO and 1 ns timer
             # slack it wakes within the kernel's latency (10–30 µs here). Spinning the last
             # `spin_us` hides that and the interpreter's wake-up cost for a few % of a CPU; the
-            # service spins 50 µs (daq/service.py DEFAULT_SPIN_US; bench/loop_timing.py).
+            # service spins 50 µs (daq/service/cli.py DEFAULT_SPIN_US; bench/loop_timing.py).
             if deadline - now > spin_ns:
                 sleep((deadline - now - spin_ns) * 1e-9)
             now = clock()
@@ -257,7 +263,7 @@ class Loop(LoopCommands):
             if late > 0:
                 missed = late // period_ns + 1
                 k += missed
-                self._overrun(missed)
+                self._overrun(missed, late + period_ns)
             else:
                 timing.record_on_time()
 
@@ -273,7 +279,7 @@ class Loop(LoopCommands):
             if first == 0:
                 first = now - k * period_ns
             if missed > 0:
-                self._overrun(missed)
+                self._overrun(missed, missed * period_ns)
             else:
                 timing.record_on_time()
             # Wake latency against the device clock as seen on the monotonic clock (drift
@@ -281,11 +287,20 @@ class Loop(LoopCommands):
             wake = max(0, now - (first + k * period_ns))
             timing.record(wake, self._cycle(k * self.period, wake))
 
-    def _overrun(self, missed: int) -> None:
+    def _overrun(self, missed: int, late_ns: int) -> None:
+        """`late_ns`: how long after its own deadline the late cycle ended."""
         run = self.timing.record_overrun(missed)
         limit = self.profile.interlocks.overrun_limit
-        if limit and run >= limit and self.state not in LATCHED_STATES:
+        if self.state in LATCHED_STATES or self._pending_trip:
+            return
+        if self.stall_ns and late_ns > self.stall_ns and self.state in LIVE_STATES:
             self._pending_trip = Trip.OVERRUN
+            self._pending_where = STALL
+            self._pending_value, self._pending_limit = late_ns * 1e-6, self.stall_ns * 1e-6
+        elif limit and run >= limit:
+            self._pending_trip = Trip.OVERRUN
+            self._pending_where = ""
+            self._pending_value, self._pending_limit = float(run), float(limit)
 
     # ------------------------------------------------------------------ one cycle
 
@@ -303,10 +318,7 @@ class Loop(LoopCommands):
         self.fbmap.fill(eng, self.fb, t)
         if self._pending_trip:
             il.trip(
-                self._pending_trip,
-                "",
-                self.timing.consecutive_overruns,
-                self.profile.interlocks.overrun_limit,
+                self._pending_trip, self._pending_where, self._pending_value, self._pending_limit
             )
             self._pending_trip = Trip.NONE
         req = self.mailbox.take()
