@@ -41,8 +41,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from controller.plant.dynamics import cylinder
-from controller.plant.params import PlantParams
+from controller.plant.dynamics import cylinder, joint_from_piston
+from controller.plant.params import JointEffects, PlantEffects, PlantParams
 from controller.plant.regressors import fluid_regressor, mechanical_output, mechanical_regressor
 from estimator.models import LinearModel, Sample, fluid_model, mechanical_model
 
@@ -184,3 +184,54 @@ def lin_models(params: PlantParams) -> list[LinearModel]:
     """The profile factory (`[estimator] model = "estimator.models_lin:lin_models"`). No truth:
     the factory sees only the parameters the profile states, not the simulator's effects."""
     return [lin_mechanical_model(params), lin_fluid_model(params)]
+
+
+def lin_plant(
+    known: PlantParams, names: list[str], theta: np.ndarray
+) -> tuple[PlantParams, PlantEffects] | None:
+    """The shared physics (controller.plant, with its effects) that this family's estimate
+    describes, for validation by simulation; None if `names` are not this family's.
+
+    Exact for M, R12, W, 1/b, Cf, Fc±, C_int, V0 = (V0/b)·b. Approximate where the simulator's
+    terms differ in form: the joint viscous Fv± become a symmetric joint Fv = min(Fv⁺, Fv⁻)
+    plus a piston term f_v = (Fv± − Fv)/r² with r at mid-stroke (the simulator's f_v± act at
+    the piston, ∝ r(q)²); the two null-offset coefficients give one null bias b₀, the mean of
+    Q0⁺/Cf⁺⁺ and Q0⁻/Cf⁻⁻. Estimates outside the physics (a negative force, leakage or
+    volume) are clipped to its range, so a poor estimate validates poorly rather than failing."""
+    n = known.n
+    mech, fluid = lin_mech_names(n), lin_fluid_names(n)
+    if not all(nm in names for nm in mech + fluid):
+        return None
+    th = dict(zip(names, np.asarray(theta, dtype=float), strict=True))
+    if not all(np.isfinite(v) for v in th.values()):
+        return None
+    bulk = 1.0 / th["1/b"]
+    mid = joint_from_piston(known, np.zeros((1, n)))
+    _, r_mid = cylinder(known, mid)
+    fv = np.array([min(th[f"Fv+{i}"], th[f"Fv-{i}"]) for i in range(1, n + 1)])
+    joints = []
+    for i in range(1, n + 1):
+        r2 = float(r_mid[0, i - 1]) ** 2
+        fc_p, fc_m = max(th[f"Fc+{i}"], 0.0), max(th[f"Fc-{i}"], 0.0)
+        b0 = 0.5 * (th[f"Q0+{i}"] / th[f"Cf++{i}"] + th[f"Q0-{i}"] / th[f"Cf--{i}"])
+        joints.append(
+            JointEffects(
+                coulomb_pos=fc_p,
+                coulomb_neg=fc_m,
+                stiction_pos=fc_p,
+                stiction_neg=fc_m,
+                smoothing_velocity=SMOOTH_SIGN_M_S,
+                viscous_pos=max(th[f"Fv+{i}"] - fv[i - 1], 0.0) / r2,
+                viscous_neg=max(th[f"Fv-{i}"] - fv[i - 1], 0.0) / r2,
+                leak_internal=max(th[f"Cint{i}"], 0.0),
+                null_bias=float(np.clip(b0, -0.5, 0.5)),
+                dead_volume_cap=max(th[f"V0+/b{i}"] * bulk, 1e-7),
+                dead_volume_rod=max(th[f"V0-/b{i}"] * bulk, 1e-7),
+            )
+        )
+    M = [th["M1"]] if n == 1 else [th["M1"], th["M2"]]
+    W = [th["W1"]] if n == 1 else [th["W1"], th["W2"]]
+    theta_mech = np.array([M[0], fv[0], W[0]]) if n == 1 else np.array([*M, th["R12"], *fv, *W])
+    cf = [th[f"Cf{e}{i}"] for i in range(1, n + 1) for e in ("++", "+-", "-+", "--")]
+    params = known.with_identified(theta_mech, np.array([th["1/b"], *cf]))
+    return params, PlantEffects(joints=tuple(joints))

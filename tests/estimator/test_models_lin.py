@@ -14,7 +14,7 @@ from controller.plant.params import JointEffects, PlantEffects
 from daq.profile import load_profile
 from daq.profile.plant import plant_params
 from estimator.models import Sample, evaluate, load_models
-from estimator.models_lin import SMOOTH_SIGN_M_S, lin_models
+from estimator.models_lin import SMOOTH_SIGN_M_S, lin_models, lin_plant
 
 ROOT = Path(__file__).resolve().parents[2]
 BIAS = (0.02, -0.015)
@@ -156,3 +156,21 @@ def test_profile_selects_the_family() -> None:
     ref = load_profile(ROOT / "hw_profiles" / "sim-2dof.toml")
     spec = None if ref.estimator is None else ref.estimator.model
     assert [m.name for m in load_models(spec, plant_params(ref))] == ["mechanical", "fluid"]
+
+
+def test_validation_plant_reproduces_the_equations() -> None:
+    """The estimate → shared physics mapping that validation simulates (lin_plant) gives back
+    the plant the parameters came from: same state derivative (symmetric Fv, equal gains)."""
+    params, effects = _plant()
+    mech, fluid = lin_models(params)
+    theta = np.concatenate(_truth(params, effects))
+    plant = lin_plant(params, [*mech.names, *fluid.names], theta)
+    assert plant is not None
+    p2, e2 = plant
+    X = _states(params, np.random.default_rng(5), 50)
+    a, b = np.empty(X.shape[1]), np.empty(X.shape[1])
+    for x in X:
+        derivative_fx(x, np.zeros(2), params.pack(), effects.pack(params), a)
+        derivative_fx(x, np.zeros(2), p2.pack(), e2.pack(p2), b)
+        np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-9 * np.max(np.abs(a)))
+    assert lin_plant(params, list(params.mech_names()) + params.fluid_names(), theta[:16]) is None
