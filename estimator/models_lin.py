@@ -208,7 +208,8 @@ def lin_plant(
     bulk = 1.0 / th["1/b"]
     mid = joint_from_piston(known, np.zeros((1, n)))
     _, r_mid = cylinder(known, mid)
-    fv = np.array([min(th[f"Fv+{i}"], th[f"Fv-{i}"]) for i in range(1, n + 1)])
+    # PlantParams wants Fv > 0 (the daq refuses a parameter file without): 1e-6 N·m·s/rad.
+    fv = np.array([max(min(th[f"Fv+{i}"], th[f"Fv-{i}"]), 1e-6) for i in range(1, n + 1)])
     joints = []
     for i in range(1, n + 1):
         r2 = float(r_mid[0, i - 1]) ** 2
