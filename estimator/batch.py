@@ -340,8 +340,9 @@ def fit_model(
     cov_n = np.zeros((n, n))
     if weak.any():
         theta_n[weak] = prior[weak] if prior is not None else th_w[weak]
+    # What the free parameters must explain: the fixed ones' part (at the prior) removed.
+    Yf = Yw - Ww[:, weak] @ theta_n[weak]
     if free.any():
-        Yf = Yw - Ww[:, weak] @ theta_n[weak]
         th_f, _, cov_f = _ls(Ww[:, free], Yf)
         theta_n[free] = th_f
         cov_f = kappa * cov_f
@@ -351,7 +352,7 @@ def fit_model(
         cov_f = inflate(cov_f, vj)
         idx = np.flatnonzero(free)
         cov_n[np.ix_(idx, idx)] = cov_f
-    spread, zscore = equation_disagreement(Ww, Yw, m, free) if m > 1 else (np.zeros(n),) * 2
+    spread, zscore = equation_disagreement(Ww, Yf, m, free) if m > 1 else (np.zeros(n),) * 2
     revealed = zscore > DISAGREEMENT_Z
     if revealed.any():
         # Half the spread is the least bias one of the equations carries: into σ it goes, and
