@@ -204,7 +204,9 @@ def test_monitor_json(make_publisher, capsys) -> None:
     assert last["state"] == "IDLE" and last["rows"] > 0 and last["lost_rows"] == 0
     seq = last["seq"]
     assert last["channels"]["eng.q_1"] == pytest.approx(seq + 26 / 1000.0)  # column 26
-    assert any(e["kind"] == "fault" and e["cause"] == "estop" for e in last["events"]), last["events"]
+    assert any(e["kind"] == "fault" and e["cause"] == "estop" for e in last["events"]), last[
+        "events"
+    ]
     assert main(["monitor", "--endpoint", "tcp://127.0.0.1:9", "--timeout", "0.3"]) == 3
 
 
