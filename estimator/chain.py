@@ -125,6 +125,7 @@ class ModelChain:
             self.static.push(flat, sout)
         ok = self._valid_mask(raw)
         if first >= N:
+            self.rls.forget(N)  # forgetting in time: every raw row ages the estimate
             return 0
         x = sample_from(raw[first:], self.nj, out[first:])
         Phi, y = evaluate(self.model, x)
@@ -137,8 +138,11 @@ class ModelChain:
             keep = ok[first:]
             self.rejected += int(keep.size - np.count_nonzero(keep))
             Phi, y = Phi[keep], y[keep]
-            if Phi.shape[0] == 0:
-                return 0
+        # Rows the RLS will not see (filter warm-up, outside the model's domain) still age
+        # it: λ is per sample period of rig time (RLS.forget).
+        self.rls.forget(N - Phi.shape[0])
+        if Phi.shape[0] == 0:
+            return 0
         Phi_n = Phi * self.scale[None, None, :] * self.weight[None, :, None]
         y_n = y * self.weight[None, :]
         self.rls.update(Phi_n, y_n)

@@ -32,6 +32,30 @@ import numpy as np
 
 
 @numba.njit(cache=True, fastmath=False)
+def _forget(U: np.ndarray, d: np.ndarray, stats: np.ndarray, lam: float, trace_max: float) -> None:
+    """One forgetting step P ← P/λ_eff with λ_eff = max(λ, trace(P)/trace_max) (no wind-up);
+    the residual statistics (stats[0], stats[1], stats[4:]) age with the same factor."""
+    n = d.shape[0]
+    tr = 0.0
+    for j in range(n):
+        col = 1.0
+        for i in range(j):
+            col += U[i, j] * U[i, j]
+        tr += d[j] * col
+    lam_eff = lam
+    if tr / lam > trace_max:
+        lam_eff = tr / trace_max if tr < trace_max else 1.0
+    if lam_eff < 1.0:
+        inv = 1.0 / lam_eff
+        for j in range(n):
+            d[j] *= inv
+    stats[0] *= lam_eff
+    stats[1] *= lam_eff
+    for o in range(4, stats.shape[0]):
+        stats[o] *= lam_eff
+
+
+@numba.njit(cache=True, fastmath=False)
 def _ud_update_block(
     x: np.ndarray,
     U: np.ndarray,
@@ -65,23 +89,7 @@ def _ud_update_block(
             continue
         # --- forgetting, bounded so that trace(P) ≤ trace_max (no wind-up)
         if lam < 1.0:
-            tr = 0.0
-            for j in range(n):
-                col = 1.0
-                for i in range(j):
-                    col += U[i, j] * U[i, j]
-                tr += d[j] * col
-            lam_eff = lam
-            if tr / lam > trace_max:
-                lam_eff = tr / trace_max if tr < trace_max else 1.0
-            if lam_eff < 1.0:
-                inv = 1.0 / lam_eff
-                for j in range(n):
-                    d[j] *= inv
-            stats[0] *= lam_eff
-            stats[1] *= lam_eff
-            for o in range(m):
-                stats[4 + o] *= lam_eff
+            _forget(U, d, stats, lam, trace_max)
         # --- one Bierman scalar update per output equation
         for o in range(m):
             e = y[s, o]
@@ -201,6 +209,16 @@ class Rls:
             self._g,
             self._k,
         )
+
+    def forget(self, samples: int) -> None:
+        """Age the estimate by `samples` sample periods without data: P ← P/λᵏ (bounded by
+        trace_max like every step). Forgetting in *time* (issue 14, item 3): the chain calls
+        this for every raw sample it did not pass to the RLS (rejected, filter warm-up), so
+        λ is per sample period of rig time, not per accepted sample — a model that rejects
+        most samples (the fluid model near the pressure bounds) no longer remembers longer."""
+        if self.frozen or samples <= 0 or self.config.forgetting >= 1.0:
+            return
+        _forget(self.U, self.d, self.stats, self.config.forgetting**samples, self.config.trace_max)
 
     # ------------------------------------------------------------------ read-outs
     @property

@@ -34,6 +34,7 @@ import zmq
 from daq.profile.loader import ProfileError, load_profile
 from daq.profile.schema import Estimator as EstimatorCfg
 from daq.telemetry.wire import Meta, SampleBatch
+from estimator.models_lin import lin_plant
 from estimator.online import Estimate, OnlineIdentifier
 from estimator.paramfile import read_param_file, write_param_file
 from estimator.transport import DEFAULT_KEY, TransportError, await_meta, open_sockets
@@ -94,6 +95,12 @@ def write_estimate(path: Path, rig: str, ident: OnlineIdentifier) -> None:
     params = None
     if "mechanical" in ths and "fluid" in ths:
         params = ident.params.with_identified(ths["mechanical"], ths["fluid"])
+    else:
+        # The real-rig family maps onto the shared physics too (its effects are not part of
+        # a [plant] table: the controller's feed-forward uses the reference terms).
+        names = [nm for c in ident.chains for nm in c.model.names]
+        plant = lin_plant(ident.params, names, np.concatenate(list(ths.values())))
+        params = None if plant is None else plant[0]
     samples = min((c.rls.samples for c in ident.chains), default=0)
     write_param_file(path, rig, samples, models, params)
     log.info("wrote %s (%d samples)", path, samples)

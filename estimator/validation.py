@@ -15,7 +15,7 @@ import numpy as np
 from scipy.signal import butter, sosfiltfilt
 
 from controller.plant import dynamics
-from controller.plant.params import PlantParams
+from controller.plant.params import NE_GLOBAL, NE_JOINT, PlantEffects, PlantParams
 from estimator.batch import derivative
 
 #: Outputs compared, as (label, state block): block k of the state [q, q̇, p⁺, p⁻, u].
@@ -56,10 +56,19 @@ class ValidationResult:
     notes: list[str] = field(default_factory=list)
 
 
-def simulate(params: PlantParams, period: float, x0: np.ndarray, spool: np.ndarray) -> np.ndarray:
-    """Open-loop simulation with the spool held at its measured value each period: (N, 5n)."""
+def simulate(
+    params: PlantParams,
+    period: float,
+    x0: np.ndarray,
+    spool: np.ndarray,
+    effects: PlantEffects | None = None,
+) -> np.ndarray:
+    """Open-loop simulation with the spool held at its measured value each period: (N, 5n).
+    `effects`: the terms of a model family beyond the reference one (estimator.models_lin),
+    integrated by the simulator's own code (controller.plant.dynamics.integrate_fx)."""
     n = params.n
     P = params.pack()
+    E = None if effects is None else effects.pack(params)
     x = np.array(x0, dtype=float)
     work = np.zeros((5, 5 * n))
     out = np.empty((spool.shape[0], 5 * n))
@@ -68,8 +77,25 @@ def simulate(params: PlantParams, period: float, x0: np.ndarray, spool: np.ndarr
         out[k] = x
         x[4 * n : 5 * n] = spool[k]
         np.divide(spool[k], params.valve_gain, out=v)
-        dynamics.integrate(x, v, P, period, 4, work)
+        if E is None:
+            dynamics.integrate(x, v, P, period, 4, work)
+        else:
+            dynamics.integrate_fx(x, v, P, E, period, 4, work)
     return out
+
+
+def _friction_torque(
+    params: PlantParams, effects: PlantEffects, q: np.ndarray, qd: np.ndarray
+) -> np.ndarray:
+    """r_i F(ṡ_i) per sample, the simulator's piston friction (dynamics.friction_force)."""
+    E = effects.pack(params)
+    _, r = dynamics.cylinder(params, q)
+    sd = r * qd
+    out = np.empty_like(sd)
+    for i in range(params.n):
+        e = NE_GLOBAL + NE_JOINT * i
+        out[:, i] = [dynamics.friction_force(E, e, v) for v in sd[:, i]]
+    return r * out
 
 
 def smooth_derivatives(
@@ -87,7 +113,11 @@ def _lowpass(period: float, cutoff_hz: float = 20.0) -> np.ndarray:
 
 
 def validate(
-    params: PlantParams, period: float, m: Measured, window_s: float = 10.0
+    params: PlantParams,
+    period: float,
+    m: Measured,
+    window_s: float = 10.0,
+    effects: PlantEffects | None = None,
 ) -> ValidationResult:
     """Simulate `params` on the measured inputs of `m` and compare (FIT, torque RMS).
 
@@ -105,7 +135,7 @@ def validate(
     for k0 in range(0, total, step):
         k1 = min(total, k0 + step)
         x0 = np.concatenate([m.q[k0], qd[k0], m.p_cap[k0], m.p_rod[k0], m.spool[k0]])
-        states[k0:k1] = simulate(params, period, x0, m.spool[k0:k1])
+        states[k0:k1] = simulate(params, period, x0, m.spool[k0:k1], effects)
     measured = {"q": m.q, "p_cap": m.p_cap, "p_rod": m.p_rod}
     simulated = {label: states[:, k * n : (k + 1) * n] for label, k in OUTPUTS}
     if m.piston is not None:
@@ -126,5 +156,7 @@ def validate(
     prf = sosfiltfilt(sos, m.p_rod, axis=0)
     tau_meas = dynamics.torque_from_pressures(params, qf, pcf, prf)
     tau_pred = dynamics.inverse_dynamics(params, qf, qd, qdd)
+    if effects is not None:
+        tau_pred += _friction_torque(params, effects, qf, qd)
     rms = [float(np.sqrt(np.mean((tau_meas[:, i] - tau_pred[:, i]) ** 2))) for i in range(n)]
     return ValidationResult(m.t, measured, simulated, fit, tau_meas, tau_pred, rms, notes)

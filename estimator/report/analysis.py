@@ -14,10 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from controller.plant.params import PlantParams
+from controller.plant.params import PlantEffects, PlantParams
 from estimator.batch import BatchResult, identify_run
 from estimator.datause import STATE_RUNNING
 from estimator.models import load_models
+from estimator.models_lin import lin_plant
 from estimator.online import Estimate, OnlineIdentifier
 from estimator.report.runs import ReportError, RunData, measured
 from estimator.validation import ValidationResult, validate
@@ -124,12 +125,23 @@ def batch_identify(rd: RunData) -> BatchResult:
         raise ReportError(f"{rd.path.name}: batch identification failed: {exc}") from None
 
 
+#: A parameter set validation simulates: the shared physics' parameters and, for a model family
+#: beyond the reference one, the effects its extra parameters stand for.
+Plant = tuple[PlantParams, PlantEffects | None]
+
+
 def identified_params(
     known: PlantParams, names: Sequence[str], theta: np.ndarray
-) -> tuple[PlantParams | None, str | None]:
-    """`known` with the identified values substituted by name; (None, why) if the models are
-    not the reference ones (a user model's parameters cannot drive the shared physics)."""
+) -> tuple[Plant | None, str | None]:
+    """`known` with the identified values substituted by name — the reference models, or the
+    real-rig family (estimator.models_lin.lin_plant, with its effects); (None, why) for any
+    other model, whose parameters cannot drive the shared physics."""
     names = list(names)
+    if not np.all(np.isfinite(theta)):
+        return None, "the estimate has non-finite values"
+    lin = lin_plant(known, names, theta)
+    if lin is not None:
+        return lin, None
     mech, fluid = known.mech_names(), known.fluid_names()
     have_m = all(n in names for n in mech)
     have_f = all(n in names for n in fluid)
@@ -142,17 +154,16 @@ def identified_params(
     def pick(sel: list[str]) -> np.ndarray:
         return np.array([theta[names.index(n)] for n in sel])
 
-    if not np.all(np.isfinite(theta)):
-        return None, "the estimate has non-finite values"
-    return known.with_identified(theta_mech=pick(mech), theta_fluid=pick(fluid)), None
+    return (known.with_identified(theta_mech=pick(mech), theta_fluid=pick(fluid)), None), None
 
 
 def run_validation(
-    rd: RunData, params: PlantParams, label: str, notes: list[str]
+    rd: RunData, plant: Plant, label: str, notes: list[str]
 ) -> ValidationResult | None:
+    params, effects = plant
     try:
         with np.errstate(all="ignore"):  # a poor estimate may diverge: FIT shows it, no crash
-            return validate(params, rd.period, measured(rd))
+            return validate(params, rd.period, measured(rd), effects=effects)
     except (ValueError, FloatingPointError) as exc:
         notes.append(f"validation with the {label} parameters failed: {exc}")
         return None

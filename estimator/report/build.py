@@ -162,7 +162,10 @@ def build_report(
             else:
                 sets[label] = params
         if truth is not None and "batch" in sets:
-            sets["truth"] = valid.params  # the simulator's plant: checks the validation path
+            sets["truth"] = (
+                valid.params,
+                None,
+            )  # the simulator's plant: checks the validation path
         for label, params in sets.items():
             prog.step(f"validation ({label} θ)")
             r = run_validation(valid, params, label, notes)

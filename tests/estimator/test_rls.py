@@ -103,3 +103,25 @@ def test_sigma_pct_is_gautier_eq19() -> None:
     cov = np.diag([0.04, 1.0])
     np.testing.assert_allclose(sigma_pct(np.array([2.0, -10.0]), cov), [10.0, 10.0])
     assert sigma_pct(np.array([0.0]), np.eye(1))[0] == np.inf
+
+
+def test_forgetting_in_time_equals_the_same_number_of_steps() -> None:
+    """`forget(k)` (rows the chain did not pass: rejected, warm-up) ages P and the residual
+    statistics exactly like k forgetting steps: a stream with 90 % rejected rows keeps the
+    memory λ states in rig time (issue 14, item 3)."""
+    rng = np.random.default_rng(7)
+    Phi = rng.normal(size=(200, 1, 2))
+    y = Phi @ np.array([1.0, -2.0]) + 0.01 * rng.normal(size=(200, 1))
+    cfg = RlsConfig(forgetting=0.99, p0=100.0, trace_max=1e300)
+    timed, dense = Rls(2, 1, cfg), Rls(2, 1, cfg)
+    for k in range(200):
+        timed.update(Phi[k], y[k])
+        timed.forget(9)
+        dense.update(Phi[k], y[k])
+        dense.update(np.zeros((9, 1, 2)), np.zeros((9, 1)))  # 9 uninformative steps
+    np.testing.assert_allclose(timed.P, dense.P, rtol=1e-9)
+    np.testing.assert_allclose(timed.theta, dense.theta, rtol=1e-9)
+    untimed = Rls(2, 1, cfg)
+    untimed.update(Phi, y)
+    # Without forgetting in time the memory is 10× longer: P ten times smaller or so.
+    assert np.trace(timed.P) > 5.0 * np.trace(untimed.P)

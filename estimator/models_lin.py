@@ -1,0 +1,238 @@
+"""The "real rig" model family (issue 14, item 1): Lin's friction and a fluid model with the
+dead volume, piston leakage and a valve null offset. Select it per rig in the profile:
+
+    [estimator]
+    model = "estimator.models_lin:lin_models"
+
+Both models are linear in their parameters and are what online RLS and batch identify alike
+(they are ordinary `LinearModel`s). Names differ from the reference models' ("mechanical_lin",
+"fluid_lin") on purpose: code that maps the reference 7 + 9 parameters into `PlantParams` by
+position must not mistake these for them.
+
+Mechanical (seed 001, Lin 1994 eq. 20, per joint i; DESIGN §2.1 otherwise unchanged):
+
+    τ_i = … + Fv⁺_i q̇_i [ṡ_i ≥ 0] + Fv⁻_i q̇_i [ṡ_i < 0]
+            + Fc⁺_i r_i σ(ṡ_i) [ṡ_i ≥ 0] + Fc⁻_i r_i σ(ṡ_i) [ṡ_i < 0]
+
+with ṡ_i = r_i(q_i) q̇_i the piston velocity: the Coulomb forces Fc± are piston forces (N, the
+unit a seal datasheet gives), the viscous terms Fv± joint coefficients (N·m·s/rad, like the
+reference model's Fv). Zero-velocity region: σ(ṡ) = tanh(ṡ / v_ε) is a smooth sign, v_ε =
+`SMOOTH_SIGN_M_S` (5 mm/s). Why smooth rather than dropping |ṡ| < threshold: the estimator's
+equations are stacked per sample (both joints' rows at once), so a slow joint cannot drop
+only its own row; an all-zero row would count as a perfectly explained equation and shrink the
+noise estimate. The price: stiction/Stribeck (a bump above Fc below ~2 v_s) is not in the
+model and shows as residual near reversals.
+
+Fluid (DESIGN §2.2 with V0 unknown; Sakai's shared 1/b kept), per joint i, cap and rod rows:
+
+    −ṗ⁺ (L/2 + s) A⁺ · (1/b) − ṗ⁺ · (V0⁺/b) + Σ h u Cf − (p⁺ − p⁻) C_int + (h⁺⁺ + h⁺⁻) Q0⁺ = A⁺ ṡ
+    −ṗ⁻ (L/2 − s) A⁻ · (1/b) − ṗ⁻ · (V0⁻/b) − Σ h u Cf + (p⁺ − p⁻) C_int − (h⁻⁺ + h⁻⁻) Q0⁻ = −A⁻ ṡ
+
+so the swept-volume column (ṗ·(L/2 ± s)A, known geometry) carries 1/b and the ṗ column the
+dead volume over b, V0/b, per chamber: V0 = (V0/b)/(1/b). C_int is the laminar piston leakage
+(cap → rod, m³/(s·Pa)). Q0± is the valve null offset: metering edges that see u + b₀ pass
+Cf h (u + b₀) = Cf h u + (Cf b₀) h, so Q0± ≈ Cf± b₀ (m³/(s·√Pa)), one per chamber (the open
+edge's h is the column; only one edge of each chamber is open at a time). Not in the model:
+underlap and null leakage (flow at u ≈ 0 through all four edges), external leakage, entrained
+air (b falls with pressure) and temperature.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from controller.plant.dynamics import cylinder, joint_from_piston
+from controller.plant.params import JointEffects, PlantEffects, PlantParams
+from controller.plant.regressors import fluid_regressor, mechanical_output, mechanical_regressor
+from estimator.models import LinearModel, Sample, fluid_model, mechanical_model
+
+#: v_ε of the smooth sign in the Coulomb columns (m/s of piston velocity). Lin's rig and the
+#: simulator's Stribeck velocity (10 mm/s) put the bump below ~20 mm/s; 5 mm/s keeps the
+#: transition narrow against the ~50–100 mm/s the standard experiment reaches.
+SMOOTH_SIGN_M_S = 5.0e-3
+
+
+def lin_mech_names(n: int) -> list[str]:
+    """[M1, (M2, R12,) W1, (W2,) then per joint Fv+i, Fv-i, Fc+i, Fc-i]."""
+    base = ["M1", "W1"] if n == 1 else ["M1", "M2", "R12", "W1", "W2"]
+    for i in range(1, n + 1):
+        base += [f"Fv+{i}", f"Fv-{i}", f"Fc+{i}", f"Fc-{i}"]
+    return base
+
+
+def lin_mech_regressor(
+    params: PlantParams,
+    q: np.ndarray,
+    qd: np.ndarray,
+    qdd: np.ndarray,
+    smooth_m_s: float = SMOOTH_SIGN_M_S,
+) -> np.ndarray:
+    """Φ (N, n, n_params) of the Lin mechanical model (module doc), parameter order
+    `lin_mech_names`."""
+    q = np.atleast_2d(np.asarray(q, dtype=float))
+    qd = np.atleast_2d(np.asarray(qd, dtype=float))
+    n = params.n
+    ref = mechanical_regressor(q, qd, qdd, params.gravity)
+    # Reference columns without the viscous ones: n = 1 → [M, Fv, W]; n = 2 → Fv at 3, 4.
+    fv_cols = [1] if n == 1 else [3, 4]
+    keep = [c for c in range(ref.shape[2]) if c not in fv_cols]
+    N = q.shape[0]
+    out = np.zeros((N, n, len(keep) + 4 * n))
+    out[:, :, : len(keep)] = ref[:, :, keep]
+    _, r = cylinder(params, q)
+    sd = r * qd
+    pos = sd >= 0.0
+    sgn = np.tanh(sd / smooth_m_s)
+    for i in range(n):
+        c = len(keep) + 4 * i
+        out[:, i, c] = np.where(pos[:, i], qd[:, i], 0.0)
+        out[:, i, c + 1] = np.where(pos[:, i], 0.0, qd[:, i])
+        out[:, i, c + 2] = np.where(pos[:, i], r[:, i] * sgn[:, i], 0.0)
+        out[:, i, c + 3] = np.where(pos[:, i], 0.0, r[:, i] * sgn[:, i])
+    return out
+
+
+def lin_fluid_names(n: int) -> list[str]:
+    names = ["1/b"]
+    for i in range(1, n + 1):
+        names += [f"Cf++{i}", f"Cf+-{i}", f"Cf-+{i}", f"Cf--{i}"]
+        names += [f"V0+/b{i}", f"V0-/b{i}", f"Cint{i}", f"Q0+{i}", f"Q0-{i}"]
+    return names
+
+
+def lin_fluid_regressor(params: PlantParams, x: Sample) -> tuple[np.ndarray, np.ndarray]:
+    """Φ (N, 2n, 1 + 9n) and y (N, 2n) of the fluid model (module doc), order
+    `lin_fluid_names`; rows [cap₁, rod₁, cap₂, rod₂].
+
+    The valve columns are the reference regressor's (controller.plant.regressors), so the
+    orifice law is written once; evaluated again with u → sign(u) it gives the open edges'
+    ±h alone, the null-offset columns."""
+    n = params.n
+    args = (x.p_cap, x.p_rod, x.pd_cap, x.pd_rod)
+    ref, y = fluid_regressor(params, x.s, x.sd, x.u, *args)
+    edge, _ = fluid_regressor(params, x.s, x.sd, np.sign(x.u), *args)
+    phi = np.zeros((x.n, 2 * n, 1 + 9 * n))
+    for i in range(n):
+        half = 0.5 * params.stroke[i]
+        rc, rr, c, cr = 2 * i, 2 * i + 1, 1 + 9 * i, 1 + 4 * i
+        dp = x.p_cap[:, i] - x.p_rod[:, i]
+        phi[:, rc, 0] = -x.pd_cap[:, i] * (half + x.s[:, i]) * params.area_cap[i]
+        phi[:, rr, 0] = -x.pd_rod[:, i] * (half - x.s[:, i]) * params.area_rod[i]
+        phi[:, :, c : c + 4] = ref[:, :, cr : cr + 4]
+        phi[:, rc, c + 4] = -x.pd_cap[:, i]
+        phi[:, rr, c + 5] = -x.pd_rod[:, i]
+        phi[:, rc, c + 6] = -dp
+        phi[:, rr, c + 6] = dp
+        # sign(u)·h of the open edge: +h on the cap row's P→cap / cap→T columns when u > 0 /
+        # u < 0 respectively, so |·| is the open edge's h (rod row: −h, same argument).
+        phi[:, rc, c + 7] = np.abs(edge[:, rc, cr] + edge[:, rc, cr + 1])
+        phi[:, rr, c + 8] = -np.abs(edge[:, rr, cr + 2] + edge[:, rr, cr + 3])
+    return phi, y
+
+
+def lin_mechanical_model(
+    params: PlantParams, smooth_m_s: float = SMOOTH_SIGN_M_S, truth: np.ndarray | None = None
+) -> LinearModel:
+    ref = mechanical_model(params)
+    n = params.n
+    names = lin_mech_names(n)
+
+    def regressor(x: Sample) -> tuple[np.ndarray, np.ndarray]:
+        Phi = lin_mech_regressor(params, x.q, x.qd, x.qdd, smooth_m_s)
+        return Phi, mechanical_output(params, x.q, x.p_cap, x.p_rod)
+
+    # Scales only normalise (models.py): viscous like the reference (1), Coulomb ~ 5 % of the
+    # cap area at supply pressure.
+    coulomb = 0.05 * params.supply_pressure * float(np.max(params.area_cap))
+    scale = np.array([coulomb if nm.startswith("Fc") else 1.0 for nm in names])
+    return LinearModel(
+        name="mechanical_lin",
+        names=tuple(names),
+        n_outputs=n,
+        regressor=regressor,
+        param_scale=scale,
+        output_scale=ref.output_scale,
+        cutoff_hz=ref.cutoff_hz,
+        taps=ref.taps,
+        truth=truth,
+    )
+
+
+def lin_fluid_model(params: PlantParams, truth: np.ndarray | None = None) -> LinearModel:
+    ref = fluid_model(params)
+    n = params.n
+
+    def regressor(x: Sample) -> tuple[np.ndarray, np.ndarray]:
+        return lin_fluid_regressor(params, x)
+
+    per_joint = [1.0e-6] * 4 + [1.0e-13, 1.0e-13, 1.0e-12, 1.0e-9, 1.0e-9]
+    return LinearModel(
+        name="fluid_lin",
+        names=tuple(lin_fluid_names(n)),
+        n_outputs=2 * n,
+        regressor=regressor,
+        param_scale=np.array([1.0e-9] + per_joint * n),
+        output_scale=ref.output_scale,
+        cutoff_hz=ref.cutoff_hz,
+        taps=ref.taps,
+        valid=ref.valid,
+        truth=truth,
+    )
+
+
+def lin_models(params: PlantParams) -> list[LinearModel]:
+    """The profile factory (`[estimator] model = "estimator.models_lin:lin_models"`). No truth:
+    the factory sees only the parameters the profile states, not the simulator's effects."""
+    return [lin_mechanical_model(params), lin_fluid_model(params)]
+
+
+def lin_plant(
+    known: PlantParams, names: list[str], theta: np.ndarray
+) -> tuple[PlantParams, PlantEffects] | None:
+    """The shared physics (controller.plant, with its effects) that this family's estimate
+    describes, for validation by simulation; None if `names` are not this family's.
+
+    Exact for M, R12, W, 1/b, Cf, Fc±, C_int, V0 = (V0/b)·b. Approximate where the simulator's
+    terms differ in form: the joint viscous Fv± become a symmetric joint Fv = min(Fv⁺, Fv⁻)
+    plus a piston term f_v = (Fv± − Fv)/r² with r at mid-stroke (the simulator's f_v± act at
+    the piston, ∝ r(q)²); the two null-offset coefficients give one null bias b₀, the mean of
+    Q0⁺/Cf⁺⁺ and Q0⁻/Cf⁻⁻. Estimates outside the physics (a negative force, leakage or
+    volume) are clipped to its range, so a poor estimate validates poorly rather than failing."""
+    n = known.n
+    mech, fluid = lin_mech_names(n), lin_fluid_names(n)
+    if not all(nm in names for nm in mech + fluid):
+        return None
+    th = dict(zip(names, np.asarray(theta, dtype=float), strict=True))
+    if not all(np.isfinite(v) for v in th.values()):
+        return None
+    bulk = 1.0 / th["1/b"]
+    mid = joint_from_piston(known, np.zeros((1, n)))
+    _, r_mid = cylinder(known, mid)
+    # PlantParams wants Fv > 0 (the daq refuses a parameter file without): 1e-6 N·m·s/rad.
+    fv = np.array([max(min(th[f"Fv+{i}"], th[f"Fv-{i}"]), 1e-6) for i in range(1, n + 1)])
+    joints = []
+    for i in range(1, n + 1):
+        r2 = float(r_mid[0, i - 1]) ** 2
+        fc_p, fc_m = max(th[f"Fc+{i}"], 0.0), max(th[f"Fc-{i}"], 0.0)
+        b0 = 0.5 * (th[f"Q0+{i}"] / th[f"Cf++{i}"] + th[f"Q0-{i}"] / th[f"Cf--{i}"])
+        joints.append(
+            JointEffects(
+                coulomb_pos=fc_p,
+                coulomb_neg=fc_m,
+                stiction_pos=fc_p,
+                stiction_neg=fc_m,
+                smoothing_velocity=SMOOTH_SIGN_M_S,
+                viscous_pos=max(th[f"Fv+{i}"] - fv[i - 1], 0.0) / r2,
+                viscous_neg=max(th[f"Fv-{i}"] - fv[i - 1], 0.0) / r2,
+                leak_internal=max(th[f"Cint{i}"], 0.0),
+                null_bias=float(np.clip(b0, -0.5, 0.5)),
+                dead_volume_cap=max(th[f"V0+/b{i}"] * bulk, 1e-7),
+                dead_volume_rod=max(th[f"V0-/b{i}"] * bulk, 1e-7),
+            )
+        )
+    M = [th["M1"]] if n == 1 else [th["M1"], th["M2"]]
+    W = [th["W1"]] if n == 1 else [th["W1"], th["W2"]]
+    theta_mech = np.array([M[0], fv[0], W[0]]) if n == 1 else np.array([*M, th["R12"], *fv, *W])
+    cf = [th[f"Cf{e}{i}"] for i in range(1, n + 1) for e in ("++", "+-", "-+", "--")]
+    params = known.with_identified(theta_mech, np.array([th["1/b"], *cf]))
+    return params, PlantEffects(joints=tuple(joints))

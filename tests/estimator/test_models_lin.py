@@ -1,0 +1,176 @@
+"""The Lin / dead-volume / leakage / null-offset model family (estimator.models_lin) against the
+simulator's own equations (controller.plant.dynamics.derivative_fx with effects on)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from controller.plant.dynamics import cylinder, derivative_fx
+from controller.plant.params import JointEffects, PlantEffects
+from daq.profile import load_profile
+from daq.profile.plant import plant_params
+from estimator.models import Sample, evaluate, load_models
+from estimator.models_lin import SMOOTH_SIGN_M_S, lin_models, lin_plant
+
+ROOT = Path(__file__).resolve().parents[2]
+BIAS = (0.02, -0.015)
+
+
+def _plant():
+    params = plant_params(load_profile(ROOT / "hw_profiles" / "sim-2dof.toml"))
+    # Equal gains on each chamber's two edges: the null-offset column's coefficient is then
+    # exactly Cf·b₀ (module doc: one Q0 per chamber).
+    cf = params.flow_gains.copy()
+    cf[:, 1] = cf[:, 0]
+    cf[:, 2] = cf[:, 3]
+    params = replace(params, flow_gains=cf)
+    joints = tuple(
+        JointEffects(
+            coulomb_pos=400.0 - 100.0 * i,
+            coulomb_neg=320.0 - 70.0 * i,
+            smoothing_velocity=SMOOTH_SIGN_M_S,  # no Stribeck bump: F_S = F_C
+            stiction_pos=400.0 - 100.0 * i,
+            stiction_neg=320.0 - 70.0 * i,
+            leak_internal=2.0e-12,
+            null_bias=BIAS[i],
+            dead_volume_cap=1.2 * params.dead_volume[i],
+            dead_volume_rod=1.25 * params.dead_volume[i],
+        )
+        for i in range(2)
+    )
+    return params, PlantEffects(joints=joints)
+
+
+def _states(params, rng, N: int):
+    """Random states inside the model's domain: pressures off the bounds, |u| above the null
+    bias (the regressor picks the open edge by the sign of u, the valve by u + b₀)."""
+    n = params.n
+    ps = params.supply_pressure
+    q = np.column_stack([rng.uniform(0.5, 0.9, N), rng.uniform(0.2, 0.8, N)])
+    qd = rng.uniform(-0.5, 0.5, (N, n))
+    pc = rng.uniform(0.1, 0.9, (N, n)) * ps
+    pr = rng.uniform(0.1, 0.9, (N, n)) * ps
+    u = rng.choice([-1.0, 1.0], (N, n)) * rng.uniform(0.05, 2.0, (N, n))
+    return np.concatenate([q, qd, pc, pr, u], axis=1)
+
+
+def _sample(params, effects, X):
+    n = params.n
+    P, E = params.pack(), effects.pack(params)
+    D = np.empty_like(X)
+    for k in range(X.shape[0]):
+        derivative_fx(X[k], np.zeros(n), P, E, D[k])
+    q, qd = X[:, :n], X[:, n : 2 * n]
+    s, r = cylinder(params, q)
+    return Sample(
+        q=q,
+        qd=qd,
+        qdd=D[:, n : 2 * n],
+        s=s,
+        sd=r * qd,
+        p_cap=X[:, 2 * n : 3 * n],
+        pd_cap=D[:, 2 * n : 3 * n],
+        p_rod=X[:, 3 * n : 4 * n],
+        pd_rod=D[:, 3 * n : 4 * n],
+        u=X[:, 4 * n :],
+    )
+
+
+def _truth(params, effects):
+    mech = [*params.inertia, params.coupling, *params.gravity_moment]
+    fluid = [1.0 / params.bulk_modulus]
+    for i, j in enumerate(effects.joints):
+        fv = params.viscous_friction[i]
+        mech += [fv, fv, j.coulomb_pos, j.coulomb_neg]
+        cf = params.flow_gains[i]
+        fluid += [*cf, j.dead_volume_cap / params.bulk_modulus]
+        fluid += [j.dead_volume_rod / params.bulk_modulus, j.leak_internal]
+        fluid += [cf[0] * j.null_bias, cf[3] * j.null_bias]
+    return np.array(mech), np.array(fluid)
+
+
+def test_regressors_match_the_simulators_equations() -> None:
+    params, effects = _plant()
+    x = _sample(params, effects, _states(params, np.random.default_rng(3), 400))
+    mech, fluid = lin_models(params)
+    for model, theta in zip((mech, fluid), _truth(params, effects), strict=True):
+        Phi, y = evaluate(model, x)
+        resid = np.einsum("kmp,p->km", Phi, theta) - y
+        # Relative to each equation's size: only rounding remains.
+        assert np.max(np.abs(resid) / (np.abs(y) + model.output_scale)) < 1e-9, model.name
+
+
+def test_each_new_term_is_needed() -> None:
+    """Leaving any new parameter at zero breaks the equations: each column carries its effect."""
+    params, effects = _plant()
+    x = _sample(params, effects, _states(params, np.random.default_rng(4), 200))
+    for model, theta in zip(lin_models(params), _truth(params, effects), strict=True):
+        Phi, y = evaluate(model, x)
+        for k, name in enumerate(model.names):
+            if name[:2] in {"M1", "M2", "R1", "W1", "W2"}:
+                continue
+            t = theta.copy()
+            t[k] = 0.0
+            resid = np.einsum("kmp,p->km", Phi, t) - y
+            assert np.max(np.abs(resid) / model.output_scale) > 1e-4, name
+
+
+def test_coulomb_columns_follow_the_piston_direction() -> None:
+    """Fc⁺ acts only while the piston extends, Fc⁻ only while it retracts; the smooth sign
+    reaches ±1 within a few v_ε."""
+    params, _ = _plant()
+    mech = lin_models(params)[0]
+    q = np.full((3, 2), 0.6)
+    qd = np.array([[0.3, 0.3], [-0.3, -0.3], [0.0, 0.0]])
+    _, r = cylinder(params, q)
+    Phi, _ = evaluate(mech, _sample_kin(params, q, qd))
+    names = list(mech.names)
+    for i in (1, 2):
+        cp, cm = names.index(f"Fc+{i}"), names.index(f"Fc-{i}")
+        sd = r[:, i - 1] * qd[:, i - 1]
+        sgn = r[0, i - 1] * np.tanh(abs(sd[0]) / SMOOTH_SIGN_M_S)
+        assert abs(sgn) > 0.99 * abs(r[0, i - 1])  # saturated at this speed
+        ext, ret = (0, 1) if sd[0] > 0 else (1, 0)
+        assert Phi[ext, i - 1, cp] == pytest.approx(sgn, rel=1e-9)
+        assert Phi[ret, i - 1, cm] == pytest.approx(-sgn, rel=1e-9)
+        assert Phi[ext, i - 1, cm] == 0.0 and Phi[ret, i - 1, cp] == 0.0
+        assert Phi[2, i - 1, cp] == 0.0 and Phi[2, i - 1, cm] == 0.0
+
+
+def _sample_kin(params, q, qd) -> Sample:
+    z = np.zeros_like(q)
+    s, r = cylinder(params, q)
+    p = np.full_like(q, 0.5 * params.supply_pressure)
+    return Sample(q=q, qd=qd, qdd=z, s=s, sd=r * qd, p_cap=p, pd_cap=z, p_rod=p, pd_rod=z, u=z)
+
+
+def test_profile_selects_the_family() -> None:
+    prof = load_profile(ROOT / "hw_profiles" / "sim-2dof-realistic.toml")
+    assert prof.estimator is not None
+    models = load_models(prof.estimator.model, plant_params(prof))
+    assert [m.name for m in models] == ["mechanical_lin", "fluid_lin"]
+    ref = load_profile(ROOT / "hw_profiles" / "sim-2dof.toml")
+    spec = None if ref.estimator is None else ref.estimator.model
+    assert [m.name for m in load_models(spec, plant_params(ref))] == ["mechanical", "fluid"]
+
+
+def test_validation_plant_reproduces_the_equations() -> None:
+    """The estimate → shared physics mapping that validation simulates (lin_plant) gives back
+    the plant the parameters came from: same state derivative (symmetric Fv, equal gains)."""
+    params, effects = _plant()
+    mech, fluid = lin_models(params)
+    theta = np.concatenate(_truth(params, effects))
+    plant = lin_plant(params, [*mech.names, *fluid.names], theta)
+    assert plant is not None
+    p2, e2 = plant
+    X = _states(params, np.random.default_rng(5), 50)
+    a, b = np.empty(X.shape[1]), np.empty(X.shape[1])
+    for x in X:
+        derivative_fx(x, np.zeros(2), params.pack(), effects.pack(params), a)
+        derivative_fx(x, np.zeros(2), p2.pack(), e2.pack(p2), b)
+        np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-9 * np.max(np.abs(a)))
+    assert lin_plant(params, list(params.mech_names()) + params.fluid_names(), theta[:16]) is None
