@@ -295,7 +295,8 @@ def fit_model(
     is weak when that makes some parameter's 3σ larger than `RESOLVE_FRACTION` of its size
     (its prior value, else its estimate). `rank_tol` (relative to s_max), if given, also marks
     directions below it. The parameters a weak direction moves are fixed at the model's prior
-    (`LinearModel.truth`, the profile's values) and the rest re-fitted; they are flagged
+    (`LinearModel.prior`, the profile's initial guesses; without them the least-squares
+    value, still flagged) and the rest re-fitted; they are flagged
     (`identifiable` false, %σ NaN), never printed as measured. Exact rank deficiency is one
     such case, not a crash."""
     r, m, n = Phi.shape
@@ -319,7 +320,7 @@ def fit_model(
     kappa_j = [correlation_factor(res_w[:, j : j + 1], block) for j in range(m)]
     # --- identifiability against the noise (normalised units: θ_n = θ/scale)
     _, sv, Vt = np.linalg.svd(Ww, full_matrices=False)
-    prior = None if model.truth is None else np.asarray(model.truth, dtype=float) / scale
+    prior = None if model.prior is None else np.asarray(model.prior, dtype=float) / scale
     size = np.abs(prior) if prior is not None else np.abs(th_w)
     size = np.where(size > 0, size, 1.0)
     names = list(model.names)
@@ -541,7 +542,7 @@ def identify_run(
 def _prior_fit(model: LinearModel, why: str) -> ModelFit:
     """A model the run gave no equation for: every parameter at the prior, flagged."""
     n = model.n_params
-    theta = np.zeros(n) if model.truth is None else np.asarray(model.truth, dtype=float)
+    theta = np.zeros(n) if model.prior is None else np.asarray(model.prior, dtype=float)
     fit = ModelFit(
         name=model.name,
         names=list(model.names),

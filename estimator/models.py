@@ -85,11 +85,17 @@ class LinearModel:
     valid: Callable[[Sample], np.ndarray] | None = None
     #: True values if known (simulator), for reports only; never used by the estimator.
     truth: np.ndarray | None = field(default=None, compare=False)
+    #: The rig engineer's values (the profile's initial guesses), if complete: what a parameter
+    #: the run cannot resolve is fixed at (estimator.batch.fit_model). Never the simulator's
+    #: truth — the simulator is an adversary, not an accomplice.
+    prior: np.ndarray | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        if self.truth is not None and not np.all(np.isfinite(self.truth)):
-            # A profile without the simulator's truth gives NaN ("unknown"): no truth.
-            object.__setattr__(self, "truth", None)
+        for attr in ("truth", "prior"):
+            v = getattr(self, attr)
+            if v is not None and not np.all(np.isfinite(v)):
+                # A profile without those values gives NaN ("unknown"): none.
+                object.__setattr__(self, attr, None)
         n = len(self.names)
         if np.shape(self.param_scale) != (n,) or np.any(np.asarray(self.param_scale) <= 0):
             raise ValueError(f"model '{self.name}': param_scale must be {n} positive numbers")
@@ -181,7 +187,10 @@ def reference_models(params: PlantParams) -> list[LinearModel]:
 
 
 def load_models(
-    spec: str | None, params: PlantParams, profile_dir: str | Path | None = None
+    spec: str | None,
+    params: PlantParams,
+    profile_dir: str | Path | None = None,
+    prior_params: PlantParams | None = None,
 ) -> list[LinearModel]:
     """`None`/"reference" → the reference models; "module:function" or "path/file.py:function"
     → the user's factory.
@@ -189,7 +198,20 @@ def load_models(
     A user module is looked for, in order, as a file (or package) next to the profile
     (`profile_dir`, e.g. `mymodels.py` beside `rig.toml` for "mymodels:models"), in the current
     directory, then on `sys.path` — so a model kept with its profile loads from a fresh clone
-    with no PYTHONPATH, in `rig-estimator` and in `rigctl identify`'s batch step alike."""
+    with no PYTHONPATH, in `rig-estimator` and in `rigctl identify`'s batch step alike.
+
+    `prior_params` (`daq.profile.known_params`: geometry and the profile's initial guesses,
+    never the truth) gives each model its `prior`, built by the same factory."""
+    models = _make_models(spec, params, profile_dir)
+    if prior_params is None:
+        return models
+    priors = {m.name: m.truth for m in _make_models(spec, prior_params, profile_dir)}
+    return [replace(m, prior=priors.get(m.name)) for m in models]
+
+
+def _make_models(
+    spec: str | None, params: PlantParams, profile_dir: str | Path | None
+) -> list[LinearModel]:
     if spec is None or spec == "reference":
         return reference_models(params)
     mod_name, sep, attr = spec.rpartition(":")

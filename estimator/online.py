@@ -23,7 +23,7 @@ import numpy as np
 
 from controller.plant.dynamics import cylinder
 from controller.plant.params import PlantParams
-from daq.profile.plant import plant_params
+from daq.profile.plant import known_params, plant_params
 from daq.profile.schema import Profile
 from estimator.angles import AngleFusion
 from estimator.chain import N_SIGNALS, ModelChain
@@ -95,7 +95,9 @@ class OnlineIdentifier:
         self.nj = len(profile.joints)
         cfg = profile.estimator if hasattr(profile, "estimator") else None
         if models is None:
-            models = load_models(getattr(cfg, "model", None), self.params)
+            models = load_models(
+                getattr(cfg, "model", None), self.params, prior_params=known_params(profile)
+            )
             if cfg is not None:
                 models = [_apply_cfg(m, cfg) for m in models]
         if rls_config is None and cfg is not None:

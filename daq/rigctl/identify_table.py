@@ -68,7 +68,8 @@ def rows_from(
             ParameterRow(
                 name=name,
                 truth=None if truth is None else float(truth[i]),
-                # A parameter the run did not excite is the prior in both columns: the online
+                # A parameter the run did not excite is the batch's flagged value (the prior,
+                # if the profile gives one) in both columns: the online
                 # RLS's number for it is whatever its diffuse start drifted to, not a measurement.
                 online=None if online is None else float(online[0][i] if ok else batch[i]),
                 online_sigma_pct=None if on_sigma is None or not ok else float(on_sigma[i]),
@@ -101,8 +102,8 @@ def _num(v: float | None, width: int = 11) -> str:
 
 
 def _sigma(r: ParameterRow, v: float | None, width: int = 7) -> str:
-    """%σ, or 'prior' where the run did not measure the parameter."""
-    return f"{'prior':>{width}}" if not r.identifiable else _pct(v, width)
+    """%σ, or 'not id.' where the run did not measure the parameter (not identifiable)."""
+    return f"{'not id.':>{width}}" if not r.identifiable else _pct(v, width)
 
 
 def _pct(v: float | None, width: int = 7, signed: bool = False) -> str:
@@ -157,13 +158,13 @@ def format_table(rows: Sequence[ParameterRow], *, online: bool) -> str:
 
 
 def _summary(label: str, items: list[tuple[float | None, bool | None]]) -> str:
-    """Errors and ±3σ over the measured parameters (those with a σ); the prior-fixed ones are
+    """Errors and ±3σ over the measured parameters (those with a σ); the flagged ones are
     counted apart — their error says nothing about this run."""
     measured = [(e, w) for e, w in items if w is not None]
     errs = [abs(e) for e, _ in measured if e is not None]
     inside = sum(1 for _, w in measured if w)
     fixed = len(items) - len(measured)
-    tail = f" ({fixed} not identifiable, at the prior)" if fixed else ""
+    tail = f" ({fixed} not identifiable: flagged, not measured)" if fixed else ""
     return (
         f"{label}: max |error| {max(errs):.2f} %, truth within ±3σ for "
         f"{inside}/{len(measured)}{tail}"

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from controller.plant.params import PlantEffects, PlantParams
+from daq.profile.plant import known_params
 from estimator.batch import BatchResult, identify_run
 from estimator.datause import STATE_RUNNING
 from estimator.models import load_models
@@ -109,7 +110,12 @@ def batch_identify(rd: RunData) -> BatchResult:
     source = Path(rd.profile_source)
     profile_dir = source.parent if source.is_file() else None
     try:
-        models = load_models(None if cfg is None else cfg.model, rd.params, profile_dir)
+        models = load_models(
+            None if cfg is None else cfg.model,
+            rd.params,
+            profile_dir,
+            prior_params=known_params(rd.profile),
+        )
     except ValueError as exc:
         raise ReportError(f"{rd.path.name}: {exc}") from None
     try:
