@@ -56,7 +56,7 @@ def parse_param_set(text: str, source: str, profile: Profile) -> ParamSet:
         load_params,
         reference_model_names,
     )
-    from daq.profile.plant import has_identified_values, plant_params
+    from daq.profile.plant import has_identified_values, known_params
 
     if len(text) > MAX_PARAM_TEXT:
         raise ValueError(f"{len(text)} characters; a parameter file has at most {MAX_PARAM_TEXT}")
@@ -64,7 +64,8 @@ def parse_param_set(text: str, source: str, profile: Profile) -> ParamSet:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"not valid TOML: {exc}") from None
-    base = plant_params(profile) if profile.plant is not None else None
+    # Known geometry and initial guesses only: the simulator's truth never reaches the controller.
+    base = known_params(profile) if profile.plant is not None else None
     # The service cannot evaluate a user model (it never imports the estimator): for those the
     # model check is `rigctl params load`'s, which can.
     expected = (

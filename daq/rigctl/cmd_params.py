@@ -57,12 +57,12 @@ def check_against_profile(text: str, profile_path: Path) -> None:
     from controller.paramfile import check_compatible, load_params
     from daq.param_set import profile_model
     from daq.profile import ProfileError, load_profile
-    from daq.profile.plant import plant_params
+    from daq.profile.plant import known_params
 
     try:
         profile = load_profile(profile_path)
         data = tomllib.loads(text)
-        base = plant_params(profile) if profile.plant is not None else None
+        base = known_params(profile) if profile.plant is not None else None
         expected = None
         if base is not None:
             from estimator.models import load_models

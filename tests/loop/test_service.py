@@ -162,10 +162,27 @@ def test_record_into_an_unusable_directory_exits_2(tmp_path: Path) -> None:
 
 def test_params_file_is_loaded_or_refused(tmp_path: Path) -> None:
     pytest.importorskip("controller.paramfile")
+    # A partial file: the service fills nothing from the simulator's truth (the profile has
+    # no initial guesses), so the values it lacks are named and the start refused.
+    partial = tmp_path / "partial.toml"
+    partial.write_text(
+        'format = "hydrig-plant-params"\nversion = 1\n[meta]\nrig = "sim2dof"\n'
+        "[global]\nbulk_modulus_pa = 2.0e8\n[[joints]]\ninertia = 4.0\n[[joints]]\ninertia = 1.2\n"
+    )
+    proc = _service(["--virtual-time", "--duration", "0.2", "--params", str(partial)], tmp_path)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "no value for" in out and "Fv1" in out, out
+    # A complete file (every identified value given) is loaded.
+    joint = (
+        "[[joints]]\ninertia = {m}\nviscous_friction = {fv}\ngravity_moment = {w}\n"
+        "flow_gains = [6.3e-7, 6.6e-7, 5.5e-7, 6.3e-7]\n"
+    )
     good = tmp_path / "params.toml"
     good.write_text(
         'format = "hydrig-plant-params"\nversion = 1\n[meta]\nrig = "sim2dof"\n'
-        "[global]\nbulk_modulus_pa = 2.0e8\n[[joints]]\ninertia = 4.0\n[[joints]]\ninertia = 1.2\n"
+        "[global]\nbulk_modulus_pa = 2.0e8\ncoupling = 1.3\n"
+        + joint.format(m=4.0, fv=50.0, w=8.5)
+        + joint.format(m=1.2, fv=4.4, w=3.3)
     )
     proc = _service(["--virtual-time", "--duration", "0.2", "--params", str(good)], tmp_path)
     out, _ = proc.communicate(timeout=120)
