@@ -3,7 +3,7 @@
 The regressors differentiate measured signals, so they need rows that are (a) the experiment
 — the loop RUNNING, no latched fault, no interlock flag raised in that cycle (a broken wire
 trips CHANNEL_RANGE: its value is not a measurement) — and (b) evenly spaced in *measured*
-time. The loop skips deadlines it missed (`daq/loop.py`: `t` jumps while `seq` does not) and
+time. The loop skips deadlines it missed (`daq/loop/cycle.py`: `t` jumps while `seq` does not) and
 the recorder or telemetry may lose rows (`seq` jumps); in real time the simulated and the real
 plant move on during a skipped deadline. Either way a derivative across the jump is wrong, so
 a jump ends a *block*: the filters restart after it (online) or each block is filtered on its
@@ -20,10 +20,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-#: `state` column value of RUNNING (daq.state.State.RUNNING; fixed by the sample-row contract).
+#: `state` column value of RUNNING (daq.loop.states.State.RUNNING; fixed by the sample-row
+#: contract).
 STATE_RUNNING = 2
 #: `flags` bit that is not an interlock (a valve command clamped to its amplitude limit:
-#: daq.interlocks.CLAMP_FLAG). Every other bit is a trip in that cycle.
+#: daq.loop.interlocks.CLAMP_FLAG). Every other bit is a trip in that cycle.
 CLAMP_FLAG = 1 << 15
 #: A step in `t` further than this fraction of a period from one period is a break.
 GAP_TOLERANCE = 0.5
