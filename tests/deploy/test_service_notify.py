@@ -39,8 +39,9 @@ def _stalling_profile(tmp: Path) -> Path:
         r"lock_memory = true": "lock_memory = false",
         r'directory = "runs"': f'directory = "{tmp / "runs"}"',
     }
+    # Anchored on the closing quote: a free port put in for 5555 may itself begin "5557".
     for port in ("5555", "5556", "5557"):
-        subs[rf"tcp://127\.0\.0\.1:{port}"] = free_endpoint()
+        subs[rf'"tcp://127\.0\.0\.1:{port}"'] = f'"{free_endpoint()}"'
     for pattern, repl in subs.items():
         text, n = re.subn(pattern, repl, text)
         assert n == 1, pattern
