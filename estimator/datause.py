@@ -163,23 +163,24 @@ def classify(
 
 
 def blocks(good: np.ndarray, breaks: np.ndarray) -> list[slice]:
-    """Maximal [i, j) of good rows with no break inside (a break at i itself is allowed)."""
+    """Maximal [i, j) of good rows with no break inside (a break at i itself is allowed).
+
+    Vectorised over the rows (no per-row Python): each block ends at the next block's start or
+    at the first left-out row after its start, whichever comes first."""
+    good = np.asarray(good, dtype=bool)
     n = len(good)
     if n == 0:
         return []
-    start = good & (breaks | np.r_[True, ~good[:-1]])
-    idx = np.flatnonzero(good)
-    if idx.size == 0:
+    prev_bad = np.ones(n, dtype=bool)
+    prev_bad[1:] = ~good[:-1]
+    starts = np.flatnonzero(good & (np.asarray(breaks, dtype=bool) | prev_bad))
+    if starts.size == 0:
         return []
-    starts = np.flatnonzero(start)
-    out = []
-    for k, s in enumerate(starts):
-        stop = starts[k + 1] if k + 1 < len(starts) else n
-        e = s
-        while e < stop and good[e]:
-            e += 1
-        out.append(slice(int(s), int(e)))
-    return out
+    bad = np.flatnonzero(~good)
+    first_bad = np.append(bad, n)[np.searchsorted(bad, starts)]
+    next_start = np.append(starts[1:], n)
+    ends = np.minimum(first_bad, next_start)
+    return [slice(int(a), int(b)) for a, b in zip(starts, ends, strict=True)]
 
 
 def _col(columns: Mapping[str, np.ndarray], name: str) -> np.ndarray | None:

@@ -223,6 +223,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         pass
                     out_seq += 1
     finally:
+        if ident is not None:
+            ident.flush()  # rows still in the chunk buffer count for the parameter file
         if ident is not None and ident.rows > 0:
             write_estimate(param_path, profile.rig.id, ident)
         sockets.close()

@@ -12,8 +12,6 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCHES = sorted((ROOT / "bench").glob("*.py"))
 #: Top-level names a bench file must not take: the project's packages and what they import.
 PACKAGES = {"daq", "controller", "estimator", "tests", "bench", "numpy", "scipy", "zmq"}
-#: Benches that still import from tests/, with the owner who moves it (remove when done).
-STILL_IMPORTING_TESTS = {"rls_throughput.py"}  # tests.estimator.simdata (estimator's bench)
 
 
 def _imported_roots(path: Path) -> set[str]:
@@ -36,4 +34,4 @@ def test_no_bench_shadows_a_package() -> None:
 
 def test_no_bench_imports_from_tests() -> None:
     offenders = {p.name for p in BENCHES if "tests" in _imported_roots(p)}
-    assert offenders <= STILL_IMPORTING_TESTS, offenders
+    assert not offenders, offenders

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.estimator.simdata import excite
+from estimator.simdata import excite
 
 ROOT = Path(__file__).resolve().parents[2]
 

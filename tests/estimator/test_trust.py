@@ -14,7 +14,7 @@ from daq.profile.plant import plant_params
 from estimator.batch import fit_model, identify_run
 from estimator.models import LinearModel
 from estimator.online import OnlineIdentifier
-from tests.estimator.simdata import excite
+from estimator.simdata import excite
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = ("a", "b", "c")

@@ -1,30 +1,36 @@
-"""Telemetry-like rows from the simulated rig stepped directly (no service), for tests/benches."""
+"""Telemetry-like rows from the simulated rig stepped directly (no service, no loop), for tests,
+benchmarks (`bench/rls_throughput.py`, `bench/identification_drift.py`) and quick experiments."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 
 from daq.backends.sim.rig import SimRig
 from daq.profile.loader import load_profile
+from daq.profile.schema import Profile
 from daq.sample_layout import SampleLayout
 from estimator.datause import STATE_RUNNING as RUNNING
 
 
 def excite(
-    profile_path,
+    profile_path: str | Path,
     seconds: float,
     seed: int | None = None,
     amp_deg: float = 8.0,
     gain: float = 8.0,
     dither: float = 0.2,
     still: tuple[int, ...] = (),
-):
+) -> tuple[Profile, SampleLayout, np.ndarray, SimRig]:
     """PD tracking of a multisine about home plus a valve dither; joints in `still` (0-based)
     are held at home (no multisine, no dither).
 
     Returns (profile, layout, rows, rig)."""
     profile = load_profile(profile_path)
     if seed is not None:
+        if profile.backend.sim is None:
+            raise ValueError(f"{profile_path}: a seed needs the simulated backend ([backend.sim])")
         sim = profile.backend.sim.model_copy(update={"seed": seed})
         profile = profile.model_copy(
             update={"backend": profile.backend.model_copy(update={"sim": sim})}
@@ -37,7 +43,7 @@ def excite(
     inputs = [c.name for c in profile.inputs]
     eng0 = names.index(f"eng.{inputs[0]}")
     nj = len(profile.joints)
-    qi = [rig.index(profile.joint_channel(j.name, "resolver").name) for j in profile.joints]
+    qi = [rig.index(_resolver(profile, j.name)) for j in profile.joints]
     home = np.array(profile.home_rad())
     freqs = np.array([[0.31, 0.73, 1.7], [0.43, 1.1, 2.3]])[:nj]
     phases = np.array([[0.0, 1.0, 2.0], [0.5, 1.5, 2.5]])[:nj]
@@ -58,3 +64,10 @@ def excite(
         rows[k, 2] = RUNNING
         rows[k, eng0 : eng0 + len(inputs)] = eng
     return profile, layout, rows, rig
+
+
+def _resolver(profile: Profile, joint: str) -> str:
+    ch = profile.joint_channel(joint, "resolver")
+    if ch is None:
+        raise ValueError(f"joint {joint} has no resolver channel: the excitation tracks its angle")
+    return ch.name
