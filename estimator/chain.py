@@ -54,8 +54,10 @@ class ModelChain:
         theta0: np.ndarray | None = None,
         cov0: np.ndarray | None = None,
         block: int | None = None,
+        random_walk: np.ndarray | None = None,
     ) -> None:
         self.model = model
+        self.fs = fs
         self.nj = n_joints
         m, n = model.n_outputs, model.n_params
         self.cond = Conditioner(N_SIGNALS * n_joints, fs, model.cutoff_hz, model.taps, 3)
@@ -63,6 +65,13 @@ class ModelChain:
         self.scale = np.asarray(model.param_scale, dtype=float)
         self.weight = 1.0 / np.asarray(model.output_scale, dtype=float)
         self.rls = Rls(n, m, rls_config)
+        #: Random walk per parameter: 1σ relative change per √s of rig time (0: constant).
+        rw = np.zeros(n) if random_walk is None else np.asarray(random_walk, dtype=float)
+        if rw.shape != (n,) or np.any(rw < 0.0) or not np.all(np.isfinite(rw)):
+            raise ValueError(
+                f"model '{model.name}': random_walk must be {n} finite numbers ≥ 0, got {rw}"
+            )
+        self.random_walk = rw
         self.set_prior(theta0, cov0)
         self.rejected = 0
         # Batch means of the residuals (blocks of `block` samples) → correlation factor κ.
@@ -124,6 +133,7 @@ class ModelChain:
             sout = self._sout[:N]
             self.static.push(flat, sout)
         ok = self._valid_mask(raw)
+        self.age(N / self.fs)  # random walk over the rig time these rows span
         if first >= N:
             self.rls.forget(N)  # forgetting in time: every raw row ages the estimate
             return 0
@@ -150,6 +160,25 @@ class ModelChain:
         self._jackknife_groups(Phi_n, y_n)
         return int(Phi_n.shape[0])
 
+    def age(self, seconds: float) -> None:
+        """Random-walk prediction for `seconds` of rig time (issue 14, item 3): each
+        parameter's variance grows by (w_i·|θ̂_i|)²·t, w_i = `random_walk` (relative 1σ per
+        √s). In RLS units P = Cov/(κσ²) (the covariance read-out), so the increment is divided
+        by κσ²; before σ² is known P is still the diffuse prior and nothing is added."""
+        if seconds <= 0.0 or not np.any(self.random_walk > 0.0):
+            return
+        s2 = self.rls.residual_variance() * self.correlation()
+        if not np.isfinite(s2) or s2 <= 0.0:
+            return
+        q = (self.random_walk * self.rls.theta) ** 2 * (seconds / s2)
+        self.rls.diffuse(q)
+
+    @property
+    def drifting(self) -> bool:
+        """Whether the estimate tracks drift (forgetting or a random walk): then it is not the
+        pooled least squares of the whole run that the block jackknife describes."""
+        return self.rls.config.forgetting < 1.0 or bool(np.any(self.random_walk > 0.0))
+
     def _batch_means(self, e: np.ndarray) -> None:
         """Accumulate residual statistics for the correlation factor (see `correlation`)."""
         if self.rls.frozen:
@@ -163,9 +192,9 @@ class ModelChain:
         self._carry = e[nb * self.block :].copy()
 
     def _jackknife_groups(self, Phi: np.ndarray, y: np.ndarray) -> None:
-        """Add samples to the current group's normal equations (RLS with λ = 1 only: with
-        forgetting the estimate is not the pooled LS the jackknife describes)."""
-        if self.rls.frozen or self.rls.config.forgetting < 1.0:
+        """Add samples to the current group's normal equations (constant parameters only: with
+        forgetting or a random walk the estimate is not the pooled LS the jackknife describes)."""
+        if self.rls.frozen or self.drifting:
             return
         ok = np.all(np.isfinite(Phi), axis=(1, 2)) & np.all(np.isfinite(y), axis=1)
         if not ok.all():

@@ -110,9 +110,17 @@ class OnlineIdentifier:
         if rls_config is None and cfg is not None:
             rls_config = RlsConfig(forgetting=cfg.forgetting, trace_max=cfg.trace_max)
         self.fs = profile.rig.loop_rate_hz
+        walks = random_walks(models, cfg)
         self.chains = [
-            ModelChain(m, self.fs, self.nj, rls_config, *(prior or {}).get(m.name, (None, None)))
-            for m in models
+            ModelChain(
+                m,
+                self.fs,
+                self.nj,
+                rls_config,
+                *(prior or {}).get(m.name, (None, None)),
+                random_walk=w,
+            )
+            for m, w in zip(models, walks, strict=True)
         ]
         names = column_names(layout_columns)
         self._index = self._map_columns(profile, names)
@@ -224,6 +232,9 @@ class OnlineIdentifier:
         d.gaps += cls.gaps
         d.gap_s += cls.gap_s
         self.gaps += cls.gaps
+        if cls.gap_s > 0.0:  # the parameters drift on while rows are missing
+            for c in self.chains:
+                c.age(cls.gap_s)
         if self._continues and cls.good.all() and not cls.breaks.any():
             return self._push(rows)
         used = 0
@@ -326,6 +337,26 @@ class OnlineIdentifier:
             history_theta=np.asarray(self._hist_theta),
             data=replace(self.data),
         )
+
+
+def random_walks(models: Sequence[LinearModel], cfg: Any) -> list[np.ndarray]:
+    """Per model, the relative random walk of each parameter (fraction per √s) from the
+    profile's `[estimator] random_walk_pct` and `random_walk` (a parameter's entry, then its
+    model's, then the default). A name that is neither a model nor a parameter is an error."""
+    default = float(getattr(cfg, "random_walk_pct", 0.0) or 0.0)
+    by_name: dict[str, float] = dict(getattr(cfg, "random_walk", None) or {})
+    known = {m.name for m in models} | {p for m in models for p in m.names}
+    unknown = sorted(set(by_name) - known)
+    if unknown:
+        raise ValueError(
+            f"[estimator] random_walk: no model or parameter named {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(known))}"
+        )
+    out = []
+    for m in models:
+        base = by_name.get(m.name, default)
+        out.append(np.array([by_name.get(p, base) for p in m.names], dtype=float) / 100.0)
+    return out
 
 
 def _apply_cfg(model: LinearModel, cfg: Any) -> LinearModel:

@@ -19,6 +19,14 @@ weighted) least-squares cost obeys `J_k = λ J_{k−1} + e²/α` with `e` the a-
 `α = 1 + φᵀPφ` (P after forgetting); with `r_k = λ r_{k−1} + 1` equations,
 `σ² = J/(r − b)`, `Cov(θ) = σ² P` and `%σ_i = 100 σ_i/|θ_i|`.
 
+Drift (issue 14, item 3): `diffuse(q)` is the prediction step of a Kalman filter whose state θ
+follows a random walk, `P ← P + diag(q)`, applied for the rig time that passed (the caller
+converts a drift rate per second into q). Unlike forgetting, which scales the whole of P and so
+only widens what the data already resolve, the random walk adds the variance the parameter may
+have gained since, so the reported σ includes the lag behind a drifting truth. U-D form: P + Q
+is formed and re-factorised (`_ud_add_diag`), O(n³) once per call — the chain calls it once per
+chunk of rows, not per sample.
+
 The solver works in whatever units it is given; callers normalise parameters and equations
 (`estimator.models` does) so that a diffuse prior `P0 = p0·I` is truly non-informative.
 """
@@ -123,6 +131,31 @@ def _ud_update_block(
         stats[2] += 1.0
 
 
+@numba.njit(cache=True, fastmath=False)
+def _ud_add_diag(U: np.ndarray, d: np.ndarray, q: np.ndarray, P: np.ndarray) -> None:
+    """U·diag(d)·Uᵀ ← U·diag(d)·Uᵀ + diag(q), q ≥ 0, re-factorised in place (Bierman's U-D
+    factorisation of a symmetric positive definite matrix, upper form). P is n×n scratch."""
+    n = d.shape[0]
+    for i in range(n):
+        for j in range(i, n):
+            acc = 0.0
+            for k in range(j, n):  # U unit upper: U[i,k] = 0 for k < i, U[j,k] = 0 for k < j
+                acc += U[i, k] * d[k] * U[j, k]
+            P[i, j] = acc
+        P[i, i] += q[i]
+    for j in range(n - 1, -1, -1):
+        dj = P[j, j]
+        d[j] = dj
+        U[j, j] = 1.0
+        for i in range(j):
+            U[i, j] = P[i, j] / dj
+        for i in range(j):
+            for k in range(i + 1):
+                P[k, i] -= U[k, j] * dj * U[i, j]
+        for i in range(j + 1, n):
+            U[i, j] = 0.0
+
+
 @dataclass(frozen=True)
 class RlsConfig:
     #: Exponential forgetting factor λ ∈ (0, 1]; 1 = ordinary (growing-window) least squares.
@@ -165,6 +198,7 @@ class Rls:
         self._f = np.zeros(n_params)
         self._g = np.zeros(n_params)
         self._k = np.zeros(n_params)
+        self._P = np.zeros((n_params, n_params))
         self.reset(theta0, p0_diag)
 
     def reset(self, theta0: np.ndarray | None = None, p0_diag: np.ndarray | None = None) -> None:
@@ -219,6 +253,17 @@ class Rls:
         if self.frozen or samples <= 0 or self.config.forgetting >= 1.0:
             return
         _forget(self.U, self.d, self.stats, self.config.forgetting**samples, self.config.trace_max)
+
+    def diffuse(self, q: np.ndarray) -> None:
+        """Random-walk prediction P ← P + diag(q) (q ≥ 0, in P's units: Cov/σ²). Nothing
+        happens while frozen (a frozen estimate reports the σ it had)."""
+        if self.frozen:
+            return
+        q = _vec(q, self.n, "q")
+        if np.any(q < 0.0):
+            raise ValueError("random-walk variances q must be ≥ 0")
+        if np.any(q > 0.0):
+            _ud_add_diag(self.U, self.d, q, self._P)
 
     # ------------------------------------------------------------------ read-outs
     @property

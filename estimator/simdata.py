@@ -3,6 +3,7 @@ benchmarks (`bench/rls_throughput.py`, `bench/identification_drift.py`) and quic
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -22,9 +23,11 @@ def excite(
     gain: float = 8.0,
     dither: float = 0.2,
     still: tuple[int, ...] = (),
+    on_step: Callable[[int, SimRig], None] | None = None,
 ) -> tuple[Profile, SampleLayout, np.ndarray, SimRig]:
     """PD tracking of a multisine about home plus a valve dither; joints in `still` (0-based)
-    are held at home (no multisine, no dither).
+    are held at home (no multisine, no dither). `on_step(k, rig)` is called after row k's step
+    (benchmarks read the simulator's truth there, e.g. the oil temperature).
 
     Returns (profile, layout, rows, rig)."""
     profile = load_profile(profile_path)
@@ -63,6 +66,8 @@ def excite(
         rows[k, 1] = (k + 1) * profile.period
         rows[k, 2] = RUNNING
         rows[k, eng0 : eng0 + len(inputs)] = eng
+        if on_step is not None:
+            on_step(k, rig)
     return profile, layout, rows, rig
 
 

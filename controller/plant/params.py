@@ -254,6 +254,11 @@ class PlantEffects:
     bulk_per_k: float = 0.0058  # liquid bulk modulus ∝ exp(−k (T − T_ref)), 1/K (Tait)
     walther_a: float = 9.32  # ISO VG46 (OpenHydraulics GenericOil)
     walther_b: float = 3.65
+    # Forced temperature ramp (K/s over [start, end) s of plant time): applied by the simulator
+    # between steps, not part of the dynamics' arithmetic (`pack` leaves it out).
+    ramp_c_per_s: float = 0.0
+    ramp_start_s: float = 0.0
+    ramp_end_s: float = 0.0
 
     @property
     def active(self) -> bool:

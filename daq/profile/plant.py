@@ -166,5 +166,8 @@ def sim_plant(profile: Profile) -> tuple[PlantParams, PlantEffects]:
             bulk_per_k=th.bulk_modulus_per_k,
             walther_a=th.walther_a,
             walther_b=th.walther_b,
+            ramp_c_per_s=th.ramp_c_per_s,
+            ramp_start_s=th.ramp_start_s,
+            ramp_end_s=th.ramp_start_s + th.ramp_duration_s,
         )
     return params, PlantEffects(joints, **kw)  # type: ignore[arg-type]

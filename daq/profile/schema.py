@@ -314,6 +314,11 @@ class Thermal(Strict):
     bulk_modulus_per_k: Annotated[float, Field(ge=0.0, le=0.05)] = 0.0058
     walther_a: Positive = 9.32
     walther_b: Positive = 3.65
+    #: A forced temperature ramp (a heater or cooler beyond the heat balance, for drift
+    #: tests): T moves by ramp_c_per_s from ramp_start_s for ramp_duration_s of rig time.
+    ramp_c_per_s: Annotated[float, Field(ge=-5.0, le=5.0)] = 0.0
+    ramp_start_s: NonNegative = 0.0
+    ramp_duration_s: NonNegative = 0.0
 
 
 class SimPlant(Strict):
@@ -456,6 +461,12 @@ class Estimator(Strict):
     forgetting: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
     #: Bound on trace(P) of the normalised problem while forgetting (no wind-up).
     trace_max: Positive = 1.0e4
+    #: Drift tracking (Kalman random walk, docs/estimator.md "RLS"): the 1σ change of every
+    #: parameter per √s of rig time, % of its current estimate; 0 = constant parameters.
+    random_walk_pct: Annotated[float, Field(ge=0.0, le=50.0)] = 0.0
+    #: The same per model ("fluid") or parameter ("1/b") name; a parameter's entry wins over
+    #: its model's, which wins over random_walk_pct.
+    random_walk: dict[str, Annotated[float, Field(ge=0.0, le=50.0)]] = {}
     #: Causal FIR conditioning per reference model (Hz, odd tap count); None = built-in default.
     mech_cutoff_hz: Positive | None = None
     mech_taps: Annotated[int, Field(ge=3, le=2001)] | None = None

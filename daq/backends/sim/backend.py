@@ -179,6 +179,8 @@ class SimBackend(Backend):
             for j, tj in zip(profile.joints, truth.joints, strict=True)
         ]
         oil = effects.initial_c if effects.thermal else NOMINAL_OIL_C
+        ramp = (effects.ramp_c_per_s, effects.ramp_start_s, effects.ramp_end_s)
+        self._ramp = ramp if effects.thermal else (0.0, 0.0, 0.0)
         self._x = np.append(dynamics.equilibrium_state(params, np.radians(home)), oil)
         self._t_plant: float | None = None
         self._open = False
@@ -302,6 +304,9 @@ class SimBackend(Backend):
                 if not math.isnan(self._stuck_v[j]):
                     v[j] = self._stuck_v[j]
         dynamics.integrate_fx(self._x, v, self._P, self._E, self.period, SUBSTEPS, self._work)
+        rate, start, end = self._ramp
+        if rate != 0.0 and start <= (self._t_plant or 0.0) < end:
+            self._x[5 * self._n] += rate * self.period  # forced temperature ramp
         self._t_plant += self.period  # type: ignore[operator]
 
     # ------------------------------------------------------------------ ground truth
