@@ -111,13 +111,15 @@ class OnlineIdentifier:
             rls_config = RlsConfig(forgetting=cfg.forgetting, trace_max=cfg.trace_max)
         self.fs = profile.rig.loop_rate_hz
         walks = random_walks(models, cfg)
+        priors = {m.name: (prior or {}).get(m.name, (None, None)) for m in models}
         self.chains = [
             ModelChain(
                 m,
                 self.fs,
                 self.nj,
                 rls_config,
-                *(prior or {}).get(m.name, (None, None)),
+                theta0=priors[m.name][0],
+                cov0=priors[m.name][1],
                 random_walk=w,
             )
             for m, w in zip(models, walks, strict=True)
