@@ -309,6 +309,9 @@ class OnlineIdentifier:
                 "info_min_eig": emin,
                 "info_cond": cond,
                 "frozen": c.rls.frozen,
+                # Drift tracking: the random walk per parameter (% per √s; 0 = constant) and λ.
+                "random_walk_pct": (100.0 * c.random_walk).tolist(),
+                "forgetting": c.rls.config.forgetting,
             }
             if truth is not None and c.model.truth is not None:
                 truth.append(np.asarray(c.model.truth))
