@@ -113,8 +113,20 @@ class BatchResult:
     theta: np.ndarray = field(init=False)
     sigma_pct: np.ndarray = field(init=False)
     truth: np.ndarray | None = field(init=False)
+    #: Per parameter: which estimate `theta` is ("WLS" or "IV", ModelFit.method), and the
+    #: plain WLS estimate and %σ beside it (the same as `theta` where WLS is printed).
+    methods: list[str] = field(init=False)
+    theta_wls: np.ndarray = field(init=False)
+    sigma_pct_wls: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
+        self.methods = [f.method for f in self.fits for _ in f.names]
+        self.theta_wls = np.concatenate(
+            [f.theta if f.theta_wls is None else f.theta_wls for f in self.fits]
+        )
+        self.sigma_pct_wls = np.concatenate(
+            [f.sigma_pct if f.sigma_pct_wls is None else f.sigma_pct_wls for f in self.fits]
+        )
         self.names = [n for f in self.fits for n in f.names]
         self.theta = np.concatenate([f.theta for f in self.fits])
         self.sigma_pct = np.concatenate([f.sigma_pct for f in self.fits])

@@ -69,6 +69,12 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="skip loading the identified parameters and the tracking check with them",
     )
+    p.add_argument(
+        "--no-refine",
+        action="store_true",
+        help="batch: least squares only, without the output-error (IV) refinement that "
+        "removes the bias of noisy regressors (errors in variables)",
+    )
     p.set_defaults(func=run)
 
 
@@ -79,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         if args.run is not None:
-            result = _offline(Path(args.run), args.profile)
+            result = _offline(Path(args.run), args.profile, refine=not args.no_refine)
         else:
             if args.profile is None:
                 print(
@@ -122,21 +128,29 @@ def run(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- offline
 
 
-def _offline(run_path: Path, profile_path: str | None) -> dict[str, Any]:
+def _offline(run_path: Path, profile_path: str | None, *, refine: bool) -> dict[str, Any]:
     from estimator.report.analysis import batch_identify
     from estimator.report.runs import load_run
 
     data = load_run(run_path, profile_path)
-    batch = batch_identify(data)
+    batch = batch_identify(data, refine=refine)
     truth = batch.truth if data.is_simulated else None
     rows = rows_from(
-        batch.names, None, batch.theta, batch.sigma_pct, truth, identifiable=batch.identifiable
+        batch.names,
+        None,
+        batch.theta,
+        batch.sigma_pct,
+        truth,
+        identifiable=batch.identifiable,
+        methods=batch.methods,
+        batch_ls=(batch.theta_wls, batch.sigma_pct_wls),
     )
     extra = {
         "run": str(run_path),
         "data": batch.data.as_dict(),
         "data_summary": batch.data.summary(1.0 / batch.fs),
-        "notes": data.notes,
+        "notes": data.notes + batch.notes,
+        "batch_methods": _methods(batch),
     }
     return _result(rows, extra, online=False, warnings=list(batch.warnings))
 
@@ -237,9 +251,11 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
             "identification is complete" + ("" if val_run else ", without a validation run")
         )
     online = read_param_file(s.param_file)
-    _say(progress, "batch identification of the recording (IDIM-WLS)")
+    _say(
+        progress, "batch identification of the recording (IDIM-WLS and its output-error refinement)"
+    )
     data = load_run(ident_run, profile_path)
-    batch = batch_identify(data)
+    batch = batch_identify(data, refine=not args.no_refine)
     theta_on, sigma_on = _online_vectors(online, batch.names)
     truth = batch.truth if data.is_simulated else None
     rows = rows_from(
@@ -249,6 +265,8 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         batch.sigma_pct,
         truth,
         identifiable=batch.identifiable,
+        methods=batch.methods,
+        batch_ls=(batch.theta_wls, batch.sigma_pct_wls),
     )
     warnings += batch.warnings
     extra: dict[str, Any] = {
@@ -259,7 +277,8 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         "data": batch.data.as_dict(),
         "data_summary": batch.data.summary(1.0 / batch.fs),
         "fault_after": fault_after,
-        "notes": data.notes,
+        "notes": data.notes + batch.notes,
+        "batch_methods": _methods(batch),
     }
     if tracking is not None:
         extra["tracking"] = tracking
@@ -268,12 +287,22 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
 
         _say(progress, "writing the report")
         rep = build_report(
-            ident_run, val_run, out / "report", profile=profile_path, progress=progress is not None
+            ident_run,
+            val_run,
+            out / "report",
+            profile=profile_path,
+            progress=progress is not None,
+            batch=batch,
         )
         extra["report"] = str(rep.html)
         extra["fit"] = rep.fit_table
         warnings += fit_warnings(rep.fit_table)
     return _result(rows, extra, online=True, warnings=warnings)
+
+
+def _methods(batch: Any) -> dict[str, str]:
+    """Which estimate each model's batch values are (JSON `batch_methods`)."""
+    return {f.name: f.method for f in batch.fits}
 
 
 def _fault_during(run_path: Path) -> str | None:

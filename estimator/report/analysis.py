@@ -104,7 +104,9 @@ def online_replay(
     return est, conv
 
 
-def batch_identify(rd: RunData) -> BatchResult:
+def batch_identify(rd: RunData, *, refine: bool = True) -> BatchResult:
+    """Batch identification of a run with its profile's models; `refine`: the output-error
+    refinement (estimator.refine), on by default."""
     cfg = rd.profile.estimator
     # A user model kept beside its profile loads from there (no PYTHONPATH needed).
     source = Path(rd.profile_source)
@@ -126,6 +128,7 @@ def batch_identify(rd: RunData) -> BatchResult:
             profile=rd.profile,
             models=models,
             virtual_time=vt if isinstance(vt, bool) else None,
+            refine=refine,
         )
     except ValueError as exc:
         raise ReportError(f"{rd.path.name}: batch identification failed: {exc}") from None
