@@ -85,8 +85,9 @@ class ModelFit:
     cov_plain: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     #: Which estimate `theta` is: "WLS", or "IV" (output-error refinement, estimator.refine).
     method: str = "WLS"
-    #: IV solutions until the estimate settled (0 for WLS).
+    #: IV solutions until the estimate settled (0 for WLS), and whether it did.
     iterations: int = 0
+    settled: bool = True
     #: The plain WLS estimate and %σ (flags and σ treatment as `theta`), for comparison when
     #: `theta` is the refined one; None otherwise.
     theta_wls: np.ndarray | None = None

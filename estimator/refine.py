@@ -56,6 +56,7 @@ class ModelFitLike(Protocol):
     identifiable: np.ndarray
     disagreement_z: np.ndarray
     iterations: int
+    settled: bool
 
 
 F = TypeVar("F", bound=ModelFitLike)
@@ -149,14 +150,16 @@ def refine(
     best = None
     for k in range(1, MAX_ITERATIONS + 1):
         Z = instruments(theta)
-        if Z is None:
-            return None
+        if Z is None or not np.all(np.isfinite(Z)):
+            return best
         new = fit(Z)
+        if not np.all(np.isfinite(new.theta)):
+            return best
         new.iterations = k
         sigma = np.abs(new.theta) * new.sigma_pct / 100.0
-        done = settled(theta, new.theta, sigma, new.identifiable)
+        new.settled = settled(theta, new.theta, sigma, new.identifiable)
         theta, best = new.theta, new
-        if done:
+        if new.settled:
             break
     return best
 
@@ -212,6 +215,11 @@ def choose(wls: F, iv: F) -> tuple[F, list[str], list[str]]:
             why.append(
                 f"{', '.join(nm for i, nm in enumerate(names) if gained[i])} measured by the "
                 "refinement only"
+            )
+        if not iv.settled:
+            why.append(
+                f"the refinement had not settled after {iv.iterations} iterations (last "
+                "change above 0.05σ; the last iterate is printed)"
             )
         note = (
             f"the {wls.name} model's least-squares estimate is biased (errors in variables: "

@@ -8,6 +8,7 @@ and p): least squares is biased (errors in variables), the refinement is not."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from estimator.batch import fit_blocks
 from estimator.models import LinearModel, Sample
@@ -131,3 +132,30 @@ def test_predicted_rates_are_the_true_rates_on_exact_data() -> None:
         output_scale=np.ones(1),
     )
     assert rate_channels(still, x) == []
+
+
+def test_table_widens_online_by_its_distance_to_the_refined_value() -> None:
+    """Online LS biased like the batch LS (errors in variables), batch refined: the online σ
+    covers its distance to the refined value; the refined σ is not widened by a bias the
+    refinement removed; the table names the refined rows and shows the LS value beside."""
+    from daq.rigctl.identify_table import format_table, rows_from
+
+    truth = np.array([1.0e-9, 5.0e-7])
+    online = (np.array([0.72e-9, 5.0e-7]), np.array([0.3, 0.05]))
+    batch = np.array([1.001e-9, 5.0e-7])
+    rows = rows_from(
+        ["1/b", "Cf"],
+        online,
+        batch,
+        np.array([0.3, 0.05]),
+        truth,
+        methods=["IV", "IV"],
+        batch_ls=(np.array([0.721e-9, 5.0e-7]), np.array([0.3, 0.05])),
+    )
+    assert rows[0].within_3_sigma(rows[0].online, rows[0].online_sigma_pct)
+    assert rows[0].batch_sigma_pct < 0.5  # only the online–LS distance (0.14 %) added
+    assert rows[0].batch_method == "IV" and rows[0].batch_ls == 0.721e-9
+    d = rows[0].to_dict()
+    assert d["batch_ls_error_pct"] == pytest.approx(-27.9)
+    table = format_table(rows, online=True)
+    assert "batch LS" in table and " IV " in table
