@@ -395,9 +395,12 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
         ("profile", load_models(spec, known, profile.parent)),
         ("reference", reference_models(known)),
     ):
-        b = identify_run(run.columns, known, profile=prof, models=models)
+        bres = identify_run(
+            run.columns, known, profile=prof, models=models, linkwise=label == "profile"
+        )
         rows = []
-        for f in b.fits:
+        for f in bres.fits:
+            lw = dict(zip(f.linkwise.names, f.linkwise.theta, strict=True) if f.linkwise else [])
             ls = f.theta if f.theta_wls is None else f.theta_wls
             for nm, th, sp, ok, th_ls in zip(
                 f.names, f.theta, f.sigma_pct, f.identifiable, ls, strict=True
@@ -414,6 +417,9 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
                     row["truth"] = float(tr)
                     row["batch_error_pct"] = float(100.0 * (th - tr) / tr)
                     row["batch_ls_error_pct"] = float(100.0 * (th_ls - tr) / tr)
+                    if nm in lw and math.isfinite(lw[nm]):
+                        # Lin's link-by-link protocol on the same data (issue 14 item 4).
+                        row["linkwise_error_pct"] = float(100.0 * (lw[nm] - tr) / tr)
                     # A flagged parameter has no σ: it does not count as covered here.
                     sig = abs(th) * sp / 100.0 if ok and math.isfinite(sp) else -1.0
                     row["batch_within_3sigma"] = bool(abs(th - tr) <= 3.0 * sig)
@@ -425,9 +431,9 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
         out["models"][label] = {
             "parameters": rows,
             "equation_sigma": {
-                f.name: (f.equation_sigma * scales[f.name]).tolist() for f in b.fits
+                f.name: (f.equation_sigma * scales[f.name]).tolist() for f in bres.fits
             },
-            "warnings": b.warnings,
+            "warnings": bres.warnings,
         }
     prof_rows = [r for r in out["models"]["profile"]["parameters"] if "truth" in r]
     fit = [
@@ -444,6 +450,14 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
             (abs(r["batch_error_pct"]) for r in prof_rows if r["identifiable"]), default=None
         ),
         "batch_methods": sorted({r["batch_method"] for r in prof_rows}),
+        "linkwise_max_error_pct": max(
+            (abs(r["linkwise_error_pct"]) for r in prof_rows if "linkwise_error_pct" in r),
+            default=None,
+        ),
+        "stacked_mech_max_error_pct": max(
+            (abs(r["batch_error_pct"]) for r in prof_rows if "linkwise_error_pct" in r),
+            default=None,
+        ),
         "online_max_error_pct": max(
             (abs(r["online_error_pct"]) for r in prof_rows if "online_error_pct" in r),
             default=None,

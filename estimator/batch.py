@@ -47,6 +47,7 @@ from estimator.angles import AngleFusion
 from estimator.chain import N_SIGNALS, sample_from
 from estimator.datause import STATE_RUNNING, DataUse, blocks, classify
 from estimator.jackknife import inflate, jackknife_from_normal
+from estimator.linkwise import LinkwiseFit, link_by_link
 from estimator.models import LinearModel, Sample, evaluate, reference_models, static_sample
 from estimator.online import ROLE_SLOT
 from estimator.refine import choose, iv_solve, predicted_rates, rate_channels
@@ -95,6 +96,8 @@ class ModelFit:
     #: The refined (IV) estimate and %σ when the refinement ran, whichever is printed.
     theta_iv: np.ndarray | None = None
     sigma_pct_iv: np.ndarray | None = None
+    #: Lin's link-by-link estimate of the same data (estimator.linkwise), when asked for.
+    linkwise: LinkwiseFit | None = None
 
 
 @dataclass
@@ -564,6 +567,7 @@ def identify_run(
     virtual_time: bool | None = None,
     segments: Sequence[slice] | None = None,
     refine: bool = True,
+    linkwise: bool = False,
 ) -> BatchResult:
     """IDIM-LS/WLS of every model on a recorded run (see the module docstring).
 
@@ -577,7 +581,8 @@ def identify_run(
     `segments` (row slices): use only these rows; the rest count as outside the experiment.
     `refine`: the output-error (IV) refinement of every model whose regressor holds a pressure
     rate (`estimator.refine`); its estimate is the one returned (`ModelFit.method` "IV"), the
-    WLS one kept beside it (`theta_wls`).
+    WLS one kept beside it (`theta_wls`). `linkwise`: Lin's link-by-link estimate of every
+    model with one equation per joint beside the stacked one (`ModelFit.linkwise`).
     """
     fs = profile.rig.loop_rate_hz
     nj = len(profile.joints)
@@ -646,6 +651,7 @@ def identify_run(
             still=not_excited,
             refine=refine,
             rows_used=rows_used,
+            linkwise=linkwise,
         )
         if got is None:
             fits.append(_prior_fit(mdl, use.summary(1.0 / fs)))
@@ -682,11 +688,13 @@ def fit_blocks(
     still: Sequence[str] = (),
     refine: bool = True,
     rows_used: np.ndarray | None = None,
+    linkwise: bool = False,
 ) -> tuple[ModelFit, list[str]] | None:
     """One model on the blocks `blks` of `raw` (steps 1–6 of the module doc), then, with
     `refine`, the output-error refinement (estimator.refine) and the choice between it and
     WLS (`refine.choose`). Returns the fit and notes, or None when no block gave a row.
-    `rows_used` (bool, len(raw)) is marked with the rows that went in."""
+    `rows_used` (bool, len(raw)) is marked with the rows that went in. `linkwise`: also Lin's
+    link-by-link estimate (`ModelFit.linkwise`) for a model with one equation per joint."""
 
     def stack(theta: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
         out = []
@@ -729,6 +737,10 @@ def fit_blocks(
             chosen.iterations = refined.iterations
             chosen.warnings += warns
             fit = chosen
+    if linkwise and mdl.n_outputs == nj:
+        fit.linkwise = link_by_link(
+            Phi, y, list(mdl.names), np.asarray(mdl.param_scale), fit.correlation
+        )
     return fit, notes
 
 
