@@ -164,6 +164,9 @@ def refine(
     return best
 
 
+#: A parameter whose 3σ exceeds this fraction of its value is not measured
+#: (estimator.batch.RESOLVE_FRACTION, not imported: batch imports this module).
+RESOLVE_FRACTION = 0.05
 #: LS and IV differing by more than this many σ of their difference: LS is biased (Hausman).
 HAUSMAN_Z = 3.0
 #: Equations disagreeing by more than this many σ (estimator.batch.DISAGREEMENT_Z).
@@ -190,24 +193,31 @@ def choose(wls: F, iv: F) -> tuple[F, list[str], list[str]]:
     agree); LS otherwise — where the two still differ beyond their σ, the difference is bias
     the data reveal: a warning names the parameters and their σ are widened by half of it
     (as for disagreeing equations, estimator.batch.fit_model)."""
+    names = list(wls.names)
     z = hausman_z(wls, iv)
     biased = z > HAUSMAN_Z
+    # Measured by the refinement: identifiable and resolved by its own σ as fit_model asks
+    # of least squares (3σ within RESOLVE_FRACTION of the value).
+    with np.errstate(invalid="ignore"):
+        resolved = iv.identifiable & (3.0 * iv.sigma_pct <= 100.0 * RESOLVE_FRACTION)
     # Parameters the refinement measures and LS cannot (LS's σ too wide: its noisy regressor)
-    gained = iv.identifiable & ~wls.identifiable
-    names = list(wls.names)
-    if not biased.any() and not gained.any():
-        return wls, [], []
+    gained = resolved & ~wls.identifiable
+    iv_agree = float(np.max(iv.disagreement_z, initial=0.0))
+    ls_agree = float(np.max(wls.disagreement_z, initial=0.0))
+    acceptable = (
+        iv.settled
+        and not (iv.identifiable & ~resolved).any()
+        and iv_agree <= max(ls_agree, AGREEMENT_Z)
+    )
 
-    def listing(fit: ModelFitLike, other: ModelFitLike) -> str:
+    def listing(fit: F, other: F) -> str:
         return ", ".join(
             f"{nm} {fmt(fit.theta[i])} vs {fmt(other.theta[i])} ({z[i]:.0f}σ)"
             for i, nm in enumerate(names)
             if biased[i]
         )
 
-    iv_agree = float(np.max(iv.disagreement_z, initial=0.0))
-    ls_agree = float(np.max(wls.disagreement_z, initial=0.0))
-    if iv_agree <= max(ls_agree, AGREEMENT_Z):
+    if acceptable and (biased.any() or gained.any()):
         why = []
         if biased.any():
             why.append(f"refined vs least squares: {listing(iv, wls)}")
@@ -216,17 +226,23 @@ def choose(wls: F, iv: F) -> tuple[F, list[str], list[str]]:
                 f"{', '.join(nm for i, nm in enumerate(names) if gained[i])} measured by the "
                 "refinement only"
             )
-        if not iv.settled:
-            why.append(
-                f"the refinement had not settled after {iv.iterations} iterations (last "
-                "change above 0.05σ; the last iterate is printed)"
-            )
         note = (
             f"the {wls.name} model's least-squares estimate is biased (errors in variables: "
             f"noisy signals in its regressor): output-error refinement (IV, {iv.iterations} "
             f"iterations) printed; {'; '.join(why)}"
         )
         return iv, [note], []
+    if not iv.settled:
+        # A refinement that keeps moving is not an estimate (on a plant far outside the model
+        # family the prediction that builds the instruments degrades with every step).
+        return (
+            wls,
+            [
+                f"the {wls.name} model's output-error refinement did not settle in "
+                f"{iv.iterations} iterations: least squares printed"
+            ],
+            [],
+        )
     if not biased.any():
         return wls, [], []
     # LS kept: widen its σ by half the difference, carried into correlated parameters.
@@ -241,8 +257,9 @@ def choose(wls: F, iv: F) -> tuple[F, list[str], list[str]]:
     wls.sigma_pct = np.where(wls.identifiable, sp, np.nan)
     warning = (
         f"the {wls.name} model's least-squares and output-error (IV) estimates disagree: "
-        f"{listing(wls, iv)}; the refinement's output equations disagree more (up to "
-        f"{iv_agree:.0f}σ), so least squares is printed with σ widened by the difference; "
+        f"{listing(wls, iv)}; the refinement is not trusted here (its output equations "
+        f"disagree up to {iv_agree:.0f}σ, or its σ does not resolve every parameter), so "
+        "least squares is printed with σ widened by the difference; "
         f"{', '.join(nm for i, nm in enumerate(names) if biased[i])} "
         "conditional on the model"
     )
