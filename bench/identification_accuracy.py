@@ -263,6 +263,15 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
     out["batch_ls_max_error_pct"] = ls_errs[worst]
     out["batch_ls_worst_parameter"] = params[worst]["name"]
     out["batch_methods"] = result.get("batch_methods")
+    # ML fit on the averaged repeats (estimator.repeats), beside the printed value.
+    truth = {p["name"]: p.get("truth") for p in params}
+    per: dict[str, float] = {}
+    for model in (result.get("periodic") or {}).values():
+        for nm, th in zip(model["names"], model["theta"], strict=True):
+            if truth.get(nm):
+                per[nm] = 100.0 * (th - truth[nm]) / abs(truth[nm])
+    out["periodic_error_pct"] = per
+    out["periodic_max_error_pct"] = max(map(abs, per.values()), default=None)
     out["refined"] = [p["name"] for p in params if p.get("batch_method") == "IV"]
     fit: dict[str, dict[str, float | None]] = {}
     for row in result.get("fit", []):

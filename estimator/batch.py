@@ -52,6 +52,7 @@ from estimator.models import LinearModel, Sample, evaluate, reference_models, st
 from estimator.online import ROLE_SLOT
 from estimator.refine import choose, iv_solve, predicted_rates, rate_channels
 from estimator.refine import refine as refine_fit
+from estimator.repeats import PeriodicResult, find_repeats, periodic_fit
 from estimator.rls import sigma_pct
 
 
@@ -112,6 +113,8 @@ class BatchResult:
     warnings: list[str] = field(default_factory=list)
     #: What was done that the user should know (e.g. which estimate is printed).
     notes: list[str] = field(default_factory=list)
+    #: ML fits on the experiment's repeated periods (estimator.repeats), when asked for.
+    periodic: list[PeriodicResult] = field(default_factory=list)
     names: list[str] = field(init=False)
     identifiable: np.ndarray = field(init=False)
     theta: np.ndarray = field(init=False)
@@ -568,6 +571,7 @@ def identify_run(
     segments: Sequence[slice] | None = None,
     refine: bool = True,
     linkwise: bool = False,
+    repeat_period_s: float | None = None,
 ) -> BatchResult:
     """IDIM-LS/WLS of every model on a recorded run (see the module docstring).
 
@@ -583,6 +587,9 @@ def identify_run(
     rate (`estimator.refine`); its estimate is the one returned (`ModelFit.method` "IV"), the
     WLS one kept beside it (`theta_wls`). `linkwise`: Lin's link-by-link estimate of every
     model with one equation per joint beside the stacked one (`ModelFit.linkwise`).
+    `repeat_period_s`: the experiment's repeated period (s); where the recorded reference
+    repeats with it, every model is also fitted by ML on the averaged repeats
+    (`estimator.repeats`, `BatchResult.periodic`), beside the printed estimate.
     """
     fs = profile.rig.loop_rate_hz
     nj = len(profile.joints)
@@ -662,13 +669,27 @@ def identify_run(
         fit.warnings += _fit_warnings(fit, still, nj)
         fits.append(fit)
         used.append((fc, nd))
+    periodic = _periodic(
+        columns, profile, raw, good, models, fs, nj, repeat_period_s, cutoff_hz, decimation
+    )
+    if repeat_period_s is not None and not periodic:
+        notes.append(
+            f"no repeated {repeat_period_s:g} s period found in the recorded reference: "
+            "no periodic (ML) fit"
+        )
     use.used = int(np.count_nonzero(rows_used))
     use.short_block = int(np.count_nonzero(good & ~rows_used))
     warnings += use.warnings(1.0 / fs)
     for f in fits:
         warnings += f.warnings
     return BatchResult(
-        fits=fits, fs=fs, conditioning=used, data=use, warnings=warnings, notes=notes
+        fits=fits,
+        fs=fs,
+        conditioning=used,
+        data=use,
+        warnings=warnings,
+        notes=notes,
+        periodic=periodic,
     )
 
 
@@ -742,6 +763,50 @@ def fit_blocks(
             Phi, y, list(mdl.names), np.asarray(mdl.param_scale), fit.correlation
         )
     return fit, notes
+
+
+def _periodic(
+    columns: Mapping[str, np.ndarray],
+    profile: Profile,
+    raw: np.ndarray,
+    good: np.ndarray,
+    models: Sequence[LinearModel],
+    fs: float,
+    nj: int,
+    period_s: float | None,
+    cutoff_hz: float | None,
+    decimation: int | None,
+) -> list[PeriodicResult]:
+    """ML fits on the repeated periods of the recorded reference (estimator.repeats)."""
+    names = [f"ref.{j.name}" for j in profile.joints]
+    if period_s is None or not all(n in columns for n in names):
+        return []
+    ref = np.column_stack([np.asarray(columns[n], dtype=float) for n in names])
+    rep = find_repeats(ref, good, round(period_s * fs))
+    if rep is None:
+        return []
+    out = []
+    for mdl in models:
+        fc = mdl.cutoff_hz if cutoff_hz is None else cutoff_hz
+        nd = decimation if decimation is not None else max(1, int(0.4 * fs / fc))
+        k = rep.period // nd
+        reach = int(3 * fs / fc) + 4 * nd
+
+        def observe(
+            m: LinearModel, block: np.ndarray, trim: int, fc: float = fc, nd: int = nd
+        ) -> tuple[np.ndarray, np.ndarray]:
+            Phi, y, _ = observation(m, block, fs, nj, fc, nd, trim)
+            return Phi, y
+
+        def valid(
+            m: LinearModel, block: np.ndarray, k: int = k, nd: int = nd, reach: int = reach
+        ) -> np.ndarray:
+            return _valid_rows(m, block, nj, reach)[::nd][k:-k]
+
+        res = periodic_fit(mdl, raw, rep, observe, nd, valid)
+        if res is not None:
+            out.append(res)
+    return out
 
 
 def _instruments(

@@ -255,7 +255,9 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         progress, "batch identification of the recording (IDIM-WLS and its output-error refinement)"
     )
     data = load_run(ident_run, profile_path)
-    batch = batch_identify(data, refine=not args.no_refine)
+    batch = batch_identify(
+        data, refine=not args.no_refine, repeat_period_s=_repeat_period(experiment)
+    )
     theta_on, sigma_on = _online_vectors(online, batch.names)
     truth = batch.truth if data.is_simulated else None
     rows = rows_from(
@@ -279,6 +281,7 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         "fault_after": fault_after,
         "notes": data.notes + batch.notes,
         "batch_methods": _methods(batch),
+        "periodic": _periodic(batch),
     }
     if tracking is not None:
         extra["tracking"] = tracking
@@ -298,6 +301,30 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         extra["fit"] = rep.fit_table
         warnings += fit_warnings(rep.fit_table)
     return _result(rows, extra, online=True, warnings=warnings)
+
+
+def _repeat_period(experiment: dict[str, Any]) -> float | None:
+    """Duration of the experiment's first repeated segment (s), or None."""
+    for seg in experiment.get("segments", []):
+        if int(seg.get("repeats", 1)) >= 3:
+            return float(seg["duration_s"])
+    return None
+
+
+def _periodic(batch: Any) -> dict[str, Any]:
+    """JSON `periodic`: the ML fit on the averaged repeats of each model (estimator.repeats),
+    for comparison with the printed batch estimate — not itself checked for bias."""
+    return {
+        p.name: {
+            "names": p.names,
+            "theta": p.theta.tolist(),
+            "sigma_pct": p.sigma_pct.tolist(),
+            "repeats": p.repeats.count,
+            "start_s": p.repeats.start / batch.fs,
+            "period_s": p.repeats.period / batch.fs,
+        }
+        for p in batch.periodic
+    }
 
 
 def _methods(batch: Any) -> dict[str, str]:

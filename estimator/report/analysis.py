@@ -104,9 +104,12 @@ def online_replay(
     return est, conv
 
 
-def batch_identify(rd: RunData, *, refine: bool = True) -> BatchResult:
+def batch_identify(
+    rd: RunData, *, refine: bool = True, repeat_period_s: float | None = None
+) -> BatchResult:
     """Batch identification of a run with its profile's models; `refine`: the output-error
-    refinement (estimator.refine), on by default."""
+    refinement (estimator.refine), on by default; `repeat_period_s`: the experiment's repeated
+    period, for the ML fit on the averaged repeats beside it (estimator.repeats)."""
     cfg = rd.profile.estimator
     # A user model kept beside its profile loads from there (no PYTHONPATH needed).
     source = Path(rd.profile_source)
@@ -129,6 +132,7 @@ def batch_identify(rd: RunData, *, refine: bool = True) -> BatchResult:
             models=models,
             virtual_time=vt if isinstance(vt, bool) else None,
             refine=refine,
+            repeat_period_s=repeat_period_s,
         )
     except ValueError as exc:
         raise ReportError(f"{rd.path.name}: batch identification failed: {exc}") from None
