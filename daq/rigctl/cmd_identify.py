@@ -75,6 +75,12 @@ def register(subparsers: Any) -> None:
         help="batch: least squares only, without the output-error (IV) refinement that "
         "removes the bias of noisy regressors (errors in variables)",
     )
+    p.add_argument(
+        "--link-by-link",
+        action="store_true",
+        help="batch: also Lin's link-by-link estimate (outermost link first), beside the "
+        "stacked one (--json 'linkwise', a 'linkwise:' line otherwise)",
+    )
     p.set_defaults(func=run)
 
 
@@ -85,7 +91,12 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         if args.run is not None:
-            result = _offline(Path(args.run), args.profile, refine=not args.no_refine)
+            result = _offline(
+                Path(args.run),
+                args.profile,
+                refine=not args.no_refine,
+                linkwise=args.link_by_link,
+            )
         else:
             if args.profile is None:
                 print(
@@ -108,6 +119,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: {note}")
         if result.get("data_summary"):
             print(f"data: {result['data_summary']}")
+        for model, lw in (result.get("linkwise") or {}).items():
+            vals = ", ".join(
+                f"{nm} {th:.5g} ±{sp:.2f}%"
+                for nm, th, sp in zip(lw["names"], lw["theta"], lw["sigma_pct"], strict=True)
+            )
+            print(f"linkwise ({model}, outermost link first): {vals}")
         for w in result["warnings"]:
             print(f"warning: {w}")
         if result.get("report"):
@@ -128,12 +145,14 @@ def run(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- offline
 
 
-def _offline(run_path: Path, profile_path: str | None, *, refine: bool) -> dict[str, Any]:
+def _offline(
+    run_path: Path, profile_path: str | None, *, refine: bool, linkwise: bool
+) -> dict[str, Any]:
     from estimator.report.analysis import batch_identify
     from estimator.report.runs import load_run
 
     data = load_run(run_path, profile_path)
-    batch = batch_identify(data, refine=refine)
+    batch = batch_identify(data, refine=refine, linkwise=linkwise)
     truth = batch.truth if data.is_simulated else None
     rows = rows_from(
         batch.names,
@@ -151,6 +170,7 @@ def _offline(run_path: Path, profile_path: str | None, *, refine: bool) -> dict[
         "data_summary": batch.data.summary(1.0 / batch.fs),
         "notes": data.notes + batch.notes,
         "batch_methods": _methods(batch),
+        "linkwise": _linkwise(batch),
     }
     return _result(rows, extra, online=False, warnings=list(batch.warnings))
 
@@ -256,7 +276,10 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
     )
     data = load_run(ident_run, profile_path)
     batch = batch_identify(
-        data, refine=not args.no_refine, repeat_period_s=_repeat_period(experiment)
+        data,
+        refine=not args.no_refine,
+        repeat_period_s=_repeat_period(experiment),
+        linkwise=args.link_by_link,
     )
     theta_on, sigma_on = _online_vectors(online, batch.names)
     truth = batch.truth if data.is_simulated else None
@@ -282,6 +305,7 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         "notes": data.notes + batch.notes,
         "batch_methods": _methods(batch),
         "periodic": _periodic(batch),
+        "linkwise": _linkwise(batch),
     }
     if tracking is not None:
         extra["tracking"] = tracking
@@ -324,6 +348,20 @@ def _periodic(batch: Any) -> dict[str, Any]:
             "period_s": p.repeats.period / batch.fs,
         }
         for p in batch.periodic
+    }
+
+
+def _linkwise(batch: Any) -> dict[str, Any]:
+    """JSON `linkwise`: Lin's link-by-link estimate per model (estimator.linkwise), if asked."""
+    return {
+        f.name: {
+            "names": f.linkwise.names,
+            "theta": f.linkwise.theta.tolist(),
+            "sigma_pct": f.linkwise.sigma_pct.tolist(),
+            "stage": f.linkwise.stage.tolist(),
+        }
+        for f in batch.fits
+        if f.linkwise is not None
     }
 
 
