@@ -47,8 +47,12 @@ from estimator.angles import AngleFusion
 from estimator.chain import N_SIGNALS, sample_from
 from estimator.datause import STATE_RUNNING, DataUse, blocks, classify
 from estimator.jackknife import inflate, jackknife_from_normal
+from estimator.linkwise import LinkwiseFit, link_by_link
 from estimator.models import LinearModel, Sample, evaluate, reference_models, static_sample
 from estimator.online import ROLE_SLOT
+from estimator.refine import choose, iv_solve, predicted_rates, rate_channels
+from estimator.refine import refine as refine_fit
+from estimator.repeats import PeriodicResult, find_repeats, periodic_fit
 from estimator.rls import sigma_pct
 
 
@@ -78,6 +82,23 @@ class ModelFit:
     output_correlation: list[float] = field(default_factory=list)
     #: Per parameter: disagreement between single-equation estimates in σ (batch.py).
     disagreement_z: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: `cov` before the widening by equation disagreement (κ and jackknife in): the variance
+    #: the estimator's own scatter gives (the refinement's Hausman comparison uses it).
+    cov_plain: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    #: Which estimate `theta` is: "WLS", or "IV" (output-error refinement, estimator.refine).
+    method: str = "WLS"
+    #: IV solutions until the estimate settled (0 for WLS), and whether it did.
+    iterations: int = 0
+    settled: bool = True
+    #: The plain WLS estimate and %σ (flags and σ treatment as `theta`), for comparison when
+    #: `theta` is the refined one; None otherwise.
+    theta_wls: np.ndarray | None = None
+    sigma_pct_wls: np.ndarray | None = None
+    #: The refined (IV) estimate and %σ when the refinement ran, whichever is printed.
+    theta_iv: np.ndarray | None = None
+    sigma_pct_iv: np.ndarray | None = None
+    #: Lin's link-by-link estimate of the same data (estimator.linkwise), when asked for.
+    linkwise: LinkwiseFit | None = None
 
 
 @dataclass
@@ -90,13 +111,29 @@ class BatchResult:
     data: DataUse = field(default_factory=DataUse)
     #: Everything the user must read before trusting the numbers (plain sentences).
     warnings: list[str] = field(default_factory=list)
+    #: What was done that the user should know (e.g. which estimate is printed).
+    notes: list[str] = field(default_factory=list)
+    #: ML fits on the experiment's repeated periods (estimator.repeats), when asked for.
+    periodic: list[PeriodicResult] = field(default_factory=list)
     names: list[str] = field(init=False)
     identifiable: np.ndarray = field(init=False)
     theta: np.ndarray = field(init=False)
     sigma_pct: np.ndarray = field(init=False)
     truth: np.ndarray | None = field(init=False)
+    #: Per parameter: which estimate `theta` is ("WLS" or "IV", ModelFit.method), and the
+    #: plain WLS estimate and %σ beside it (the same as `theta` where WLS is printed).
+    methods: list[str] = field(init=False)
+    theta_wls: np.ndarray = field(init=False)
+    sigma_pct_wls: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
+        self.methods = [f.method for f in self.fits for _ in f.names]
+        self.theta_wls = np.concatenate(
+            [f.theta if f.theta_wls is None else f.theta_wls for f in self.fits]
+        )
+        self.sigma_pct_wls = np.concatenate(
+            [f.sigma_pct if f.sigma_pct_wls is None else f.sigma_pct_wls for f in self.fits]
+        )
         self.names = [n for f in self.fits for n in f.names]
         self.theta = np.concatenate([f.theta for f in self.fits])
         self.sigma_pct = np.concatenate([f.sigma_pct for f in self.fits])
@@ -158,9 +195,21 @@ def _conditioned(raw: np.ndarray, sos: np.ndarray, fs: float, nj: int) -> Sample
 
 
 def observation(
-    model: LinearModel, raw: np.ndarray, fs: float, nj: int, cutoff_hz: float, nd: int, trim: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Normalised, filtered, decimated (Φ (r_j, m, n), y (r_j, m)) of one model."""
+    model: LinearModel,
+    raw: np.ndarray,
+    fs: float,
+    nj: int,
+    cutoff_hz: float,
+    nd: int,
+    trim: int,
+    theta: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Normalised, filtered, decimated (Φ (r_j, m, n), y (r_j, m), Z) of one model.
+
+    With `theta` (physical units), Z (r_j, m, n) are the instruments of the output-error
+    refinement (`estimator.refine`): Φ with the pressure rates the model predicts with θ in
+    place of the measured ones, through the same filters, decimation and row selection; None
+    without `theta` or for a model with no pressure rate in its regressor."""
     sos = butter(4, cutoff_hz, fs=fs, output="sos")
     x = _conditioned(raw, sos, fs, nj)
     Phi, y = evaluate(model, x)
@@ -169,15 +218,67 @@ def observation(
         Phis, ys = evaluate(model, sample_from(raw, nj))
         Phi = Phi - Phi0 + sosfiltfilt(sos, Phis, axis=0)
         y = y - y0 + sosfiltfilt(sos, ys, axis=0)
+    Z = None
+    if theta is not None:
+        channels = rate_channels(model, x)
+        if channels:
+            Z = _instruments_of(model, raw, fs, nj, cutoff_hz, theta, channels)
     keep = _valid_rows(model, raw, nj, int(3 * fs / cutoff_hz) + 4 * nd)
-    Phi = Phi * model.param_scale[None, None, :] / model.output_scale[None, :, None]
-    y = y / model.output_scale[None, :]
-    if nd > 1:
-        Phi = decimate(Phi, nd, axis=0, zero_phase=True)
-        y = decimate(y, nd, axis=0, zero_phase=True)
     k = max(1, trim // max(nd, 1))
     keep = keep[::nd][k:-k]
-    return Phi[k:-k][keep], y[k:-k][keep]
+
+    def condition(a: np.ndarray, scale: np.ndarray) -> np.ndarray:
+        a = a * scale
+        if nd > 1:
+            a = decimate(a, nd, axis=0, zero_phase=True)
+        return a[k:-k][keep]
+
+    pscale = model.param_scale[None, None, :] / model.output_scale[None, :, None]
+    return (
+        condition(Phi, pscale),
+        condition(y, 1.0 / model.output_scale[None, :]),
+        None if Z is None else condition(Z, pscale),
+    )
+
+
+#: The instruments' signals go through a low-pass at this fraction of the model's corner.
+#: Why: the predicted pressure rate is built from measured u, ṡ and p; at the model's own
+#: corner their high-frequency noise is in Z and in the equation error at the same instant
+#: (the LVDT noise in h·u above all), which biases IV. Measured on the standard run, fluid
+#: model (40 Hz), 1/b error: noise ×10, 0.49 % at 40 Hz, 0.26 % at 20 Hz, 0.13 % at 10 Hz,
+#: 1.1 % at 5 Hz (the prediction too smooth to follow the 16 Hz resonance: weak instruments
+#: that pick up the equation's deterministic error); nominal noise +0.04 % at 10 Hz.
+INSTRUMENT_CORNER = 0.25
+
+
+def _instruments_of(
+    model: LinearModel,
+    raw: np.ndarray,
+    fs: float,
+    nj: int,
+    cutoff_hz: float,
+    theta: np.ndarray,
+    channels: list[tuple[str, int]],
+) -> np.ndarray:
+    """Z (N, m, n) before normalisation: the regressor evaluated on the signals low-passed at
+    INSTRUMENT_CORNER × the model's corner (static part filtered the same way), with the
+    pressure rates the model predicts with θ from them in place of the measured ones.
+
+    Every column, not only the rate ones: the h·u columns of Φ carry the LVDT's noise, which
+    biases the flow gains by ≈ −0.05 % (errors in variables again); from the lower corner
+    their instruments do not (noise ×10: flow gains' common bias −0.06 % → −0.04 %)."""
+    sos = butter(4, INSTRUMENT_CORNER * cutoff_hz, fs=fs, output="sos")
+    xi = _conditioned(raw, sos, fs, nj)
+    Phi_i, y_i = evaluate(model, xi)
+    rest_i = np.zeros_like(Phi_i)
+    yrest_i = np.zeros_like(y_i)
+    if model.split_static:
+        Phi0, y0 = evaluate(model, static_sample(xi))
+        Phis, ys = evaluate(model, sample_from(raw, nj))
+        rest_i = sosfiltfilt(sos, Phis, axis=0) - Phi0
+        yrest_i = sosfiltfilt(sos, ys, axis=0) - y0
+    xp = predicted_rates(model, xi, rest_i, yrest_i, theta, channels)
+    return rest_i + evaluate(model, xp)[0]
 
 
 def _valid_rows(model: LinearModel, raw: np.ndarray, nj: int, halfwidth: int) -> np.ndarray:
@@ -223,17 +324,27 @@ def correlation_factor(res: np.ndarray, block: int) -> float:
     return max(1.0, block * float(np.mean(means**2)) / var)
 
 
-def jackknife_variance(W: np.ndarray, Y: np.ndarray, groups: np.ndarray) -> np.ndarray | None:
-    """Block jackknife variance of the LS estimate of (W, Y) over the labelled `groups`
-    (`estimator.jackknife`)."""
+def jackknife_variance(
+    W: np.ndarray, Y: np.ndarray, groups: np.ndarray, Z: np.ndarray | None = None
+) -> np.ndarray | None:
+    """Block jackknife variance of the LS estimate of (W, Y) — the IV estimate with
+    instruments Z if given — over the labelled `groups` (`estimator.jackknife`)."""
+    Z = W if Z is None else Z
     labels = np.unique(groups)
-    A = np.stack([W[groups == g].T @ W[groups == g] for g in labels])
-    b = np.stack([W[groups == g].T @ Y[groups == g] for g in labels])
+    A = np.stack([Z[groups == g].T @ W[groups == g] for g in labels])
+    b = np.stack([Z[groups == g].T @ Y[groups == g] for g in labels])
     return jackknife_from_normal(A, b)
 
 
+def _solve(
+    W: np.ndarray, Y: np.ndarray, Z: np.ndarray | None
+) -> tuple[np.ndarray, float, np.ndarray]:
+    """LS of (W, Y), or IV with instruments Z (estimator.refine.iv_solve)."""
+    return _ls(W, Y) if Z is None else iv_solve(Z, W, Y)
+
+
 def equation_disagreement(
-    Ww: np.ndarray, Yw: np.ndarray, m: int, free: np.ndarray
+    Ww: np.ndarray, Yw: np.ndarray, m: int, free: np.ndarray, Zw: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per parameter: the largest disagreement between its estimates from single output
     equations, and that disagreement in units of its own σ (0 where it is in < 2 equations).
@@ -247,11 +358,12 @@ def equation_disagreement(
     est: list[list[tuple[float, float]]] = [[] for _ in range(n)]
     for j in range(m):
         Wj, Yj = Ww[j * r : (j + 1) * r], Yw[j * r : (j + 1) * r]
+        Zj = None if Zw is None else Zw[j * r : (j + 1) * r]
         norms = np.linalg.norm(Wj, axis=0)
         cols = np.flatnonzero(free & (norms > 1e-9 * max(float(norms.max()), 1e-300)))
         if cols.size == 0 or r <= cols.size:
             continue
-        th, _, cov = _ls(Wj[:, cols], Yj)
+        th, _, cov = _solve(Wj[:, cols], Yj, None if Zj is None else Zj[:, cols])
         for k, col in enumerate(cols):
             est[int(col)].append((float(th[k]), float(np.sqrt(max(cov[k, k], 0.0)))))
     spread = np.zeros(n)
@@ -284,11 +396,13 @@ def fit_model(
     block: int = 0,
     groups: np.ndarray | None = None,
     still: Sequence[str] = (),
+    instruments: np.ndarray | None = None,
 ) -> ModelFit:
-    """OLS and WLS of one model on (Φ (r, m, n), y (r, m)); `block` rows per batch mean for
-    the correlation factor κ (0 = none, white residuals assumed); `groups` (r,) labels of
-    contiguous stretches for the block jackknife (None = none); `still` = parameters a caller
-    knows the run did not excite (a joint that did not move), with the reason.
+    """OLS and WLS (IV with `instruments` (r, m, n)) of one model on (Φ (r, m, n), y (r, m));
+    `block` rows per batch mean for the correlation factor κ (0 = none, white residuals
+    assumed); `groups` (r,) labels of contiguous stretches for the block jackknife (None =
+    none); `still` = parameters a caller knows the run did not excite (a joint that did not
+    move), with the reason.
 
     Identifiability (issue 13, item 2): a singular direction v_i of the weighted observation
     matrix is resolved to ±σ/s_i by the data (σ = 1 after weighting, times √κ); the direction
@@ -298,7 +412,12 @@ def fit_model(
     (`LinearModel.prior`, the profile's initial guesses; without them the least-squares
     value, still flagged) and the rest re-fitted; they are flagged
     (`identifiable` false, %σ NaN), never printed as measured. Exact rank deficiency is one
-    such case, not a crash."""
+    such case, not a crash.
+
+    With `instruments` (the output-error refinement, `estimator.refine`), every estimate after
+    the OLS start is IDIM-IV: weights from the IV residuals, θ = (ZᵀWΦ)⁻¹ZᵀWy, its covariance
+    σ²(ZᵀΦ)⁻¹ZᵀZ(ΦᵀZ)⁻¹, κ, the jackknife and the equation check all on IV estimates; the
+    identifiability test stays on the measured Φ (what the data resolve)."""
     r, m, n = Phi.shape
     if r * m <= n:
         raise ValueError(f"model '{model.name}': {r * m} equations for {n} parameters")
@@ -308,13 +427,18 @@ def fit_model(
     G = None if groups is None else np.tile(np.asarray(groups), m)
     scale = np.asarray(model.param_scale, dtype=float)
     S = np.outer(scale, scale)
+    Z = None if instruments is None else instruments.transpose(1, 0, 2).reshape(m * r, n)
     th_ls, s2, cov_ls = _ls(W, Y)
-    res = (Y - W @ th_ls).reshape(m, r)
+    # Weights from the equation errors: the LS residual understates them when the regressor
+    # is noisy (LS fits part of the noise), the IV residual does not.
+    th_0 = th_ls if Z is None else iv_solve(Z, W, Y)[0]
+    res = (Y - W @ th_0).reshape(m, r)
     sig_j = np.sqrt(np.sum(res**2, axis=1) / max(r - n / m, 1.0))
     sig_j = np.where(sig_j > 0, sig_j, 1.0)
     w = np.repeat(1.0 / sig_j, r)
     Ww, Yw = W * w[:, None], Y * w
-    th_w, _, _ = _ls(Ww, Yw)
+    Zw = None if Z is None else Z * w[:, None]
+    th_w, _, _ = _solve(Ww, Yw, Zw)
     res_w = (Yw - Ww @ th_w).reshape(m, r).T
     kappa = correlation_factor(res_w, block)
     kappa_j = [correlation_factor(res_w[:, j : j + 1], block) for j in range(m)]
@@ -343,17 +467,19 @@ def fit_model(
         theta_n[weak] = prior[weak] if prior is not None else th_w[weak]
     # What the free parameters must explain: the fixed ones' part (at the prior) removed.
     Yf = Yw - Ww[:, weak] @ theta_n[weak]
+    Zf = None if Zw is None else Zw[:, free]
     if free.any():
-        th_f, _, cov_f = _ls(Ww[:, free], Yf)
+        th_f, _, cov_f = _solve(Ww[:, free], Yf, Zf)
         theta_n[free] = th_f
         cov_f = kappa * cov_f
         # Block jackknife: the data's own word on the scatter (correlated residuals, bias that
         # varies along the run); σ² is the larger of it and κσ²P (Gautier eq. 18 × κ).
-        vj = None if G is None else jackknife_variance(Ww[:, free], Yf, G)
+        vj = None if G is None else jackknife_variance(Ww[:, free], Yf, G, Zf)
         cov_f = inflate(cov_f, vj)
         idx = np.flatnonzero(free)
         cov_n[np.ix_(idx, idx)] = cov_f
-    spread, zscore = equation_disagreement(Ww, Yf, m, free) if m > 1 else (np.zeros(n),) * 2
+    cov_plain_n = cov_n.copy()
+    spread, zscore = equation_disagreement(Ww, Yf, m, free, Zw) if m > 1 else (np.zeros(n),) * 2
     revealed = zscore > DISAGREEMENT_Z
     if revealed.any():
         # Half the spread is the least bias one of the equations carries: into σ it goes, and
@@ -369,6 +495,7 @@ def fit_model(
     theta = theta_n * scale
     cov = cov_n * S
     sp = sigma_pct(theta, cov)
+    cov_plain = cov_plain_n * S
     sp[weak] = np.nan
     return ModelFit(
         name=model.name,
@@ -389,6 +516,8 @@ def fit_model(
         identifiable=free,
         output_correlation=kappa_j,
         disagreement_z=zscore,
+        method="WLS" if Z is None else "IV",
+        cov_plain=cov_plain,
     )
 
 
@@ -440,6 +569,9 @@ def identify_run(
     running_only: bool | None = None,
     virtual_time: bool | None = None,
     segments: Sequence[slice] | None = None,
+    refine: bool = True,
+    linkwise: bool = False,
+    repeat_period_s: float | None = None,
 ) -> BatchResult:
     """IDIM-LS/WLS of every model on a recorded run (see the module docstring).
 
@@ -451,6 +583,13 @@ def identify_run(
     (None = 4/corner) at both ends, so no filter or derivative crosses a gap.
     `jackknife_groups`: equal stretches of the used data for the block jackknife (0 = none).
     `segments` (row slices): use only these rows; the rest count as outside the experiment.
+    `refine`: the output-error (IV) refinement of every model whose regressor holds a pressure
+    rate (`estimator.refine`); its estimate is the one returned (`ModelFit.method` "IV"), the
+    WLS one kept beside it (`theta_wls`). `linkwise`: Lin's link-by-link estimate of every
+    model with one equation per joint beside the stacked one (`ModelFit.linkwise`).
+    `repeat_period_s`: the experiment's repeated period (s); where the recorded reference
+    repeats with it, every model is also fitted by ML on the averaged repeats
+    (`estimator.repeats`, `BatchResult.periodic`), beside the printed estimate.
     """
     fs = profile.rig.loop_rate_hz
     nj = len(profile.joints)
@@ -494,6 +633,7 @@ def identify_run(
     fits = []
     used: list[tuple[float, int]] = []
     warnings: list[str] = []
+    notes: list[str] = []
     rows_used = np.zeros(raw.shape[0], dtype=bool)
     for mdl in models:
         fc = mdl.cutoff_hz if cutoff_hz is None else cutoff_hz
@@ -501,42 +641,180 @@ def identify_run(
             raise ValueError(f"model '{mdl.name}': cutoff {fc} Hz outside (0, {fs / 2})")
         nd = decimation if decimation is not None else max(1, int(0.4 * fs / fc))
         trim = int((4.0 / fc if trim_s is None else trim_s) * fs)
-        parts = []
-        for b in all_blocks:
-            if b.stop - b.start <= 2 * trim + 30 * nd:
-                continue
-            Phi_b, y_b = observation(mdl, raw[b], fs, nj, fc, nd, trim)
-            if Phi_b.shape[0] == 0:
-                continue
-            rows_used[b.start + trim : b.stop - trim] = True
-            parts.append((Phi_b, y_b))
-        if not parts:
+        blks = [b for b in all_blocks if b.stop - b.start > 2 * trim + 30 * nd]
+        not_excited = [nm for j, _ in still for nm in joint_parameters(mdl.names, j, nj)]
+        got = fit_blocks(
+            mdl,
+            raw,
+            blks,
+            fs=fs,
+            nj=nj,
+            cutoff_hz=fc,
+            nd=nd,
+            trim=trim,
+            rank_tol=rank_tol,
+            block_s=block_s,
+            jackknife_groups=jackknife_groups,
+            still=not_excited,
+            refine=refine,
+            rows_used=rows_used,
+            linkwise=linkwise,
+        )
+        if got is None:
             fits.append(_prior_fit(mdl, use.summary(1.0 / fs)))
             used.append((fc, nd))
             continue
-        Phi = np.concatenate([p[0] for p in parts])
-        y = np.concatenate([p[1] for p in parts])
-        r = Phi.shape[0]
-        groups = (np.arange(r) * jackknife_groups) // r if jackknife_groups > 0 else None
-        not_excited = [nm for j, _ in still for nm in joint_parameters(mdl.names, j, nj)]
-        fit = fit_model(
+        fit, notes_m = got
+        notes += notes_m
+        fit.warnings += _fit_warnings(fit, still, nj)
+        fits.append(fit)
+        used.append((fc, nd))
+    periodic = _periodic(
+        columns, profile, raw, good, models, fs, nj, repeat_period_s, cutoff_hz, decimation
+    )
+    if repeat_period_s is not None and not periodic:
+        notes.append(
+            f"no repeated {repeat_period_s:g} s period found in the recorded reference: "
+            "no periodic (ML) fit"
+        )
+    use.used = int(np.count_nonzero(rows_used))
+    use.short_block = int(np.count_nonzero(good & ~rows_used))
+    warnings += use.warnings(1.0 / fs)
+    for f in fits:
+        warnings += f.warnings
+    return BatchResult(
+        fits=fits,
+        fs=fs,
+        conditioning=used,
+        data=use,
+        warnings=warnings,
+        notes=notes,
+        periodic=periodic,
+    )
+
+
+def fit_blocks(
+    mdl: LinearModel,
+    raw: np.ndarray,
+    blks: Sequence[slice],
+    *,
+    fs: float,
+    nj: int,
+    cutoff_hz: float,
+    nd: int,
+    trim: int,
+    rank_tol: float | None = None,
+    block_s: float = 1.0,
+    jackknife_groups: int = 16,
+    still: Sequence[str] = (),
+    refine: bool = True,
+    rows_used: np.ndarray | None = None,
+    linkwise: bool = False,
+) -> tuple[ModelFit, list[str]] | None:
+    """One model on the blocks `blks` of `raw` (steps 1–6 of the module doc), then, with
+    `refine`, the output-error refinement (estimator.refine) and the choice between it and
+    WLS (`refine.choose`). Returns the fit and notes, or None when no block gave a row.
+    `rows_used` (bool, len(raw)) is marked with the rows that went in. `linkwise`: also Lin's
+    link-by-link estimate (`ModelFit.linkwise`) for a model with one equation per joint."""
+
+    def stack(theta: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+        out = []
+        for b in blks:
+            obs = observation(mdl, raw[b], fs, nj, cutoff_hz, nd, trim, theta)
+            if obs[0].shape[0] > 0:
+                if rows_used is not None:
+                    rows_used[b.start + trim : b.stop - trim] = True
+                out.append(obs)
+        return out
+
+    parts = stack(None)
+    if not parts:
+        return None
+    Phi = np.concatenate([p[0] for p in parts])
+    y = np.concatenate([p[1] for p in parts])
+    r = Phi.shape[0]
+    groups = (np.arange(r) * jackknife_groups) // r if jackknife_groups > 0 else None
+
+    def fit_with(Z: np.ndarray | None) -> ModelFit:
+        return fit_model(
             mdl,
             Phi,
             y,
             rank_tol,
             block=max(1, round(block_s * fs / nd)),
             groups=groups,
-            still=not_excited,
+            still=still,
+            instruments=Z,
         )
-        fit.warnings += _fit_warnings(fit, still, nj)
-        fits.append(fit)
-        used.append((fc, nd))
-    use.used = int(np.count_nonzero(rows_used))
-    use.short_block = int(np.count_nonzero(good & ~rows_used))
-    warnings += use.warnings(1.0 / fs)
-    for f in fits:
-        warnings += f.warnings
-    return BatchResult(fits=fits, fs=fs, conditioning=used, data=use, warnings=warnings)
+
+    fit = fit_with(None)
+    notes: list[str] = []
+    if refine:
+        refined = refine_fit(fit, lambda th: _instruments(stack(th)), fit_with)
+        if refined is not None:
+            chosen, notes, warns = choose(fit, refined)
+            chosen.theta_wls, chosen.sigma_pct_wls = fit.theta, fit.sigma_pct
+            chosen.theta_iv, chosen.sigma_pct_iv = refined.theta, refined.sigma_pct
+            chosen.iterations = refined.iterations
+            chosen.warnings += warns
+            fit = chosen
+    if linkwise and mdl.n_outputs == nj:
+        fit.linkwise = link_by_link(
+            Phi, y, list(mdl.names), np.asarray(mdl.param_scale), fit.correlation
+        )
+    return fit, notes
+
+
+def _periodic(
+    columns: Mapping[str, np.ndarray],
+    profile: Profile,
+    raw: np.ndarray,
+    good: np.ndarray,
+    models: Sequence[LinearModel],
+    fs: float,
+    nj: int,
+    period_s: float | None,
+    cutoff_hz: float | None,
+    decimation: int | None,
+) -> list[PeriodicResult]:
+    """ML fits on the repeated periods of the recorded reference (estimator.repeats)."""
+    names = [f"ref.{j.name}" for j in profile.joints]
+    if period_s is None or not all(n in columns for n in names):
+        return []
+    ref = np.column_stack([np.asarray(columns[n], dtype=float) for n in names])
+    rep = find_repeats(ref, good, round(period_s * fs))
+    if rep is None:
+        return []
+    out = []
+    for mdl in models:
+        fc = mdl.cutoff_hz if cutoff_hz is None else cutoff_hz
+        nd = decimation if decimation is not None else max(1, int(0.4 * fs / fc))
+        k = rep.period // nd
+        reach = int(3 * fs / fc) + 4 * nd
+
+        def observe(
+            m: LinearModel, block: np.ndarray, trim: int, fc: float = fc, nd: int = nd
+        ) -> tuple[np.ndarray, np.ndarray]:
+            Phi, y, _ = observation(m, block, fs, nj, fc, nd, trim)
+            return Phi, y
+
+        def valid(
+            m: LinearModel, block: np.ndarray, k: int = k, nd: int = nd, reach: int = reach
+        ) -> np.ndarray:
+            return _valid_rows(m, block, nj, reach)[::nd][k:-k]
+
+        res = periodic_fit(mdl, raw, rep, observe, nd, valid)
+        if res is not None:
+            out.append(res)
+    return out
+
+
+def _instruments(
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]],
+) -> np.ndarray | None:
+    """The stacked instruments of `stack`'s blocks; None when the model has none."""
+    zs = [p[2] for p in parts if p[2] is not None]
+    return np.concatenate(zs) if len(zs) == len(parts) else None
 
 
 def _prior_fit(model: LinearModel, why: str) -> ModelFit:

@@ -69,6 +69,18 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="skip loading the identified parameters and the tracking check with them",
     )
+    p.add_argument(
+        "--no-refine",
+        action="store_true",
+        help="batch: least squares only, without the output-error (IV) refinement that "
+        "removes the bias of noisy regressors (errors in variables)",
+    )
+    p.add_argument(
+        "--link-by-link",
+        action="store_true",
+        help="batch: also Lin's link-by-link estimate (outermost link first), beside the "
+        "stacked one (--json 'linkwise', a 'linkwise:' line otherwise)",
+    )
     p.set_defaults(func=run)
 
 
@@ -79,7 +91,12 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         if args.run is not None:
-            result = _offline(Path(args.run), args.profile)
+            result = _offline(
+                Path(args.run),
+                args.profile,
+                refine=not args.no_refine,
+                linkwise=args.link_by_link,
+            )
         else:
             if args.profile is None:
                 print(
@@ -102,6 +119,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: {note}")
         if result.get("data_summary"):
             print(f"data: {result['data_summary']}")
+        for model, lw in (result.get("linkwise") or {}).items():
+            vals = ", ".join(
+                f"{nm} {th:.5g} ±{sp:.2f}%"
+                for nm, th, sp in zip(lw["names"], lw["theta"], lw["sigma_pct"], strict=True)
+            )
+            print(f"linkwise ({model}, outermost link first): {vals}")
         for w in result["warnings"]:
             print(f"warning: {w}")
         if result.get("report"):
@@ -122,21 +145,32 @@ def run(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- offline
 
 
-def _offline(run_path: Path, profile_path: str | None) -> dict[str, Any]:
+def _offline(
+    run_path: Path, profile_path: str | None, *, refine: bool, linkwise: bool
+) -> dict[str, Any]:
     from estimator.report.analysis import batch_identify
     from estimator.report.runs import load_run
 
     data = load_run(run_path, profile_path)
-    batch = batch_identify(data)
+    batch = batch_identify(data, refine=refine, linkwise=linkwise)
     truth = batch.truth if data.is_simulated else None
     rows = rows_from(
-        batch.names, None, batch.theta, batch.sigma_pct, truth, identifiable=batch.identifiable
+        batch.names,
+        None,
+        batch.theta,
+        batch.sigma_pct,
+        truth,
+        identifiable=batch.identifiable,
+        methods=batch.methods,
+        batch_ls=(batch.theta_wls, batch.sigma_pct_wls),
     )
     extra = {
         "run": str(run_path),
         "data": batch.data.as_dict(),
         "data_summary": batch.data.summary(1.0 / batch.fs),
-        "notes": data.notes,
+        "notes": data.notes + batch.notes,
+        "batch_methods": _methods(batch),
+        "linkwise": _linkwise(batch),
     }
     return _result(rows, extra, online=False, warnings=list(batch.warnings))
 
@@ -237,9 +271,16 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
             "identification is complete" + ("" if val_run else ", without a validation run")
         )
     online = read_param_file(s.param_file)
-    _say(progress, "batch identification of the recording (IDIM-WLS)")
+    _say(
+        progress, "batch identification of the recording (IDIM-WLS and its output-error refinement)"
+    )
     data = load_run(ident_run, profile_path)
-    batch = batch_identify(data)
+    batch = batch_identify(
+        data,
+        refine=not args.no_refine,
+        repeat_period_s=_repeat_period(experiment),
+        linkwise=args.link_by_link,
+    )
     theta_on, sigma_on = _online_vectors(online, batch.names)
     truth = batch.truth if data.is_simulated else None
     rows = rows_from(
@@ -249,6 +290,8 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         batch.sigma_pct,
         truth,
         identifiable=batch.identifiable,
+        methods=batch.methods,
+        batch_ls=(batch.theta_wls, batch.sigma_pct_wls),
     )
     warnings += batch.warnings
     extra: dict[str, Any] = {
@@ -259,7 +302,10 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         "data": batch.data.as_dict(),
         "data_summary": batch.data.summary(1.0 / batch.fs),
         "fault_after": fault_after,
-        "notes": data.notes,
+        "notes": data.notes + batch.notes,
+        "batch_methods": _methods(batch),
+        "periodic": _periodic(batch),
+        "linkwise": _linkwise(batch),
     }
     if tracking is not None:
         extra["tracking"] = tracking
@@ -268,12 +314,60 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
 
         _say(progress, "writing the report")
         rep = build_report(
-            ident_run, val_run, out / "report", profile=profile_path, progress=progress is not None
+            ident_run,
+            val_run,
+            out / "report",
+            profile=profile_path,
+            progress=progress is not None,
+            batch=batch,
         )
         extra["report"] = str(rep.html)
         extra["fit"] = rep.fit_table
         warnings += fit_warnings(rep.fit_table)
     return _result(rows, extra, online=True, warnings=warnings)
+
+
+def _repeat_period(experiment: dict[str, Any]) -> float | None:
+    """Duration of the experiment's first repeated segment (s), or None."""
+    for seg in experiment.get("segments", []):
+        if int(seg.get("repeats", 1)) >= 3:
+            return float(seg["duration_s"])
+    return None
+
+
+def _periodic(batch: Any) -> dict[str, Any]:
+    """JSON `periodic`: the ML fit on the averaged repeats of each model (estimator.repeats),
+    for comparison with the printed batch estimate — not itself checked for bias."""
+    return {
+        p.name: {
+            "names": p.names,
+            "theta": p.theta.tolist(),
+            "sigma_pct": p.sigma_pct.tolist(),
+            "repeats": p.repeats.count,
+            "start_s": p.repeats.start / batch.fs,
+            "period_s": p.repeats.period / batch.fs,
+        }
+        for p in batch.periodic
+    }
+
+
+def _linkwise(batch: Any) -> dict[str, Any]:
+    """JSON `linkwise`: Lin's link-by-link estimate per model (estimator.linkwise), if asked."""
+    return {
+        f.name: {
+            "names": f.linkwise.names,
+            "theta": f.linkwise.theta.tolist(),
+            "sigma_pct": f.linkwise.sigma_pct.tolist(),
+            "stage": f.linkwise.stage.tolist(),
+        }
+        for f in batch.fits
+        if f.linkwise is not None
+    }
+
+
+def _methods(batch: Any) -> dict[str, str]:
+    """Which estimate each model's batch values are (JSON `batch_methods`)."""
+    return {f.name: f.method for f in batch.fits}
 
 
 def _fault_during(run_path: Path) -> str | None:

@@ -20,6 +20,11 @@ class ParameterRow:
     batch_sigma_pct: float
     #: Measured by this run; False = not excited, fixed at the profile's value (no %σ).
     identifiable: bool = True
+    #: Which batch estimate `batch` is: "WLS", or "IV" (output-error refinement,
+    #: estimator.refine); the least-squares one beside it when they differ.
+    batch_method: str = "WLS"
+    batch_ls: float | None = None
+    batch_ls_sigma_pct: float | None = None
 
     def error_pct(self, value: float | None) -> float | None:
         if value is None or self.truth is None or self.truth == 0.0:
@@ -39,6 +44,8 @@ class ParameterRow:
         d["batch_error_pct"] = self.error_pct(self.batch)
         d["online_within_3sigma"] = self.within_3_sigma(self.online, self.online_sigma_pct)
         d["batch_within_3sigma"] = self.within_3_sigma(self.batch, self.batch_sigma_pct)
+        d["batch_ls_error_pct"] = self.error_pct(self.batch_ls)
+        d["batch_ls_within_3sigma"] = self.within_3_sigma(self.batch_ls, self.batch_ls_sigma_pct)
         return d
 
 
@@ -49,19 +56,35 @@ def rows_from(
     batch_sigma_pct: np.ndarray,
     truth: np.ndarray | None,
     identifiable: Sequence[bool] | np.ndarray | None = None,
+    methods: Sequence[str] | None = None,
+    batch_ls: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> list[ParameterRow]:
     """One row per parameter; `truth` in the same order (the simulator's, or None);
     `identifiable` (batch analysis of the same data; None = all): a parameter the run did not
-    excite has no %σ, online or batch — it is the profile's value, not a measurement."""
+    excite has no %σ, online or batch — it is the profile's value, not a measurement.
+    `methods` ("WLS"/"IV" per parameter) and `batch_ls` (θ, %σ of the batch least squares):
+    where the printed batch value is the refined one, the online estimate (least squares too)
+    is widened by its distance to the refined value, the refined one by the online–LS
+    distance only (the two least-squares estimators' conditioning difference): the refinement
+    explains the rest (errors in variables, which bias both least-squares estimators)."""
     rows = []
     on_sigma: np.ndarray | None = None
+    methods = list(methods) if methods is not None else ["WLS"] * len(names)
+    refined = np.array([m == "IV" for m in methods], dtype=bool)
     if online is not None:
-        on_sigma, batch_sigma_pct = widened_sigma_pct(
-            np.asarray(online[0], dtype=float),
-            np.asarray(online[1], dtype=float),
-            np.asarray(batch, dtype=float),
-            np.asarray(batch_sigma_pct, dtype=float),
+        theta_on = np.asarray(online[0], dtype=float)
+        sig_on = np.asarray(online[1], dtype=float)
+        theta_b = np.asarray(batch, dtype=float)
+        on_sigma, sig_b = widened_sigma_pct(
+            theta_on, sig_on, theta_b, np.asarray(batch_sigma_pct, dtype=float)
         )
+        if batch_ls is not None and refined.any():
+            # Same disagreement (θ_online − θ_LS) in units of the refined θ.
+            d = theta_on - np.asarray(batch_ls[0], dtype=float)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                sig_iv = np.sqrt(batch_sigma_pct**2 + (100.0 * d / np.abs(theta_b)) ** 2)
+            sig_b = np.where(refined, sig_iv, sig_b)
+        batch_sigma_pct = sig_b
     for i, name in enumerate(names):
         ok = True if identifiable is None else bool(identifiable[i])
         rows.append(
@@ -76,6 +99,11 @@ def rows_from(
                 batch=float(batch[i]),
                 batch_sigma_pct=float(batch_sigma_pct[i]) if ok else math.nan,
                 identifiable=ok,
+                batch_method=methods[i],
+                batch_ls=None if batch_ls is None or not refined[i] else float(batch_ls[0][i]),
+                batch_ls_sigma_pct=None
+                if batch_ls is None or not refined[i] or not ok
+                else float(batch_ls[1][i]),
             )
         )
     return rows
@@ -120,6 +148,9 @@ def format_table(rows: Sequence[ParameterRow], *, online: bool) -> str:
     if online:
         head += f"{'online':>11} {'%σ':>7} " + (f"{'err %':>7} " if has_truth else "")
     head += f"{'batch':>11} {'%σ':>7}" + (f" {'err %':>7}" if has_truth else "")
+    refined = any(r.batch_method == "IV" for r in rows)
+    if refined:
+        head += f" {'est.':>4} {'batch LS':>11}" + (f" {'err %':>7}" if has_truth else "")
     lines = [head, "-" * len(head)]
     for r in rows:
         line = f"{r.name:<9} "
@@ -132,7 +163,16 @@ def format_table(rows: Sequence[ParameterRow], *, online: bool) -> str:
         line += f"{_num(r.batch)} {_sigma(r, r.batch_sigma_pct)}"
         if has_truth:
             line += " " + _pct(r.error_pct(r.batch), signed=True)
+        if refined:
+            line += f" {r.batch_method:>4} {_num(r.batch_ls)}"
+            if has_truth:
+                line += " " + _pct(r.error_pct(r.batch_ls), signed=True)
         lines.append(line)
+    if refined:
+        lines.append(
+            "est. IV: the batch value is the output-error refinement (instrumental variables, "
+            "estimator.refine); batch LS: least squares of the same data, for comparison"
+        )
     if has_truth:
         lines.append("")
         if online:

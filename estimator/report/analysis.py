@@ -104,7 +104,17 @@ def online_replay(
     return est, conv
 
 
-def batch_identify(rd: RunData) -> BatchResult:
+def batch_identify(
+    rd: RunData,
+    *,
+    refine: bool = True,
+    repeat_period_s: float | None = None,
+    linkwise: bool = False,
+) -> BatchResult:
+    """Batch identification of a run with its profile's models; `refine`: the output-error
+    refinement (estimator.refine), on by default; `repeat_period_s`: the experiment's repeated
+    period, for the ML fit on the averaged repeats beside it (estimator.repeats); `linkwise`:
+    Lin's link-by-link estimate beside the stacked one (estimator.linkwise)."""
     cfg = rd.profile.estimator
     # A user model kept beside its profile loads from there (no PYTHONPATH needed).
     source = Path(rd.profile_source)
@@ -126,6 +136,9 @@ def batch_identify(rd: RunData) -> BatchResult:
             profile=rd.profile,
             models=models,
             virtual_time=vt if isinstance(vt, bool) else None,
+            refine=refine,
+            repeat_period_s=repeat_period_s,
+            linkwise=linkwise,
         )
     except ValueError as exc:
         raise ReportError(f"{rd.path.name}: batch identification failed: {exc}") from None

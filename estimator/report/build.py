@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from daq.profile.schema import Profile
+from estimator.batch import BatchResult
 from estimator.report import figures, html
 from estimator.report.analysis import (
     OUTPUT_INFO,
@@ -116,9 +117,11 @@ def build_report(
     *,
     profile: Profile | str | Path | None = None,
     progress: bool = True,
+    batch: BatchResult | None = None,
 ) -> ReportResult:
     """Write `report.html` and its PNGs into `out` (default: `<run stem>-report/` beside the
     run) and return what was written. `profile` overrides the profile stored in the run(s).
+    `batch`: the batch identification of `run` if the caller has it (not computed again).
     Raises `ReportError` (bad input, matplotlib missing) naming what is wrong."""
     figures.require_matplotlib()  # before minutes of computing
     run = Path(run)
@@ -136,8 +139,10 @@ def build_report(
             )
         notes = ident.notes + (valid.notes if validate is not None else [])
         prog.step("batch identification (IDIM-WLS)", 1)
-        batch = batch_identify(ident)
+        if batch is None:
+            batch = batch_identify(ident)
         notes.append(f"{ident.path.name}: {batch.data.summary(ident.period)}")
+        notes += batch.notes
         notes += [f"warning: {w}" for w in batch.warnings]
         prog.step("online RLS replay", 2)
         dt = min(MAX_SAMPLE_DT, max(MIN_SAMPLE_DT, ident.duration / 100.0))

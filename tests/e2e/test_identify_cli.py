@@ -107,6 +107,32 @@ def test_identify_recorded_run_table(short_run: Path, capsys: pytest.CaptureFixt
     assert "used" in data and "rows" in data
 
 
+def test_identify_says_which_batch_estimate_and_link_by_link(
+    short_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`batch_methods` per model and `batch_method` per parameter say which estimate is
+    printed; `--no-refine` prints least squares only; `--link-by-link` adds Lin's estimate."""
+    assert main(["identify", str(short_run), "--json", "--link-by-link"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["batch_methods"]["mechanical"] == "WLS"
+    assert out["batch_methods"]["fluid"] in ("WLS", "IV")
+    for p in out["parameters"]:
+        assert (
+            p["batch_method"]
+            == out["batch_methods"][
+                "fluid" if p["name"].startswith(("1/b", "Cf")) else "mechanical"
+            ]
+        )
+        if p["batch_method"] == "IV":
+            assert math.isfinite(p["batch_ls"])
+    lw = out["linkwise"]["mechanical"]
+    assert lw["names"] == [p["name"] for p in out["parameters"][: len(lw["names"])]]
+    assert sorted(set(lw["stage"])) == [1, 2]
+    assert main(["identify", str(short_run), "--json", "--no-refine"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(out["batch_methods"].values()) == {"WLS"} and out["linkwise"] == {}
+
+
 def test_identify_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["identify", str(tmp_path / "nope.rigrun")]) == 2
     assert "nope.rigrun" in capsys.readouterr().err
