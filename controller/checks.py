@@ -18,10 +18,13 @@ term outweighs the rest, v points home and so does the motion. The band
 q_home ± (|A| + |offset|)/c is therefore never left (an invariant set of the quasi-static
 model, whatever the flow gains), and the check refuses the segment when that band leaves the
 soft-limit window. Without a centring gain (c = 0) nothing bounds the drift: the segment is
-refused with a message saying parameters are needed and how to load them. The bound ignores
-what the quasi-static model leaves out (the spool lag τ_v ≈ ms and the oil column's
-compliance, a fraction of a degree at these speeds; valve null bias, which shifts the band by
-bias/c) — see docs/controller.md.
+refused with a message saying parameters are needed and how to load them. The quasi-static
+argument leaves out the spool lag, the oil column's resonance (the joint coasts past a
+reversal), and an underlapped valve's flow near null (the load moves while u ≈ 0), so the band
+is widened by `VALVE_SINE_BAND_ALLOWANCE_RAD`: a measured allowance, not a proof — on the
+simulator the 0.2 V / 2 V/rad seed sine left the bare band by 0.44° (reference plant) and 1.7°
+(realistic plant: underlap, null bias, seals); tests/params/test_valve_sine_check.py holds
+the widened band against both (docs/controller.md).
 
 Cost. The check runs on the command thread of a service whose loop shares the interpreter, so
 its memory must not grow with the experiment's length and its time should not either where
@@ -67,6 +70,9 @@ MAX_EXPERIMENT_DURATION_S = 7 * 86_400.0
 #: Rows per streamed chunk (memory bound of the check: a few (CHUNK, n_joints) arrays).
 CHUNK = 4096
 _STEADY_TOL = 1e-9  # rad: a predicted open-loop state this close to one period ago repeats
+#: Added to the valve-sine band without parameters (module doc): what the quasi-static bound
+#: leaves out, ≈ 1.8× the largest excess measured on the simulator (1.7°).
+VALVE_SINE_BAND_ALLOWANCE_RAD = math.radians(3.0)
 
 
 @dataclass(frozen=True)
@@ -127,7 +133,8 @@ def describe(v: Violation, joint_names: Sequence[str] | None = None) -> str:
         half, centre, lo, hi = v.band
         return (
             f"{head}: without plant parameters the open-loop valve sine is bounded only by its "
-            f"centring pull, (|amplitude| + |offset|)/centring = ±{half * _DEG:.1f}° about "
+            "centring pull, (|amplitude| + |offset|)/centring + "
+            f"{VALVE_SINE_BAND_ALLOWANCE_RAD * _DEG:.0f}° = ±{half * _DEG:.1f}° about "
             f"{centre * _DEG:.1f}°: predicted excursion {(centre - half) * _DEG:.1f}° to "
             f"{(centre + half) * _DEG:.1f}°, allowed range {lo * _DEG:.1f}° to {hi * _DEG:.1f}°; "
             "load identified parameters (`rigctl params load FILE`; offline "
@@ -323,7 +330,7 @@ def _valve_sine_band(i: int, seg: Segment, limits: Sequence[JointLimits]) -> lis
         if float(cen[j]) <= 0.0:
             out.append(Violation(i, seg.name, 0.0, j, "parameters_needed", drive, 0.0))
             continue
-        half = drive / float(cen[j])
+        half = drive / float(cen[j]) + VALVE_SINE_BAND_ALLOWANCE_RAD
         band = (half, home[j], lim.position_min, lim.position_max)
         over, under = home[j] + half - lim.position_max, lim.position_min - (home[j] - half)
         if max(over, under) > 0.0:  # one line per joint: the side that leaves the most
