@@ -27,6 +27,7 @@ from daq.service.control_api import joint_limits
 from daq.sim_closed_loop import SimLoop, gains_limits
 from estimator.paramfile import write_param_file
 from tests.conftest import PROFILES
+from tests.controller.simloop import SegmentSpy
 
 NAMES = ["j1", "j2"]
 
@@ -130,23 +131,9 @@ def test_the_band_holds_the_simulated_motion_of_the_seed_sine(profile_name: str)
     p = load_profile(PROFILES / profile_name)
     exp = Experiment.from_dict(sakai_sequential([40.0, 30.0], (8.0, 40.0), step_s=10.0))
     assert check_experiment(exp, joint_limits(p)) == []
-    runner = ExperimentRunner(exp, *gains_limits(p), p.period, None, check=False)
-    names: list[str] = []
-
-    class Spy:
-        def enable(self, fb: object) -> None:
-            runner.enable(fb)  # type: ignore[arg-type]
-
-        def step(self, fb: object, ref: np.ndarray, volts: np.ndarray) -> bool:
-            running = runner.step(fb, ref, volts)  # type: ignore[arg-type]
-            names.append(runner.segment_name)
-            return running
-
-        def disable(self) -> None:
-            runner.disable()
-
-    _, _, q = SimLoop(p).run(Spy(), exp.duration)
-    seg = np.array(names)
+    spy = SegmentSpy(ExperimentRunner(exp, *gains_limits(p), p.period, None, check=False))
+    _, _, q = SimLoop(p).run(spy, exp.duration)
+    seg = np.array(spy.names)
     half = 0.2 / 2.0 + VALVE_SINE_BAND_ALLOWANCE_RAD
     for name, j, home_deg in (("step1", 1, 30.0), ("step2", 0, 40.0), ("step3", 0, 40.0)):
         moved = q[seg == name, j]
