@@ -8,6 +8,24 @@ closed form in `controller.feedforward`), given the force the inverse dynamics n
 instant. Open-loop valve segments have no position reference: their motion is predicted by
 integrating the valve's steady-state velocity (with the segment's centering gain).
 
+Without plant parameters (no flow gains, masses or friction: nothing identified yet) an
+open-loop valve sine is bounded instead of predicted, from its own command alone. DESIGN §1.2:
+every metering edge passes flow in the direction of the spool u (h ≥ 0 in each term), so at
+steady pressures the piston — and the joint, the moment arm r = ds/dq being positive over the
+stroke — moves in the direction of u, i.e. of the command v. The segment commands
+v = offset + A sin 2πft + c (q_home − q); once |q − q_home| > (|A| + |offset|)/c the centring
+term outweighs the rest, v points home and so does the motion. The band
+q_home ± (|A| + |offset|)/c is therefore never left (an invariant set of the quasi-static
+model, whatever the flow gains), and the check refuses the segment when that band leaves the
+soft-limit window. Without a centring gain (c = 0) nothing bounds the drift: the segment is
+refused with a message saying parameters are needed and how to load them. The quasi-static
+argument leaves out the spool lag, the oil column's resonance (the joint coasts past a
+reversal), and an underlapped valve's flow near null (the load moves while u ≈ 0), so the band
+is widened by `VALVE_SINE_BAND_ALLOWANCE_RAD`: a measured allowance, not a proof — on the
+simulator the 0.2 V / 2 V/rad seed sine left the bare band by 0.44° (reference plant) and 1.7°
+(realistic plant: underlap, null bias, seals); tests/params/test_valve_sine_check.py holds
+the widened band against both (docs/controller.md).
+
 Cost. The check runs on the command thread of a service whose loop shares the interpreter, so
 its memory must not grow with the experiment's length and its time should not either where
 that is exact:
@@ -52,6 +70,9 @@ MAX_EXPERIMENT_DURATION_S = 7 * 86_400.0
 #: Rows per streamed chunk (memory bound of the check: a few (CHUNK, n_joints) arrays).
 CHUNK = 4096
 _STEADY_TOL = 1e-9  # rad: a predicted open-loop state this close to one period ago repeats
+#: Added to the valve-sine band without parameters (module doc): what the quasi-static bound
+#: leaves out, ≈ 1.8× the largest excess measured on the simulator (1.7°).
+VALVE_SINE_BAND_ALLOWANCE_RAD = math.radians(3.0)
 
 
 @dataclass(frozen=True)
@@ -61,10 +82,12 @@ class Violation:
     time: float  # s into the segment (first exceedance)
     joint: int  # -1: not a joint's limit (duration_s)
     #: position_max | position_min | velocity | acceleration | valve_voltage | valve_capacity
-    #: | duration_s
+    #: | duration_s | valve_sine_band | parameters_needed
     limit: str
     value: float  # worst value found (SI units)
     bound: float
+    #: valve_sine_band: (half-width, centre, position_min, position_max) of the band, rad
+    band: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
 
     def __str__(self) -> str:
         return (
@@ -99,6 +122,25 @@ def describe(v: Violation, joint_names: Sequence[str] | None = None) -> str:
         else f"{v.joint}"
     )
     head = f"segment {v.segment_name!r}, joint {joint}"
+    if v.limit == "parameters_needed":
+        return (
+            f"{head}: an open-loop valve sine without a centring gain cannot be bounded without "
+            "plant parameters (nothing limits its drift); load identified parameters with "
+            "`rigctl params load FILE` (offline: `rigctl check --params FILE`), or give "
+            "centering_v_per_rad > 0"
+        )
+    if v.limit == "valve_sine_band":
+        half, centre, lo, hi = v.band
+        return (
+            f"{head}: without plant parameters the open-loop valve sine is bounded only by its "
+            "centring pull, (|amplitude| + |offset|)/centring + "
+            f"{VALVE_SINE_BAND_ALLOWANCE_RAD * _DEG:.0f}° = ±{half * _DEG:.1f}° about "
+            f"{centre * _DEG:.1f}°: predicted excursion {(centre - half) * _DEG:.1f}° to "
+            f"{(centre + half) * _DEG:.1f}°, allowed range {lo * _DEG:.1f}° to {hi * _DEG:.1f}°; "
+            "load identified parameters (`rigctl params load FILE`; offline "
+            "`rigctl check --params FILE`) for a prediction from the plant, or lower the "
+            "amplitude / raise the centring gain"
+        )
     if v.limit == "valve_capacity":
         return (
             f"{head}: the reference needs {v.value:.2f}× the piston speed the valve gives at "
@@ -231,6 +273,8 @@ def check_experiment(
                     np.array([abs(amp[j]) + abs(off[j])]),
                     limits[j].valve_max_v,
                 )
+            if model is None:
+                out.extend(_valve_sine_band(i, seg, limits))
             chunks = _predict_valve_sine(seg, limits, model, rate_hz, chunk)
         else:
             chunks = ((t, *seg.trajectory.sample(t)) for t in _times(_span(seg), rate_hz, chunk))
@@ -268,6 +312,37 @@ def _capacity_need(
         return np.where(avail > 0, np.abs(sd) / avail, np.inf)
 
 
+def _valve_sine_band(i: int, seg: Segment, limits: Sequence[JointLimits]) -> list[Violation]:
+    """Without plant parameters: each driven joint stays within q_home ± (|A| + |offset|)/c
+    (the invariant band of the module's docstring); a violation where that band leaves the
+    soft-limit window, `parameters_needed` where no centring gain bounds it."""
+    c = seg.controller
+    n = len(limits)
+    amp = c["amplitude_v"]
+    off = c.get("offset_v") or [0.0] * n
+    cen = c.get("centering_v_per_rad") or [0.0] * n
+    home = seg.trajectory.start().astype(float).tolist()
+    out: list[Violation] = []
+    for j, lim in enumerate(limits):
+        drive = abs(float(amp[j])) + abs(float(off[j]))
+        if drive == 0.0:
+            continue  # a held joint: its PID reference is checked as any reference
+        if float(cen[j]) <= 0.0:
+            out.append(Violation(i, seg.name, 0.0, j, "parameters_needed", drive, 0.0))
+            continue
+        half = drive / float(cen[j]) + VALVE_SINE_BAND_ALLOWANCE_RAD
+        band = (half, home[j], lim.position_min, lim.position_max)
+        over, under = home[j] + half - lim.position_max, lim.position_min - (home[j] - half)
+        if max(over, under) > 0.0:  # one line per joint: the side that leaves the most
+            value, bound = (
+                (home[j] + half, lim.position_max)
+                if over >= under
+                else (home[j] - half, lim.position_min)
+            )
+            out.append(Violation(i, seg.name, 0.0, j, "valve_sine_band", value, bound, band))
+    return out
+
+
 def _predict_valve_sine(
     seg: Segment,
     limits: Sequence[JointLimits],
@@ -277,8 +352,8 @@ def _predict_valve_sine(
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """Chunks (t, q, q̇, q̈) of the predicted motion. Driven joints: q̇ = ṡ(u)/r with u = k_v·v
     at the steady state against gravity; held joints stay at the reference. Without plant
-    parameters nothing can be predicted: the reference (a hold) is returned and only the valve
-    voltage is checked."""
+    parameters the motion is not predicted here (the reference, a hold, is returned): the
+    driven joints are bounded by `_valve_sine_band` instead."""
     if model is None or seg.duration * rate_hz < 1.0:
         t = np.zeros(1)
         yield (t, *seg.trajectory.sample(t))

@@ -25,6 +25,10 @@ from collections.abc import MutableSequence
 from typing import Any
 
 _EPS_H = 1.0  # √Pa: below this a flow path is treated as closed (avoid division by ~0)
+#: v_ε (m/s of piston velocity) of the Coulomb term's smooth sign: the estimator's
+#: `estimator.models_lin.SMOOTH_SIGN_M_S`, so the controller compensates the friction exactly
+#: as it was identified (a test holds the two equal; controller cannot import the estimator).
+COULOMB_SMOOTH_M_S = 5.0e-3
 
 
 class PlantModel:
@@ -46,6 +50,9 @@ class PlantModel:
         self.lc, self.th0 = f("closed_length"), f("theta0")
         self.kv, self.umax = f("valve_gain"), f("spool_max")
         self.cf = [[float(x) for x in row] for row in params.flow_gains]
+        fl = getattr(params, "friction_lin", None)
+        #: Lin's friction per joint [Fv⁺, Fv⁻, Fc⁺, Fc⁻] from the parameter file, else None
+        self.lin = None if fl is None else [[float(x) for x in row] for row in fl]
         self.k_ext = [
             self.Ac[j] ** 3 / self.cf[j][0] ** 2 + self.Ar[j] ** 3 / self.cf[j][2] ** 2
             for j in range(n)
@@ -85,14 +92,27 @@ class PlantModel:
         )
 
     def gravity_friction(self, q: Any, qd: Any, tau: MutableSequence[float]) -> None:
-        """Lin eq. 37's compensation i_i: gravity plus viscous friction torques."""
+        """Lin eq. 37's compensation i_i: gravity plus friction torques — the reference model's
+        viscous Fv q̇, or with Lin's friction (`friction_lin`) seed 001 eq. 20 as the
+        estimator identifies it: Fv± q̇ + Fc± r σ(ṡ), ṡ = r q̇, ± by the sign of ṡ, σ the
+        smooth sign tanh(ṡ / v_ε) of estimator/models_lin.py (`COULOMB_SMOOTH_M_S`)."""
         g = self.g
         if self.n == 1:
-            tau[0] = self.W[0] * g * math.sin(q[0]) + self.Fv[0] * qd[0]
+            tau[0] = self.W[0] * g * math.sin(q[0]) + self.friction(0, q[0], qd[0])
             return
         g12 = self.W[1] * g * math.sin(q[0] + q[1])
-        tau[0] = self.W[0] * g * math.sin(q[0]) + g12 + self.Fv[0] * qd[0]
-        tau[1] = g12 + self.Fv[1] * qd[1]
+        tau[0] = self.W[0] * g * math.sin(q[0]) + g12 + self.friction(0, q[0], qd[0])
+        tau[1] = g12 + self.friction(1, q[1], qd[1])
+
+    def friction(self, j: int, q: float, qd: float) -> float:
+        """Joint j's friction torque at (q, q̇) (see `gravity_friction`)."""
+        if self.lin is None:
+            return self.Fv[j] * qd
+        fv_p, fv_m, fc_p, fc_m = self.lin[j]
+        _, r = self.cylinder(j, q)
+        sd = r * qd
+        sgn = math.tanh(sd / COULOMB_SMOOTH_M_S)
+        return (fv_p * qd + fc_p * r * sgn) if sd >= 0.0 else (fv_m * qd + fc_m * r * sgn)
 
     # ------------------------------------------------------------------ valve inverse
     def spool_measured(

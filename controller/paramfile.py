@@ -214,7 +214,7 @@ def _load_estimator(d: Mapping[str, Any], base: PlantParams | None) -> PlantPara
         for key in ("coupling", "bulk_modulus"):
             if key in plant:
                 kw[key] = _num(plant[key], "plant", key)
-        return dataclasses.replace(base, **kw)
+        return _with_lin_friction(dataclasses.replace(base, **kw), d)
     models = d.get("models", {})
     mech = models.get("mechanical", {}).get("theta")
     fluid = models.get("fluid", {}).get("theta")
@@ -224,7 +224,34 @@ def _load_estimator(d: Mapping[str, Any], base: PlantParams | None) -> PlantPara
         raise ParamFileError(f"models.fluid.theta: expected {len(base.theta_fluid())} values")
     if mech is None and fluid is None:
         raise ParamFileError("the file has neither a [plant] table nor mechanical/fluid models")
-    return base.with_identified(theta_mech=mech, theta_fluid=fluid)
+    return _with_lin_friction(base.with_identified(theta_mech=mech, theta_fluid=fluid), d)
+
+
+def _with_lin_friction(params: PlantParams, d: Mapping[str, Any]) -> PlantParams:
+    """`params` with `friction_lin` (Fv±, Fc± per joint) when one of the file's models is Lin's
+    friction family (names Fv+i, Fv-i, Fc+i, Fc-i for every joint i: estimator/models_lin.py),
+    else unchanged. The values are the file's identified ones; nothing else supplies them."""
+    n = params.n
+    for name, m in (d.get("models") or {}).items():
+        names = [str(x) for x in m.get("names", [])]
+        theta = m.get("theta")
+        want = [f"{k}{i}" for i in range(1, n + 1) for k in ("Fv+", "Fv-", "Fc+", "Fc-")]
+        if theta is None or not all(w in names for w in want):
+            continue
+        if len(theta) != len(names):
+            raise ParamFileError(f"models.{name}: {len(names)} names but {len(theta)} theta values")
+        by_name = dict(zip(names, theta, strict=True))
+        vals = [_friction_value(by_name[w], f"models.{name}", w) for w in want]
+        return dataclasses.replace(params, friction_lin=np.asarray(vals).reshape(n, 4))
+    return params
+
+
+def _friction_value(v: Any, where: str, key: str) -> float:
+    """A friction coefficient: finite; an estimate below 0 (no physical meaning: friction
+    opposes motion) is taken as 0, as the estimator's own lin_plant does."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise ParamFileError(f"{where}.{key}: expected a finite number, got {v!r}")
+    return max(float(v), 0.0)
 
 
 def file_rig(d: Mapping[str, Any]) -> str | None:

@@ -60,6 +60,12 @@ class PlantParams:
     #: Relief valve: cracks at this multiple of the supply pressure, flow gain in m³/(s·Pa).
     relief_ratio: float = 1.05
     relief_gain: float = 1.0e-9
+    #: Lin's friction (seed 001 eq. 20; estimator/models_lin.py), (n, 4) per joint: Fv⁺, Fv⁻
+    #: (joint viscous, N·m·s/rad) and Fc⁺, Fc⁻ (piston Coulomb forces, N), ± by the sign of the
+    #: piston velocity. Set only from a parameter file of that model family
+    #: (controller.paramfile); None: the reference model's symmetric viscous `viscous_friction`.
+    #: Not in `pack()`: the simulator's friction is its own (PlantEffects), never this.
+    friction_lin: np.ndarray | None = None
     _packed: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -60,7 +60,10 @@ class RigSession:
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        # The profile's directory too: a user model kept beside the profile ("mymodels:models")
+        # is found by rig-estimator whatever the working directory (docs/estimator.md).
+        here = str(self.profile.resolve().parent)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), here, env.get("PYTHONPATH")]))
         logf = open(self.out / f"{name}.log", "wb")
         self._logs.append(logf)
         return subprocess.Popen(

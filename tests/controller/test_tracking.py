@@ -18,7 +18,14 @@ from controller.experiment import Experiment
 from controller.laws import VelocityLimitedPD
 from controller.plant.params import PlantParams
 from controller.runner import ExperimentRunner, HoldRunner
-from tests.controller.simloop import ROOT, SimLoop, profile, rms_deg, sine_experiment
+from tests.controller.simloop import (
+    ROOT,
+    SegmentSpy,
+    SimLoop,
+    profile,
+    rms_deg,
+    sine_experiment,
+)
 
 P_STABLE = 1.5
 
@@ -127,25 +134,11 @@ def test_standard_experiment_runs_on_the_simulator(n: int, request: pytest.Fixtu
     with open(ROOT / "experiments" / f"standard-{n}dof.toml", "rb") as f:
         exp = Experiment.from_dict(tomllib.load(f))
     r = ExperimentRunner(exp, *rig, p.period, params)
-    loop = SimLoop(p)
-    names: list[str] = []
-
-    class Spy:
-        def enable(self, fb: object) -> None:
-            r.enable(fb)  # type: ignore[arg-type]
-
-        def step(self, fb: object, ref: np.ndarray, volts: np.ndarray) -> bool:
-            running = r.step(fb, ref, volts)  # type: ignore[arg-type]
-            names.append(r.segment_name)
-            return running
-
-        def disable(self) -> None:
-            r.disable()
-
-    _, ref, q = loop.run(Spy(), r.total_duration + 1.0)  # + recovery after the valve sine
+    spy = SegmentSpy(r)
+    _, ref, q = SimLoop(p).run(spy, r.total_duration + 1.0)  # + recovery after the valve sine
     assert r.finished
     assert r.elapsed == pytest.approx(r.total_duration, abs=0.01)  # recovery included
-    seg = np.array(names)
+    seg = np.array(spy.names)
     mfs = seg == "mfs"
     assert mfs.sum() == 60_000
     assert max(rms_deg(ref[mfs], q[mfs], 0)) < 0.5

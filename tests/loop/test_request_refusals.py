@@ -99,7 +99,13 @@ def _experiment(controller: dict[str, Any], **top: Any) -> dict[str, Any]:
     }
 
 
-VALVE_SINE = {"kind": "valve_sine", "amplitude_v": [0.2, 0.0], "frequency_hz": [1.0, 1.0]}
+# The centring gain bounds the sane sine's motion without plant parameters (controller.checks).
+VALVE_SINE = {
+    "kind": "valve_sine",
+    "amplitude_v": [0.2, 0.0],
+    "frequency_hz": [1.0, 1.0],
+    "centering_v_per_rad": [2.0, 2.0],
+}
 
 
 def _valve_sine(**changes: Any) -> dict[str, Any]:

@@ -67,6 +67,12 @@ def test_user_model_beside_its_profile_from_a_fresh_directory(tmp_path: Path) ->
     (rig / "rig.toml").write_text(text, encoding="utf-8")
     experiments = ["--experiment", str(ROOT / "experiments" / "standard-1dof.toml")]
     result = _identify(["--profile", "rig.toml", *experiments], rig, tmp_path / "out")
+    assert len(result["parameters"]) == 8
+    # From any other directory too: the profile's directory is where the model is looked for.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    profile = str(rig / "rig.toml")
+    result = _identify(["--profile", profile, *experiments], elsewhere, tmp_path / "out2")
     assert [p["name"] for p in result["parameters"]] == [
         "M",
         "Fv",
