@@ -425,6 +425,10 @@ class Interlocks(Strict):
     #: A single cycle that ends this long after its deadline (ms) trips the overrun interlock
     #: while ARMED or RUNNING (the valves held one command that long); 0 disables this form.
     stall_ms: Annotated[float, Field(ge=0.0, le=1000.0)] = 20.0
+    #: The loop runs in a process of its own (issue 15); when the service process's heartbeat
+    #: is older than this (ms) — the service was killed or is frozen — the loop process nulls
+    #: the valves, latches FAULT (PROCESS_LOST) and exits. The service beats every 50 ms.
+    service_heartbeat_ms: Annotated[float, Field(ge=100.0, le=10000.0)] = 500.0
 
 
 class Network(Strict):
