@@ -55,6 +55,33 @@ log = logging.getLogger(__name__)
 DEFAULT_RING_CAPACITY = 1 << 14
 
 
+def status_dict(
+    state: State,
+    fault: TripInfo | None,
+    seq: int,
+    t: float,
+    virtual_time: bool,
+    wall_s: float,
+    clamped: int,
+    flags: int,
+    runner: dict[str, Any] | None,
+    timing: LoopTiming,
+) -> dict[str, Any]:
+    """What `status` reports of the loop (the loop thread's and the loop process's alike)."""
+    return {
+        "state": state.name,
+        "fault": fault.to_dict() if fault is not None else None,
+        "seq": seq,
+        "t": t,
+        "virtual_time": virtual_time,
+        "wall_s": wall_s,
+        "clamped_cycles": clamped,
+        "flags": flags,
+        "runner": runner,
+        "timing": timing.snapshot(),
+    }
+
+
 class LoopError(RuntimeError):
     """The loop stopped because of an exception inside a cycle."""
 
@@ -168,21 +195,19 @@ class Loop(LoopCommands):
         return self.mailbox.call(kind, payload, timeout)
 
     def status(self) -> dict[str, Any]:
-        fault = self.fault
-        return {
-            "state": self.state.name,
-            "fault": fault.to_dict() if fault is not None else None,
-            "seq": self.seq,
-            "t": self.t,
-            "virtual_time": self.virtual_time,
-            "wall_s": ((self.stopped_ns or time.monotonic_ns()) - self.started_ns) * 1e-9
-            if self.started_ns
-            else 0.0,
-            "clamped_cycles": self.interlocks.clamped,
-            "flags": self.last_flags,
-            "runner": self._runner_progress(),
-            "timing": self.timing.snapshot(),
-        }
+        wall = (self.stopped_ns or time.monotonic_ns()) - self.started_ns if self.started_ns else 0
+        return status_dict(
+            self.state,
+            self.fault,
+            self.seq,
+            self.t,
+            self.virtual_time,
+            wall * 1e-9,
+            self.interlocks.clamped,
+            self.last_flags,
+            self._runner_progress(),
+            self.timing,
+        )
 
     def drain_events(self) -> list[dict[str, Any]]:
         """The events made since the last call, oldest first (the service's housekeeping)."""

@@ -31,6 +31,7 @@ from typing import Any
 from daq.backends.base import Backend, BackendError
 from daq.loop import DEFAULT_RING_CAPACITY, LoopError
 from daq.loop import realtime as rt
+from daq.loop.cycle import status_dict
 from daq.loop.interlocks import Trip, TripInfo
 from daq.loop.mailbox import MailboxError, Request
 from daq.loop.process_main import LoopSpec, main
@@ -45,6 +46,9 @@ from daq.sample_layout import SampleLayout
 log = logging.getLogger("daq.service")
 
 SUPERVISE_PERIOD_S = 0.05
+#: Virtual time: the loop process waits for the recorder through the low-water word, so it is
+#: refreshed more often (the loop may publish half a ring between two refreshes).
+SUPERVISE_PERIOD_VIRTUAL_S = 0.01
 #: How long `start()` waits for the loop process to open its backend and warm up.
 START_TIMEOUT_S = 60.0
 
@@ -198,9 +202,10 @@ class LoopProcess:
 
     def _supervise(self) -> None:
         sentinel = self._process.sentinel
+        period = SUPERVISE_PERIOD_VIRTUAL_S if self.virtual_time else SUPERVISE_PERIOD_S
         while not self._stop_supervisor.is_set():
             self._beat()
-            if wait_for([sentinel], timeout=SUPERVISE_PERIOD_S):
+            if wait_for([sentinel], timeout=period):
                 self._beat()
                 self._on_exit()
                 return
@@ -324,8 +329,9 @@ class LoopProcess:
     @property
     def fault(self) -> TripInfo | None:
         st = self.link.status
-        if st[S.FAULT_CODE] and self._fault is None:
-            self._drain()  # the fault event is in the FIFO already
+        code = st[S.FAULT_CODE]
+        if code and (self._fault is None or self._fault.code != code):
+            self._drain()  # the fault event is in the FIFO already (stores in that order)
         if self._lost_state is None and not st[S.FAULT_CODE]:
             return None
         return self._fault
@@ -353,20 +359,20 @@ class LoopProcess:
             wall = (end - started) * 1e-9
         else:
             wall = 0.0
-        timing = self.timing
-        return {
-            "state": self.state.name,
-            "fault": fault.to_dict() if fault is not None else None,
-            "seq": self.seq,
-            "t": self.t,
-            "virtual_time": self.virtual_time,
-            "wall_s": wall,
-            "clamped_cycles": int(st[S.CLAMPED]),
-            "flags": int(st[S.FLAGS]),
-            "runner": self._runner_progress(),
-            "timing": timing.snapshot(),
-            "loop_process": self.process_status(),
-        }
+        out = status_dict(
+            self.state,
+            fault,
+            self.seq,
+            self.t,
+            self.virtual_time,
+            wall,
+            int(st[S.CLAMPED]),
+            int(st[S.FLAGS]),
+            self._runner_progress(),
+            self.timing,
+        )
+        out["loop_process"] = self.process_status()
+        return out
 
     def process_status(self) -> dict[str, Any]:
         words = self.link.words
