@@ -50,6 +50,8 @@ PR_SET_PDEATHSIG = 1
 PPID_EVERY = 64
 #: Virtual time: sleep step while a lossless reader (the recorder) is half a ring behind.
 BACKPRESSURE_SLEEP_S = 0.0005
+#: Between READY and the service's go.
+GO_POLL_S = 0.001
 
 
 @dataclass
@@ -184,6 +186,16 @@ class LinkWriter:
             self.reason = StopReason.SIGNAL
         self.loop.stop()
 
+    def wait_for_go(self) -> None:
+        """Before the first cycle: until the service says go (or stops, or is lost)."""
+        words = self.words
+        while not words[W.GO] and not words[W.STOP] and self.reason == StopReason.NONE:
+            age = time.monotonic_ns() - int(words[W.SERVICE_HEARTBEAT_NS])
+            if age > self.timeout_ns or self._lost_why or os.getppid() != self.parent_pid:
+                self.service_lost(self._lost_why or "service lost before the first cycle", age)
+                return
+            time.sleep(GO_POLL_S)
+
     def _wait_for_readers(self) -> None:
         """Virtual time only: the loop outruns any reader, so it waits while the recorder is
         half a ring behind rather than lap it (real time never waits: readers lose rows)."""
@@ -260,6 +272,7 @@ def main(spec: LoopSpec) -> None:
         )
     writer.write_status()
     words[W.READY] = 1
+    writer.wait_for_go()
     code = 0
     link.status[S.STARTED_NS] = time.monotonic_ns()
     try:

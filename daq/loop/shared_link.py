@@ -52,6 +52,7 @@ class W(enum.IntEnum):
     EVENTS_DROPPED = 14  # event FIFO: events lost because the FIFO was full (loop)
     LOW_WATER = 15  # virtual time: oldest row a lossless reader still needs (-1: none)
     STOP_REASON = 16  # loop: why it ended (see `StopReason`)
+    GO = 17  # service: 1 = run the first cycle (the loop waits for it after READY)
     N = 32
 
 

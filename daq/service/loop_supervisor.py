@@ -33,7 +33,7 @@ from daq.loop import DEFAULT_RING_CAPACITY, LoopError
 from daq.loop import realtime as rt
 from daq.loop.cycle import status_dict
 from daq.loop.interlocks import Trip, TripInfo
-from daq.loop.mailbox import MailboxError, Request
+from daq.loop.mailbox import MailboxError, MailboxTimeout, Request
 from daq.loop.process_main import LoopSpec, main
 from daq.loop.shared_link import RUNNER_FIELDS, EventReader, LoopLink, S, StopReason, W
 from daq.loop.shm_mailbox import ShmMailboxClient
@@ -94,6 +94,7 @@ class LoopProcess:
         self._lost_state: State | None = None  # FAULT once the process died without finishing
         self.rt_report: dict[str, list[str]] | None = None
         self.finished = threading.Event()
+        self._ready = threading.Event()
         self.error: BaseException | None = None
         #: Recorder's next row (virtual time: the loop waits rather than lap it); None = none.
         self.low_water: Callable[[], int | None] | None = None
@@ -116,8 +117,13 @@ class LoopProcess:
     def warm_up(self) -> None:
         """The loop process warms its own backend up before it reports ready."""
 
-    def start(self, duration: float | None = None) -> None:
-        """Spawn the loop process and wait until its backend is open and warm (or it fails)."""
+    def prepare(self, duration: float | None = None) -> None:
+        """Spawn the loop process and wait until its backend is open and warm (or it fails).
+        It then waits for `start()` before its first cycle, so that the service can bind its
+        sockets and start recording knowing the loop is there, and still record from the
+        first cycle."""
+        if self._process is not None:
+            return
         spec = LoopSpec(
             profile=self.profile,
             backend_factory=self.backend_factory,
@@ -151,6 +157,12 @@ class LoopProcess:
                 self._drain()
                 raise LoopProcessError(self._start_error())
             time.sleep(0.005)
+
+    def start(self, duration: float | None = None) -> None:
+        """Let the loop run (spawning it first if `prepare` was not called)."""
+        self.prepare(duration)
+        self.link.words[W.GO] = 1
+        self._ready.set()
 
     def _start_error(self) -> str:
         if isinstance(self.error, LoopProcessError):
@@ -224,6 +236,7 @@ class LoopProcess:
         elif finished != 3:
             self._crashed(code)
         self.finished.set()
+        self._ready.set()  # wakes a request waiting for the start: it sees `finished`
 
     def _crashed(self, code: int | None) -> None:
         how = f"killed by {signal.Signals(-code).name}" if code and code < 0 else f"exit {code}"
@@ -304,9 +317,15 @@ class LoopProcess:
     # ------------------------------------------------------------------ what the loop reports
 
     def request(self, kind: str, payload: Any = None, timeout: float = 1.0) -> Request:
-        if self.finished.is_set() or self._pid is None:
+        """Through the shared mailbox. While the loop process is still starting (the command
+        socket is bound before it), wait for it within `timeout`, as the in-thread mailbox
+        holds a request until the loop's first cycle."""
+        deadline = time.monotonic() + timeout
+        if not self._ready.wait(timeout) and not self.finished.is_set():
+            raise MailboxTimeout(f"the loop process has not started yet ({kind})")
+        if self.finished.is_set():
             raise MailboxError(f"the loop process is not running ({kind})")
-        return self.mailbox.call(kind, payload, timeout)
+        return self.mailbox.call(kind, payload, max(deadline - time.monotonic(), 0.001))
 
     @property
     def state(self) -> State:

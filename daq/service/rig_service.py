@@ -237,6 +237,9 @@ class Service:
         if isinstance(self.loop, LoopProcess):
             self.loop.low_water = self._recorder_position
             self.loop.on_crash = self._loop_crashed
+            # The loop process first (backend open and warm, waiting for go): a command that
+            # arrives once the socket is bound finds a loop to answer it.
+            self.loop.prepare(duration)
         else:
             assert self.backend is not None
             self.backend.open()
