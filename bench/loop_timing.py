@@ -306,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
             "skipped_cycles": t["skipped_cycles"],
             "max_consecutive_overruns": t["max_consecutive_overruns"],
             "state": real["state"],
+            "fault": real.get("fault"),
+            "loop_process": real.get("loop_process"),
             "arm_reply": real.get("arm_reply"),
             "rt": real.get("rt"),
         },

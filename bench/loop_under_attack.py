@@ -152,6 +152,7 @@ def run_phase(
         t = result["timing"]
         return {
             "state": result["state"],
+            "loop_process": result.get("loop_process"),
             "fault": (result.get("fault") or {}).get("message"),
             "arm_reply_ok": armed.get("ok"),
             "cycles": t["cycles"],

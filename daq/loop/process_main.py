@@ -170,6 +170,8 @@ class LinkWriter:
         self.reason = StopReason.SERVICE_LOST
         loop = self.loop
         loop.backend.write_null()
+        # A transition, not the steady state: the one log line says why the rig stopped.
+        log.error("valves nulled, loop stopping: %s (seq %d)", why, loop.seq)
         if loop.state not in LATCHED_STATES:
             info = TripInfo(Trip.PROCESS_LOST, why, age_ns * 1e-6, self.timeout_ns * 1e-6)
             loop._enter_latched(State.FAULT, info)

@@ -232,7 +232,12 @@ class LoopProcess:
                 self.error = LoopError("the loop process ended by a loop error")
             reason = StopReason(int(words[W.STOP_REASON]))
             if reason == StopReason.SERVICE_LOST:
-                log.error("the loop process stopped itself: it lost the service's heartbeat")
+                # This process is alive but was not heard from in time (starved, stopped): the
+                # loop has nulled the valves and ended; rig-daq exits 1 and systemd restarts it.
+                fault = self.fault
+                why = fault.where if fault is not None else "service heartbeat lost"
+                log.error("the loop process stopped itself (valves null): %s", why)
+                self.error = LoopError(f"the loop process stopped itself: {why}")
         elif finished != 3:
             self._crashed(code)
         self.finished.set()
