@@ -189,14 +189,20 @@ class LinkWriter:
         self.loop.stop()
 
     def wait_for_go(self) -> None:
-        """Before the first cycle: until the service says go (or stops, or is lost)."""
+        """Before the first cycle: until the service says go (or stops, or dies). Only the
+        service's death counts here, not a late heartbeat: while it starts (imports, binding
+        sockets, opening the run file) its heartbeat thread may wait for the interpreter lock,
+        and the valves are null anyway until the loop runs."""
         words = self.words
         while not words[W.GO] and not words[W.STOP] and self.reason == StopReason.NONE:
-            age = time.monotonic_ns() - int(words[W.SERVICE_HEARTBEAT_NS])
-            if age > self.timeout_ns or self._lost_why or os.getppid() != self.parent_pid:
-                self.service_lost(self._lost_why or "service lost before the first cycle", age)
+            if self._lost_why or os.getppid() != self.parent_pid:
+                self.service_lost(
+                    self._lost_why or "service process gone before the first cycle", 0
+                )
                 return
             time.sleep(GO_POLL_S)
+        # The heartbeat is watched from the first cycle on, counted from now.
+        words[W.SERVICE_HEARTBEAT_NS] = max(int(words[W.SERVICE_HEARTBEAT_NS]), time.monotonic_ns())
 
     def _wait_for_readers(self) -> None:
         """Virtual time only: the loop outruns any reader, so it waits while the recorder is
