@@ -30,6 +30,8 @@ from daq.loop.shared_link import REPLY_BYTES, REQUEST_BYTES, LoopLink, W
 
 #: How often a waiting caller looks at DONE (the service's thread, not the loop's).
 POLL_S = 0.0002
+#: Longest wait for the cross-process lock (held by the loop for a few stores).
+LOCK_TIMEOUT_S = 2.0
 
 
 class CrossProcessLock(Protocol):
@@ -168,7 +170,10 @@ class _held:
         self.lock = lock
 
     def __enter__(self) -> None:
-        self.lock.acquire()
+        # The loop holds the lock for a few stores; a loop process killed in between would hold
+        # it forever (a POSIX semaphore is not released by the kernel): never wait unbounded.
+        if not self.lock.acquire(True, LOCK_TIMEOUT_S):
+            raise MailboxTimeout("the mailbox lock is held by a loop process that never let go")
 
     def __exit__(self, *exc: object) -> None:
         self.lock.release()
