@@ -9,6 +9,12 @@
 3. The service in virtual time on the same profile for `--virtual-seconds` of rig time: speed-up
    = rig time / wall time of the loop.
 
+The service runs its loop in a process of its own (issue 15); `--loop-thread` measures the
+earlier layout (the loop as a thread of the service) for comparison. The transition cost of a
+command crossing the process boundary — pickling an experiment runner in the service and
+unpickling it in the loop process, in the cycle that takes it — is measured as
+`mailbox_runner_us` (median of 20, a 60-s two-segment experiment).
+
 Figures (µs): p50/p99/p99.9/max wake-up latency for both, overruns, the p99 ratio (target ≤ 1.5,
 issue #15), cycle compute time (read → outputs written, simulator included) median (≤ 80) and
 p99 (≤ 400), no skipped cycle in the run, virtual-time speed-up (≥ 5). The last line of output
@@ -196,12 +202,56 @@ def compare_stalled(args: argparse.Namespace, spin: list[str]) -> dict[str, Any]
     return out
 
 
+def mailbox_runner_cost(profile_path: Path) -> dict[str, float]:
+    """µs to pickle (service side) and unpickle (loop side, in the command's cycle) a runner."""
+    import pickle
+
+    from controller.experiment import Experiment
+    from controller.runner import ExperimentRunner
+    from daq.service.control_api import joint_gains, joint_limits
+
+    prof = load_profile(profile_path)
+    segment = {"duration_s": 30.0, "controller": {"kind": "pid"}}
+    exp = Experiment.from_dict(
+        {
+            "name": "bench",
+            "home_deg": [40.0, 30.0],
+            "segments": [
+                {**segment, "name": "a", "trajectory": {"kind": "sine", "amplitude_deg": [5.0, 3.0],
+                 "frequency_hz": [0.5, 0.7]}},
+                {**segment, "name": "b", "trajectory": {"kind": "sine", "amplitude_deg": [3.0, 5.0],
+                 "frequency_hz": [1.0, 0.3]}},
+            ],
+        }
+    )  # fmt: skip
+    runner = ExperimentRunner(exp, joint_gains(prof), joint_limits(prof), prof.period, None)
+    dumps, loads = [], []
+    for _ in range(20):
+        t0 = time.perf_counter()
+        data = pickle.dumps(("run", runner), protocol=pickle.HIGHEST_PROTOCOL)
+        t1 = time.perf_counter()
+        pickle.loads(data)
+        t2 = time.perf_counter()
+        dumps.append((t1 - t0) * 1e6)
+        loads.append((t2 - t1) * 1e6)
+    return {
+        "bytes": float(len(data)),
+        "pickle_us": float(np.median(dumps)),
+        "unpickle_us": float(np.median(loads)),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--virtual-seconds", type=float, default=20.0)
     ap.add_argument("--profile", type=Path, default=ROOT / "hw_profiles/sim-2dof.toml")
     ap.add_argument("--spin-us", type=float, default=None, help="passed to the service")
+    ap.add_argument(
+        "--loop-thread",
+        action="store_true",
+        help="the loop as a thread of the service (layout before issue 15), for comparison",
+    )
     ap.add_argument(
         "--stalled-seconds",
         type=float,
@@ -220,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     # Armed: the hold controller runs every cycle (compute time includes it). If the service
     # cannot arm (no controller package), the reply says why and it is measured in IDLE.
     spin = [] if args.spin_us is None else ["--spin-us", str(args.spin_us)]
+    if args.loop_thread:
+        spin.append("--loop-thread")
     real = run_service(args.profile, args.seconds, False, spin, arm=True)
     t = real["timing"]
     print(f"service (real time): {t}  rt={real.get('rt')}", flush=True)
@@ -228,7 +280,9 @@ def main(argv: list[str] | None = None) -> int:
         [before, after], f"cyclictest -m -p{prio} -i1000 -q -h 20000 -t1 -a{cpu} (2 × {half} s)"
     )
     print(f"cyclictest: {cyc}", flush=True)
-    virt = run_service(args.profile, args.virtual_seconds, True, [])
+    virt = run_service(
+        args.profile, args.virtual_seconds, True, spin[-1:] if args.loop_thread else []
+    )
     speedup = args.virtual_seconds / virt["wall_s"]
     print(
         f"service (virtual time): {args.virtual_seconds} s of rig time in {virt['wall_s']:.2f} s",
@@ -241,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     ratio = wake["p99"] / cyc["p99"] if "p99" in cyc and cyc["p99"] > 0 else None
     figures = {
         "seconds": args.seconds,
+        "loop_layout": "thread" if args.loop_thread else "process",
+        "mailbox_runner_us": mailbox_runner_cost(args.profile),
         "cyclictest": cyc,
         "service": {
             "cycles": t["cycles"],
@@ -250,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
             "skipped_cycles": t["skipped_cycles"],
             "max_consecutive_overruns": t["max_consecutive_overruns"],
             "state": real["state"],
+            "fault": real.get("fault"),
+            "loop_process": real.get("loop_process"),
             "arm_reply": real.get("arm_reply"),
             "rt": real.get("rt"),
         },

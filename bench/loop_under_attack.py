@@ -114,7 +114,9 @@ def honest_subscriber(endpoint: str, stop: Any, counts: Any) -> None:
     ctx.destroy(linger=0)
 
 
-def run_phase(profile: Path, seconds: float, attack: bool) -> dict[str, Any]:
+def run_phase(
+    profile: Path, seconds: float, attack: bool, extra: list[str] | None = None
+) -> dict[str, Any]:
     import subprocess
     import tempfile
 
@@ -126,7 +128,7 @@ def run_phase(profile: Path, seconds: float, attack: bool) -> dict[str, Any]:
         commands, telemetry = free_endpoint(), free_endpoint()
         cmd = [sys.executable, "-m", "daq.service", "--profile", str(profile), "--duration",
                str(seconds), "--status-out", str(status), "--run-dir", tmp, "--telemetry",
-               telemetry, "--commands", commands]  # fmt: skip
+               telemetry, "--commands", commands, *(extra or [])]  # fmt: skip
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         proc = subprocess.Popen(cmd, env=env, cwd=tmp, stderr=subprocess.PIPE, text=True)
         armed = _command(commands, "arm", lambda: proc.poll() is None)
@@ -150,6 +152,7 @@ def run_phase(profile: Path, seconds: float, attack: bool) -> dict[str, Any]:
         t = result["timing"]
         return {
             "state": result["state"],
+            "loop_process": result.get("loop_process"),
             "fault": (result.get("fault") or {}).get("message"),
             "arm_reply_ok": armed.get("ok"),
             "cycles": t["cycles"],
@@ -170,16 +173,23 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--profile", type=Path, default=ROOT / "hw_profiles/sim-2dof.toml")
+    ap.add_argument(
+        "--loop-thread",
+        action="store_true",
+        help="the loop as a thread of the service (layout before issue 15), for comparison",
+    )
     args = ap.parse_args(argv)
-    idle = run_phase(args.profile, args.seconds, attack=False)
+    extra = ["--loop-thread"] if args.loop_thread else []
+    idle = run_phase(args.profile, args.seconds, attack=False, extra=extra)
     print(f"idle: {idle}", flush=True)
-    attack = run_phase(args.profile, args.seconds, attack=True)
+    attack = run_phase(args.profile, args.seconds, attack=True, extra=extra)
     print(f"attack: {attack}", flush=True)
     skipped_ratio = (attack["skipped_cycles"] + 1) / (idle["skipped_cycles"] + 1)
     wake_ratio = attack["wake_p99_us"] / idle["wake_p99_us"] if idle["wake_p99_us"] else None
     gap = attack["honest_max_gap_ms"]
     figures = {
         "seconds": args.seconds,
+        "loop_layout": "thread" if args.loop_thread else "process",
         "idle": idle,
         "attack": attack,
         "skipped_ratio": skipped_ratio,

@@ -15,9 +15,22 @@ was claimed or rewritten while (or before) it was copied, so it is not returned 
 `lost`. Words only ever grow per slot, so "word == k after the copy" proves nothing touched the
 slot between publish(k) and the end of the copy. Stores are aligned int64 numpy items, ordered
 on x86-64 and serialised by the GIL in CPython.
+
+Across processes (issue 15: the loop runs in a process of its own, `daq/loop/process_main.py`),
+`SampleRing.create_shared()` puts the counter, the words and the rows in one
+`multiprocessing.shared_memory` segment and `SampleRing.attach()` maps it in the service
+process, where the recorder and the telemetry publisher read it with the same cursors. The
+seqlock argument is unchanged: x86-64 (TSO) keeps the writer's aligned 8-byte stores in program
+order for every other core, and a reader's loads are not reordered with older loads, so a
+reader that sees word == k after its copy saw a whole row. (A weakly ordered CPU would need
+fences between the stores; this project targets x86-64 PCs.)
 """
 
 from __future__ import annotations
+
+import os
+import secrets
+from multiprocessing import shared_memory
 
 import numpy as np
 
@@ -25,27 +38,105 @@ import numpy as np
 WRITING = -1
 
 
+#: Bytes before the sequence words in a shared segment: the `published` counter, padded to a
+#: cache line so that the writer's counter store never shares a line with a row.
+_HEADER_BYTES = 64
+
+
+def shared_name(what: str) -> str:
+    """A segment name unique to this process and call (parallel services and tests never
+    collide; POSIX shared-memory names are limited to 255 bytes and one leading slash)."""
+    return f"hydrig-{what}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+class SharedSegment(shared_memory.SharedMemory):
+    """A shared-memory segment whose mapping lives as long as any numpy view of it.
+
+    `SharedMemory.close()` (and its `__del__`) refuses with BufferError while views exist, and
+    the recorder, the publisher and the loop each hold views; so this never closes explicitly:
+    the mapping goes when the last view does. `unlink()` removes the name (the service does it
+    at shutdown; the memory stays valid for whoever still maps it)."""
+
+    def __del__(self) -> None:
+        pass
+
+    def unlink_quietly(self) -> None:
+        try:
+            self.unlink()
+        except FileNotFoundError:
+            pass
+
+
 class SampleRing:
-    def __init__(self, capacity: int, width: int) -> None:
+    def __init__(self, capacity: int, width: int, *, shm: SharedSegment | None = None) -> None:
         if capacity < 2 or capacity & (capacity - 1):
             raise ValueError(f"capacity must be a power of two >= 2, got {capacity}")
         self.capacity = capacity
         self.mask = capacity - 1
         self.width = width
-        self.data = np.zeros((capacity, width), dtype=np.float64)
+        #: The shared segment the ring lives in (None: private memory of this process).
+        self.shm = shm
+        if shm is None:
+            buf = bytearray(self.segment_bytes(capacity, width))
+        else:
+            if shm.size < self.segment_bytes(capacity, width):
+                raise ValueError(
+                    f"shared segment {shm.name} has {shm.size} bytes, a ring of {capacity}×{width} "
+                    f"needs {self.segment_bytes(capacity, width)}"
+                )
+            buf = shm.buf  # type: ignore[assignment]
+        #: `published[0]`: rows published so far; row k lives in slot k & mask.
+        self._published = np.ndarray((1,), dtype=np.int64, buffer=buf, offset=0)
+        words = _HEADER_BYTES
         #: Per-slot sequence word: the index of the row the slot holds, or WRITING.
-        self.seqs = np.full(capacity, WRITING, dtype=np.int64)
+        self.seqs = np.ndarray((capacity,), dtype=np.int64, buffer=buf, offset=words)
+        self.data = np.ndarray(
+            (capacity, width), dtype=np.float64, buffer=buf, offset=words + 8 * capacity
+        )
+        if shm is None:
+            self.seqs.fill(WRITING)
         # One view per slot, made once: the loop writes into `rows[i]` with `out=`/slice
         # assignment and so creates no array per cycle.
         self.rows = [self.data[i] for i in range(capacity)]
-        #: Rows published so far; row k lives in slot k & mask.
-        self.published = 0
+        # The writer's own copy of the counter (a Python int: no numpy scalar per cycle).
+        self._next = int(self._published[0])
+
+    @staticmethod
+    def segment_bytes(capacity: int, width: int) -> int:
+        return _HEADER_BYTES + 8 * capacity + 8 * capacity * width
+
+    @classmethod
+    def create_shared(cls, capacity: int, width: int, name: str | None = None) -> SampleRing:
+        """A new ring in a new shared segment (the service creates it and unlinks it at exit)."""
+        shm = SharedSegment(
+            name=name or shared_name("ring"), create=True, size=cls.segment_bytes(capacity, width)
+        )
+        ring = cls(capacity, width, shm=shm)
+        ring.seqs.fill(WRITING)
+        ring.data.fill(0.0)
+        ring._published[0] = 0
+        return ring
+
+    @classmethod
+    def attach(cls, name: str, capacity: int, width: int) -> SampleRing:
+        """Map a ring another process created (the loop process writes through this)."""
+        return cls(capacity, width, shm=SharedSegment(name=name))
+
+    @property
+    def published(self) -> int:
+        """Rows published so far (read from the shared counter: any process sees it)."""
+        return int(self._published[0])
+
+    def unlink(self) -> None:
+        """Remove the shared segment's name (the service, at shutdown). Views stay valid."""
+        if self.shm is not None:
+            self.shm.unlink_quietly()
 
     def claim_slot(self) -> int:
         """Mark the slot of the next row as being written and return its index.
 
         Call before writing any part of the row: from here on the row it held is gone."""
-        slot = self.published & self.mask
+        slot = self._next & self.mask
         self.seqs[slot] = WRITING
         return slot
 
@@ -54,9 +145,10 @@ class SampleRing:
         return self.rows[self.claim_slot()]
 
     def publish(self) -> None:
-        k = self.published
+        k = self._next
         self.seqs[k & self.mask] = k
-        self.published = k + 1
+        self._next = k + 1
+        self._published[0] = k + 1
 
     def publish_block(self, rows: np.ndarray) -> None:
         """Write and publish len(rows) <= capacity rows at once (benchmarks, tests), with the
@@ -64,18 +156,19 @@ class SampleRing:
         n = len(rows)
         if n > self.capacity:
             raise ValueError(f"a block of {n} rows does not fit a ring of {self.capacity}")
-        start = self.published & self.mask
+        start = self._next & self.mask
         first = min(n, self.capacity - start)
         if first < n:  # wraps: two blocks
             self.publish_block(rows[:first])
             self.publish_block(rows[first:])
             return
-        k = self.published
+        k = self._next
         words = self.seqs[start : start + n]
         words[:] = WRITING
         self.data[start : start + n] = rows
         words[:] = np.arange(k, k + n)
-        self.published = k + n
+        self._next = k + n
+        self._published[0] = k + n
 
 
 class RingCursor:

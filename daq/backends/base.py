@@ -60,6 +60,21 @@ class Backend(ABC):
     def close(self) -> None:
         """Outputs to null, then release devices. Idempotent."""
 
+    def null_outputs_after_crash(self) -> str:
+        """Called on a *fresh, unopened* instance in the service process after the loop process
+        died without nulling (SIGKILL, a crash): open the outputs, write null, release them.
+        Returns what was done, for the log and the fault event. Raises BackendError if the
+        outputs cannot be reached. The default opens the whole backend, which a device whose
+        owner process has died can always do; backends with a lighter way override it."""
+        if self.n_outputs == 0:
+            return "no outputs on this backend"
+        self.open()
+        try:
+            self.write_null()
+        finally:
+            self.close()
+        return f"{self.n_outputs} output(s) written to null through a fresh {type(self).__name__}"
+
     def advance(self, dt: float) -> None:
         """Virtual time only: move the plant on by `dt` seconds."""
         raise NotImplementedError(f"{type(self).__name__} has no virtual time")

@@ -143,6 +143,18 @@ class CompositeBackend(Backend):
                 status = BackendStatus.ERROR
         return status
 
+    def null_outputs_after_crash(self) -> str:
+        """Each device in turn, every one attempted whatever the others did."""
+        done = []
+        for p in self.parts:
+            if len(p.out_idx) == 0:
+                continue
+            try:
+                done.append(f"{p.device}: {p.backend.null_outputs_after_crash()}")
+            except (BackendError, OSError, RuntimeError) as exc:
+                done.append(f"{p.device}: FAILED: {exc}")
+        return "; ".join(done) or "no outputs on this backend"
+
     def write_null(self) -> None:
         for p in self.parts:
             try:

@@ -352,6 +352,29 @@ class NiBackend(Backend):
             return BackendStatus.ERROR
         return BackendStatus.OK
 
+    def null_outputs_after_crash(self) -> str:
+        """An on-demand AO task over the output channels, one null write, cleared. The dead
+        process's tasks are released by the driver when it exits; its hardware watchdog
+        (`watchdog_timeout_s`) drives the outputs to their null expiration states on its own
+        within that timeout, so this write is the second line. If the driver refuses it (an
+        expired watchdog must be cleared first), the error is raised and reported: the
+        expiration states are null already."""
+        nidaqmx = _import_nidaqmx(self.device)
+        c = nidaqmx.constants
+        try:
+            with nidaqmx.Task(f"{self.rig_id}_null_after_crash") as task:
+                for ch in self.outputs:
+                    task.ao_channels.add_ao_voltage_chan(
+                        ch.physical,
+                        min_val=ch.converter.min,
+                        max_val=ch.converter.max,
+                        units=c.VoltageUnits.VOLTS,
+                    )
+                task.write([float(v) for v in self._null], auto_start=True)
+        except Exception as exc:
+            raise BackendError(describe_daq_error(self.device, "null after crash", exc)) from exc
+        return f"NI {self.device}: {self.n_outputs} AO channel(s) written to null"
+
     def write_null(self) -> None:
         if self._writer is None:
             return

@@ -8,7 +8,6 @@ method here runs in the cycle that handles a command or a trip, may allocate (an
 from __future__ import annotations
 
 import math
-from collections import deque
 from typing import Any, Protocol
 
 import numpy as np
@@ -18,6 +17,13 @@ from daq.loop.interlocks import CLAMP_FLAG, Interlocks, Trip, TripInfo, describe
 from daq.loop.mailbox import Request
 from daq.loop.states import Action, State, TransitionError, next_state
 from daq.loop.timing import LoopTiming
+
+
+class EventSink(Protocol):
+    """Where `_event` puts events: a bounded deque, or the shared-memory FIFO of the loop
+    process (`daq.loop.shared_link.EventWriter`)."""
+
+    def append(self, event: dict[str, Any], /) -> None: ...
 
 
 class Runner(Protocol):
@@ -44,7 +50,7 @@ class LoopCommands:
     seq: int
     t: float
     last_flags: int
-    events: deque[dict[str, Any]]
+    events: EventSink
     interlocks: Interlocks
     timing: LoopTiming
     _ref_fresh: bool

@@ -32,12 +32,13 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from daq.backends.base import Backend, BackendStatus
-from daq.loop.commands import LoopCommands, Runner
+from daq.loop.commands import EventSink, LoopCommands, Runner
 from daq.loop.feedback_map import FeedbackMap
 from daq.loop.interlocks import STALL, Interlocks, Trip, TripInfo
 from daq.loop.mailbox import Mailbox, Request
@@ -54,6 +55,33 @@ log = logging.getLogger(__name__)
 DEFAULT_RING_CAPACITY = 1 << 14
 
 
+def status_dict(
+    state: State,
+    fault: TripInfo | None,
+    seq: int,
+    t: float,
+    virtual_time: bool,
+    wall_s: float,
+    clamped: int,
+    flags: int,
+    runner: dict[str, Any] | None,
+    timing: LoopTiming,
+) -> dict[str, Any]:
+    """What `status` reports of the loop (the loop thread's and the loop process's alike)."""
+    return {
+        "state": state.name,
+        "fault": fault.to_dict() if fault is not None else None,
+        "seq": seq,
+        "t": t,
+        "virtual_time": virtual_time,
+        "wall_s": wall_s,
+        "clamped_cycles": clamped,
+        "flags": flags,
+        "runner": runner,
+        "timing": timing.snapshot(),
+    }
+
+
 class LoopError(RuntimeError):
     """The loop stopped because of an exception inside a cycle."""
 
@@ -68,7 +96,10 @@ class Loop(LoopCommands):
         virtual_time: bool = False,
         ring_capacity: int = DEFAULT_RING_CAPACITY,
         spin_us: float = 0.0,
+        ring: SampleRing | None = None,
     ) -> None:
+        """`ring`: where the rows go (a shared-memory ring in the loop process, issue 15);
+        None makes a private one of `ring_capacity` rows."""
         self.profile = profile
         self.backend = backend
         self.virtual_time = virtual_time
@@ -76,7 +107,12 @@ class Loop(LoopCommands):
         self.period_ns = round(self.period * 1e9)
         self.spin_ns = round(spin_us * 1000)
         self.layout = SampleLayout.from_profile(profile)
-        self.ring = SampleRing(ring_capacity, self.layout.width)
+        if ring is None:
+            ring = SampleRing(ring_capacity, self.layout.width)
+        elif ring.width != self.layout.width:
+            raise ValueError(f"ring rows have {ring.width} columns, the layout {self.layout.width}")
+        self.ring = ring
+        ring_capacity = ring.capacity
         inputs = profile.inputs
         if backend.n_inputs != len(inputs) or backend.n_outputs != len(profile.outputs):
             raise ValueError(
@@ -88,9 +124,15 @@ class Loop(LoopCommands):
         self.fb = self.fbmap.new_feedback()
         self.interlocks = Interlocks(profile)
         self.timing = LoopTiming(self.period)
-        self.mailbox = Mailbox()
-        #: State changes and trips for the recorder/telemetry, drained by the service.
-        self.events: deque[dict[str, Any]] = deque(maxlen=1024)
+        #: Commands in: a `Mailbox` (loop thread in the service) or, in the loop process, a
+        #: `daq.loop.shm_mailbox.ShmMailboxServer`; either way `take()` never blocks.
+        self.mailbox: Any = Mailbox()
+        #: State changes and trips for the recorder/telemetry, drained by the service (in the
+        #: loop process: a `daq.loop.shared_link.EventWriter` with the same `append`).
+        self.events: EventSink = deque(maxlen=1024)
+        #: Called at the end of every cycle once the row is published (the loop process mirrors
+        #: its status into shared memory and watches the service's heartbeat there).
+        self.after_cycle: Callable[[], None] | None = None
         lay = self.layout
         raw_s, eng_s, cmd_s, ref_s = (lay.span(r) for r in ("raw", "eng", "cmd", "ref"))
         # Per-slot views, made once, so the cycle never creates an array.
@@ -153,21 +195,28 @@ class Loop(LoopCommands):
         return self.mailbox.call(kind, payload, timeout)
 
     def status(self) -> dict[str, Any]:
-        fault = self.fault
-        return {
-            "state": self.state.name,
-            "fault": fault.to_dict() if fault is not None else None,
-            "seq": self.seq,
-            "t": self.t,
-            "virtual_time": self.virtual_time,
-            "wall_s": ((self.stopped_ns or time.monotonic_ns()) - self.started_ns) * 1e-9
-            if self.started_ns
-            else 0.0,
-            "clamped_cycles": self.interlocks.clamped,
-            "flags": self.last_flags,
-            "runner": self._runner_progress(),
-            "timing": self.timing.snapshot(),
-        }
+        wall = (self.stopped_ns or time.monotonic_ns()) - self.started_ns if self.started_ns else 0
+        return status_dict(
+            self.state,
+            self.fault,
+            self.seq,
+            self.t,
+            self.virtual_time,
+            wall * 1e-9,
+            self.interlocks.clamped,
+            self.last_flags,
+            self._runner_progress(),
+            self.timing,
+        )
+
+    def drain_events(self) -> list[dict[str, Any]]:
+        """The events made since the last call, oldest first (the service's housekeeping)."""
+        events = self.events
+        assert isinstance(events, deque)
+        out = []
+        while events:
+            out.append(events.popleft())
+        return out
 
     def _runner_progress(self) -> dict[str, Any] | None:
         runner = self.active
@@ -360,6 +409,8 @@ class Loop(LoopCommands):
         ring.publish()
         self.seq += 1
         self.cycles += 1
+        if self.after_cycle is not None:
+            self.after_cycle()
         return compute
 
     def _step_runner(self) -> None:

@@ -46,6 +46,9 @@ class Trip(enum.IntEnum):
     ESTOP = 11  # emergency stop requested
     LOOP_ERROR = 12  # an exception inside the cycle (a bug): the loop stops
     CONTROLLER_ERROR = 13  # the runner raised in enable/step: valves null, the loop goes on
+    # The other process of the split is gone (issue 15): the loop process saw the service's
+    # heartbeat go stale, or the service saw the loop process die. Valves null either way.
+    PROCESS_LOST = 14
 
 
 def flag(code: Trip) -> int:
@@ -85,6 +88,7 @@ class TripInfo:
             Trip.BACKEND_WRITE,
             Trip.LOOP_ERROR,
             Trip.CONTROLLER_ERROR,
+            Trip.PROCESS_LOST,
         ):
             return c.name.lower().replace("_", " ") + (f": {self.where}" if self.where else "")
         if c == Trip.CHANNEL_FAULT:

@@ -37,7 +37,11 @@ class Request:
         self.done.set()
 
 
-class MailboxTimeout(TimeoutError):
+class MailboxError(RuntimeError):
+    """A request could not be handed to the loop (`daq.service.control_api` answers `internal`)."""
+
+
+class MailboxTimeout(MailboxError, TimeoutError):
     """The loop did not pick the request up in time (it is stalled or not running)."""
 
 

@@ -430,6 +430,14 @@ class Interlocks(Strict):
     #: A single cycle that ends this long after its deadline (ms) trips the overrun interlock
     #: while ARMED or RUNNING (the valves held one command that long); 0 disables this form.
     stall_ms: Annotated[float, Field(ge=0.0, le=1000.0)] = 20.0
+    #: The loop runs in a process of its own (issue 15); when the service process's heartbeat
+    #: is older than this (ms) — the service is frozen — the loop process nulls the valves,
+    #: latches FAULT (PROCESS_LOST) and exits (a killed service is noticed at once, by the
+    #: parent-death signal). The service beats every 50 ms from a Python thread, which a
+    #: service thread holding the interpreter lock (an import, a numba compile) delays: 2 s
+    #: leaves margin for that on a loaded machine and equals the unit's WatchdogSec. The loop's
+    #: own interlocks keep running meanwhile.
+    service_heartbeat_ms: Annotated[float, Field(ge=100.0, le=10000.0)] = 2000.0
 
 
 class Network(Strict):

@@ -1,13 +1,17 @@
 """`rig-daq`: the service. Profile → backend → loop, plus recorder, telemetry, command socket and
-systemd notification around it, in one process with one real-time thread.
+systemd notification around it: two processes, the loop alone in one of them.
 
     python -m daq.service --profile hw_profiles/sim-2dof.toml [--virtual-time] [--duration S]
                           [--record] [--run-dir DIR] [--params FILE] [-v]
 
-Threads: `rig-loop` (the 1 kHz loop, real-time priority), `rig-housekeeping` (forwards the loop's
-events to the recorder and telemetry, logs overruns at most once a second, collects garbage
-outside the loop), and those of the parts it wires (recorder writer, telemetry publisher,
+Processes (issue 15, docs/architecture.md): the loop process (`daq.loop.process_main`: backend,
+scaling, interlocks, controller step, the row into the shared ring; real-time priority) and this
+one, whose threads are `rig-loop-supervisor` (heartbeat to the loop, watches it die),
+`rig-housekeeping` (forwards the loop's events to the recorder and telemetry, logs overruns at
+most once a second), and those of the parts it wires (recorder writer, telemetry publisher,
 command server, systemd watchdog feeder), all wired by `daq.service.rig_service.Service`.
+`--loop-thread` runs the loop as a thread of this process instead (the layout before issue 15,
+kept for comparison benches).
 
 Exit: SIGTERM, SIGINT or the end of `--duration` stop the loop (valves to null), drain the
 recorder, close the backend; the exit code is 0 unless the loop itself failed (an exception in a
@@ -65,6 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help=f"sleep until this many µs before each deadline, then busy-wait (real time only; "
         f"default: the profile's [realtime] spin_us, {DEFAULT_SPIN_US:g}; 0 = pure sleep)",
+    )
+    p.add_argument(
+        "--loop-thread",
+        action="store_true",
+        help="run the loop as a thread of the service process, not in a process of its own "
+        "(the layout before issue 15; for comparison benches)",
     )
     p.add_argument("--no-network", action="store_true", help="no telemetry, no command socket")
     p.add_argument("--telemetry", default=None, help="telemetry endpoint (overrides the profile)")
@@ -131,12 +141,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.error("--params %s: %s", args.params, exc)
         return 2
     try:
-        backend = make_backend(profile)
-        if args.virtual_time and backend.paced_by_hardware:
-            raise BackendError("--virtual-time needs a simulated backend, not hardware")
+        backend = None
+        if args.loop_thread:  # otherwise the loop process makes it (and checks virtual time)
+            backend = make_backend(profile)
+            if args.virtual_time and backend.paced_by_hardware:
+                raise BackendError("--virtual-time needs a simulated backend, not hardware")
         service = Service(
             profile,
             backend,
+            loop_process=not args.loop_thread,
             profile_text=profile_text,
             virtual_time=args.virtual_time,
             run_dir=args.run_dir,

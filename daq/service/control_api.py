@@ -21,9 +21,10 @@ from typing import Any, Protocol
 
 from daq.commands.errors import CommandError
 from daq.loop import Loop
-from daq.loop.mailbox import MailboxTimeout
+from daq.loop.mailbox import MailboxError
 from daq.loop.states import Action, refusal
 from daq.profile.schema import Profile
+from daq.service.loop_supervisor import LoopProcess
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ def controller_available() -> bool:
     return True
 
 
-def describe_profile(profile: Profile, loop: Loop) -> dict[str, Any]:
+def describe_profile(profile: Profile, loop: Loop | LoopProcess) -> dict[str, Any]:
     """Channels, joints with their limits and gains, interlocks, layout: what `describe`
     returns and what telemetry's `meta` carries beside the columns."""
     return {
@@ -124,7 +125,7 @@ def describe_profile(profile: Profile, loop: Loop) -> dict[str, Any]:
 class ControlApi:
     def __init__(
         self,
-        loop: Loop,
+        loop: Loop | LoopProcess,
         *,
         status: Callable[[], dict[str, Any]] | None = None,
         recorder: RecorderLike | None = None,
@@ -173,7 +174,7 @@ class ControlApi:
     def _call_loop(self, kind: str, payload: Any = None) -> dict[str, Any]:
         try:
             req = self.loop.request(kind, payload, timeout=LOOP_TIMEOUT_S)
-        except MailboxTimeout as exc:
+        except MailboxError as exc:
             raise CommandError("internal", f"{kind}: {exc}") from None
         if not req.ok:
             raise CommandError(req.data.get("code", "rejected"), req.reason)

@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from daq.loop import Loop
+from daq.service.loop_supervisor import LoopProcess
 
 log = logging.getLogger("daq.service")
 
@@ -42,7 +43,7 @@ def optional(module: str, what: str | None) -> ModuleType | None:
 
 
 class Housekeeping:
-    def __init__(self, loop: Loop, sinks: list[EventSink]) -> None:
+    def __init__(self, loop: Loop | LoopProcess, sinks: list[EventSink]) -> None:
         self.loop = loop
         self.sinks = sinks
         self.events_forwarded = 0
@@ -80,9 +81,7 @@ class Housekeeping:
                 self.gc_max_ms = max(self.gc_max_ms, (time.perf_counter() - t0) * 1e3)
 
     def forward_events(self) -> None:
-        events = self.loop.events
-        while events:
-            ev = events.popleft()
+        for ev in self.loop.drain_events():
             kind = ev["kind"]
             payload = {k: v for k, v in ev.items() if k != "kind"}
             if kind == "fault":

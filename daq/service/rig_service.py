@@ -1,6 +1,14 @@
 """The `rig-daq` service object: profile → backend → loop, with the recorder, telemetry,
 command socket and systemd notification wired around it (the command line is `daq.service`).
 
+Two layouts of the loop (issue 15):
+- `loop_process=True` (what `rig-daq` runs): the loop, with its backend, runs in a process of
+  its own (`daq.service.loop_supervisor.LoopProcess`, `daq.loop.process_main`); this process
+  keeps commands, telemetry, recording, notify and housekeeping, and reaches the loop only
+  through shared memory. The backend is built in the loop process by `backend_factory`.
+- `loop_process=False`: the loop runs as a thread of this process with the `backend` given
+  (unit tests that inspect a fake backend in-process; `rig-daq --loop-thread` for comparison).
+
 Each optional part sits behind `daq.service.housekeeping.optional()`: a part whose module is not
 installed is skipped with one log line, so the loop runs without it.
 """
@@ -12,6 +20,7 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +37,7 @@ from daq.service.control_api import (
     recorder_stats_dict,
 )
 from daq.service.housekeeping import Housekeeping, optional
+from daq.service.loop_supervisor import LoopProcess
 
 log = logging.getLogger("daq.service")
 
@@ -49,8 +59,10 @@ class Service:
     def __init__(
         self,
         profile: Profile,
-        backend: Backend,
+        backend: Backend | None,
         *,
+        loop_process: bool = False,
+        backend_factory: Callable[[Profile], Backend] | None = None,
         profile_text: str | None = None,
         virtual_time: bool = False,
         run_dir: str | Path | None = None,
@@ -62,23 +74,46 @@ class Service:
         params: Any | None = None,
     ) -> None:
         """`params`: plant parameters (a `daq.param_set.ParamSet`, or bare `PlantParams`) for
-        model-based experiment segments; None refuses such segments until `load_params`."""
+        model-based experiment segments; None refuses such segments until `load_params`.
+        `loop_process`: run the loop in its own process, its backend made there by
+        `backend_factory` (default `daq.backends.factory.make_backend`); `backend` must then
+        be None."""
         self.profile = profile
         self.backend = backend
         hold = make_hold_runner(profile, joint_gains(profile)) if controller_available() else None
         if hold is None:
             log.warning("controller package not available: the rig can be monitored, not armed")
-        self.loop = Loop(
-            profile,
-            backend,
-            hold=hold,
-            virtual_time=virtual_time,
-            ring_capacity=DEFAULT_RING_CAPACITY,
-            spin_us=spin_us,
-        )
         self.rt_report: dict[str, list[str]] | None = None
-        if rt_settings is not None:
-            self.loop.rt_setup = lambda: self._apply_rt(rt_settings)
+        self.loop: Loop | LoopProcess
+        if loop_process:
+            if backend is not None:
+                raise ValueError("loop_process: the backend is made in the loop process")
+            if backend_factory is None:
+                from daq.backends.factory import make_backend
+
+                backend_factory = make_backend
+            self.loop = LoopProcess(
+                profile,
+                backend_factory,
+                hold=hold,
+                virtual_time=virtual_time,
+                ring_capacity=DEFAULT_RING_CAPACITY,
+                spin_us=spin_us,
+                rt_settings=rt_settings,
+            )
+        else:
+            if backend is None:
+                raise ValueError("a loop thread needs a backend")
+            self.loop = Loop(
+                profile,
+                backend,
+                hold=hold,
+                virtual_time=virtual_time,
+                ring_capacity=DEFAULT_RING_CAPACITY,
+                spin_us=spin_us,
+            )
+            if rt_settings is not None:
+                self.loop.rt_setup = lambda: self._apply_rt(rt_settings)
         directory = Path(run_dir) if run_dir is not None else Path(profile.recording.directory)
         self.recorder = self._make_recorder(directory, profile_text)
         self._zmq_ctx: Any = None
@@ -175,7 +210,7 @@ class Service:
     def status(self) -> dict[str, Any]:
         s = self.loop.status()
         s["rig"] = self.profile.rig.id
-        s["rt"] = self.rt_report
+        s["rt"] = self.loop.rt_report if isinstance(self.loop, LoopProcess) else self.rt_report
         s["recorder"] = recorder_stats_dict(self.recorder.stats) if self.recorder else None
         s["params"] = self.api.params_summary()
         if self.telemetry is not None:
@@ -199,9 +234,17 @@ class Service:
 
     def start(self, duration: float | None = None, record: bool = False) -> None:
         """Open the backend, bind sockets, start recording if asked, then the loop."""
-        self.backend.open()
-        self.backend.start()
-        self.loop.warm_up()
+        if isinstance(self.loop, LoopProcess):
+            self.loop.low_water = self._recorder_position
+            self.loop.on_crash = self._loop_crashed
+            # The loop process first (backend open and warm, waiting for go): a command that
+            # arrives once the socket is bound finds a loop to answer it.
+            self.loop.prepare(duration)
+        else:
+            assert self.backend is not None
+            self.backend.open()
+            self.backend.start()
+            self.loop.warm_up()
         if self.telemetry is not None:
             self.telemetry.start()
         if self.commands is not None:
@@ -215,10 +258,23 @@ class Service:
                 raise RuntimeError(f"--record: {error}")
             log.info("recording to %s", path)
         self.housekeeping.start()
-        if not self.loop.virtual_time:
+        if not self.loop.virtual_time and isinstance(self.loop, Loop):
             sys.setswitchinterval(SWITCH_INTERVAL_S)
         self.loop.start(duration)
         self._start_notify()
+
+    def _recorder_position(self) -> int | None:
+        """The next row the recorder will write, if it is recording (virtual time: the loop
+        process waits for it rather than lap it)."""
+        rec = self.recorder
+        if rec is None or not rec.stats.active:
+            return None
+        cursor = getattr(rec, "_cursor", None)
+        return None if cursor is None else int(cursor.position)
+
+    def _loop_crashed(self, text: str) -> None:
+        if self.notifier is not None:
+            self.notifier.status(text)
 
     def _start_notify(self) -> None:
         mod = optional("daq.sdnotify", "systemd notify")
@@ -252,11 +308,18 @@ class Service:
         stopped = self.loop.join(STOP_TIMEOUT_S)
         failed = self.loop.error is not None
         if not stopped:
-            # The loop thread is stuck (e.g. in a driver call). Safety first: null the valves
-            # from here; the thread is a daemon and dies with the process.
+            # The loop is stuck (e.g. in a driver call). Safety first: null the valves from
+            # here. A loop thread is a daemon and dies with the process; a loop process is
+            # killed, and its supervisor nulls the valves through a fresh backend handle.
             log.error("the loop did not stop within %.1f s; nulling the valves", STOP_TIMEOUT_S)
-            self.backend.write_null()
+            if isinstance(self.loop, LoopProcess):
+                self.loop.kill()
+                self.loop.join(STOP_TIMEOUT_S)
+            else:
+                assert self.backend is not None
+                self.backend.write_null()
             failed = True
+        failed = failed or self.loop.error is not None
         sys.setswitchinterval(0.005)
         self.housekeeping.stop()  # forwards the last events to the recorder and telemetry
         if self.recorder is not None:
@@ -267,9 +330,12 @@ class Service:
             self.telemetry.stop()
         if self.watchdog is not None:
             self.watchdog.stop()
-        self.backend.close()
+        if self.backend is not None:
+            self.backend.close()
         if self._zmq_ctx is not None:
             self._zmq_ctx.term()
+        if isinstance(self.loop, LoopProcess):
+            self.loop.close()  # the readers have stopped: remove the shared segments' names
         if self.loop.error is not None:
             log.error("the loop failed: %s", self.loop.error)
         timing = self.loop.timing.snapshot()

@@ -3,43 +3,60 @@ backend, armed with a constant non-null valve command.
 
 Usage: python exit_child.py LOG_FILE [rig-daq arguments…]
 Prints ARMED once the valves are commanded; writes the backend's call log (one entry a line)
-to LOG_FILE when the backend is closed, or at exit if it never is.
+to LOG_FILE when the backend is closed.
+
+The backend lives in the loop process (issue 15), which `spawn` starts from this module
+(`__mp_main__`): the factory and the backend class are module level, and the backend reports
+through files (LOG_FILE, and LOG_FILE + ".armed" once it has been commanded).
 """
 
 from __future__ import annotations
 
-import atexit
+import os
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 import daq.backends.factory as factory
 import daq.service.cli as service_mod
+from daq.backends.base import BackendStatus
 from daq.profile.schema import Profile
 from tests.loop.fakes import CallLog, Constant
 
 #: The line printed once armed (log lines on stderr share the pipe and may interleave).
 ARMED = "<<valves commanded>>"
+LOG_ENV = "EXIT_CHILD_LOG"
+
+
+class LoggedBackend(CallLog):
+    def __init__(self, profile: Profile) -> None:
+        super().__init__(profile)
+        self.log_file = Path(os.environ[LOG_ENV])
+
+    def write(self, t: float, volts: np.ndarray) -> BackendStatus:
+        status = super().write(t, volts)
+        if self.calls and self.calls[-1] == "cmd":
+            armed = self.log_file.with_suffix(".armed")
+            if not armed.exists():
+                armed.touch()
+        return status
+
+    def close(self) -> None:
+        super().close()
+        self.log_file.write_text("\n".join(self.calls) + "\n")
+
+
+def make_backend(profile: Profile) -> CallLog:
+    return LoggedBackend(profile)
 
 
 def main() -> int:
     log_file = Path(sys.argv[1])
-    made: list[CallLog] = []
-
-    def dump() -> None:
-        if made and not log_file.exists():
-            log_file.write_text("\n".join(made[0].calls) + "\n")
-
-    class LoggedBackend(CallLog):
-        def close(self) -> None:
-            super().close()
-            dump()
-
-    def make_backend(profile: Profile) -> CallLog:
-        made.append(LoggedBackend(profile))
-        return made[0]
+    os.environ[LOG_ENV] = str(log_file)
 
     class ArmedService(service_mod.Service):
         def start(self, *args: Any, **kw: Any) -> None:
@@ -51,11 +68,10 @@ def main() -> int:
             threading.Thread(target=self._report_armed, daemon=True).start()
 
         def _report_armed(self) -> None:
-            while not made[0].commanded():
+            while not log_file.with_suffix(".armed").exists():
                 time.sleep(0.001)
             print(ARMED, flush=True)
 
-    atexit.register(dump)
     factory.make_backend = make_backend  # type: ignore[assignment]
     service_mod.Service = ArmedService  # type: ignore[misc]
     return service_mod.main(sys.argv[2:])

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 import threading
+import time
+from pathlib import Path
 
 import numpy as np
 
@@ -257,3 +259,63 @@ class Scripted(HoldP):
 
 def deg(x: float) -> float:
     return math.radians(x)
+
+
+class DriveMirror:
+    """What a valve driver was last told, readable from any process: a small file-backed array
+    [writes, null_written_ns, volts…]. The loop process's backend writes it; the test reads it.
+    Only the commanded outputs are mirrored — nothing of the plant (the truth stays inside)."""
+
+    def __init__(self, path: str | Path, n_outputs: int) -> None:
+        self.path = Path(path)
+        if not self.path.exists():
+            self.path.write_bytes(bytes(8 * (n_outputs + 2)))
+        self.data = np.memmap(self.path, dtype=np.float64, mode="r+", shape=(n_outputs + 2,))
+
+    @property
+    def volts(self) -> np.ndarray:
+        return np.array(self.data[2:])
+
+    @property
+    def writes(self) -> int:
+        return int(self.data[0])
+
+    def record(self, volts: np.ndarray, null: bool) -> None:
+        self.data[2:] = volts
+        if null:
+            self.data[1] = time.monotonic_ns()
+        self.data[0] += 1
+
+
+class MirroredBackend(FakeBackend):
+    """A FakeBackend whose outputs are mirrored to a `DriveMirror`, as a valve driver's state
+    would be observable on the rig; `null_outputs_after_crash` writes null to the mirror the
+    way a fresh driver handle would."""
+
+    def __init__(self, profile: Profile, path: str) -> None:
+        super().__init__(profile)
+        self.null = np.array([c.null_volts for c in profile.outputs])
+        self.mirror = DriveMirror(path, len(profile.outputs))
+
+    def write(self, t: float, volts: np.ndarray) -> BackendStatus:
+        status = super().write(t, volts)
+        self.mirror.record(volts, bool(np.array_equal(volts, self.null)))
+        return status
+
+    def write_null(self) -> None:
+        super().write_null()
+        self.mirror.record(self.null, True)
+
+    def null_outputs_after_crash(self) -> str:
+        self.mirror.record(self.null, True)
+        return f"{len(self.null)} output(s) written to null (mirror {self.mirror.path.name})"
+
+
+class MirroredFactory:
+    """Picklable backend factory for the loop process (`Service(backend_factory=…)`)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+
+    def __call__(self, profile: Profile) -> MirroredBackend:
+        return MirroredBackend(profile, self.path)
