@@ -28,8 +28,11 @@ from daq.service.loop_supervisor import LoopProcess
 
 log = logging.getLogger(__name__)
 
-#: How long a command waits for the loop (it answers within a cycle when it runs).
-LOOP_TIMEOUT_S = 1.0
+#: How long a command waits for the loop. A running loop answers within a cycle; in virtual time
+#: it may be waiting on a recorder that a loaded machine slowed (two `rigctl identify` at once
+#: failed 'arm' at 1 s). A loop that is really stuck is caught by the stall interlock well before
+#: this, so the limit only decides how long a client waits; it stays under rigctl's 10 s.
+LOOP_TIMEOUT_S = 5.0
 
 
 class RecorderLike(Protocol):
