@@ -7,11 +7,13 @@ and p): least squares is biased (errors in variables), the refinement is not."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pytest
 
 from estimator.models import LinearModel, Sample
-from estimator.refine import predicted_rates, rate_channels
+from estimator.refine import choose, predicted_rates, rate_channels
 from tests.estimator.chamber import AREA, FS, MODEL, THETA, chamber_run, fit
 
 
@@ -101,3 +103,45 @@ def test_table_widens_online_by_its_distance_to_the_refined_value() -> None:
     assert d["batch_ls_error_pct"] == pytest.approx(-27.9)
     table = format_table(rows, online=True)
     assert "batch LS" in table and " IV " in table
+
+
+@dataclass
+class _Fit:
+    """The fields `refine.choose` reads of a fit (estimator.refine.ModelFitLike)."""
+
+    theta: np.ndarray
+    sigma_frac: float
+    name: str = "fluid"
+    iterations: int = 2
+    settled: bool = True
+
+    def __post_init__(self) -> None:
+        self.names = ["1/b", "Cf"]
+        self.cov = np.diag((self.sigma_frac * self.theta) ** 2)
+        self.cov_plain = self.cov.copy()
+        self.sigma_pct = np.full(2, 100.0 * self.sigma_frac)
+        self.identifiable = np.ones(2, dtype=bool)
+        self.disagreement_z = np.zeros(2)
+
+
+@pytest.mark.parametrize(
+    ("iv_offset", "printed"),
+    [(0.004, "WLS"), (0.03, "IV")],  # 0.4 % apart: immaterial; 3 %: material
+)
+def test_refinement_replaces_least_squares_only_for_a_material_bias(
+    iv_offset: float, printed: str
+) -> None:
+    """Both estimates differ by many σ (the Hausman test says LS is biased). Below
+    MATERIAL_FRACTION the instruments' own bias is as large as what they remove, so LS stays
+    printed with σ widened to cover the truth anywhere between the two; above it, IV."""
+    truth = np.array([4.3e-9, 6.3e-7])
+    ls = _Fit(truth * np.array([1.0 - iv_offset / 2, 1.0]), 0.0005)
+    iv = _Fit(truth * np.array([1.0 + iv_offset / 2, 1.0]), 0.0005)
+    chosen, notes, warnings = choose(ls, iv)
+    assert (chosen is iv) == (printed == "IV")
+    assert notes and not warnings
+    if chosen is ls:
+        assert "less than 1 %" in notes[0] and "1/b" in notes[0]
+        sigma = chosen.sigma_pct[0] / 100.0
+        assert abs(ls.theta[0] / truth[0] - 1.0) <= 3 * sigma  # truth covered again
+        assert chosen.sigma_pct[1] == pytest.approx(0.05)  # uncorrelated Cf untouched
