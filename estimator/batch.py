@@ -115,6 +115,8 @@ class BatchResult:
     notes: list[str] = field(default_factory=list)
     #: ML fits on the experiment's repeated periods (estimator.repeats), when asked for.
     periodic: list[PeriodicResult] = field(default_factory=list)
+    #: Parameter name → the reference parameter it stands for (LinearModel.plant_names).
+    plant_names: dict[str, str] = field(default_factory=dict)
     names: list[str] = field(init=False)
     identifiable: np.ndarray = field(init=False)
     theta: np.ndarray = field(init=False)

@@ -89,6 +89,11 @@ class LinearModel:
     #: the run cannot resolve is fixed at (estimator.batch.fit_model). Never the simulator's
     #: truth — the simulator is an adversary, not an accomplice.
     prior: np.ndarray | None = field(default=None, compare=False)
+    #: For a model whose parameters are the reference physics under names of its own: the
+    #: reference name each stands for (`PlantParams.mech_names()` / `fluid_names()`, e.g.
+    #: "M" → "M1"), so validation can simulate the estimate with the shared physics like the
+    #: reference model's. None: the names are the reference ones, or the model has its own.
+    plant_names: tuple[str, ...] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         for attr in ("truth", "prior"):

@@ -324,6 +324,15 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         extra["report"] = str(rep.html)
         extra["fit"] = rep.fit_table
         warnings += fit_warnings(rep.fit_table)
+        if val_run is not None and not any(
+            str(r.get("kind", "")).startswith("FIT") for r in rep.fit_table
+        ):
+            # Silence here would read as "validated": say why there is no FIT.
+            why = [n for n in rep.notes if "parameters:" in n or "validation" in n]
+            warnings.append(
+                "the identified models were not validated by simulation (no FIT): "
+                + ("; ".join(why) if why else "see the report's notes")
+            )
     return _result(rows, extra, online=True, warnings=warnings)
 
 

@@ -59,6 +59,9 @@ def models(params: PlantParams) -> list[LinearModel]:
         LinearModel(
             name="mechanical",
             names=("M", "Fv", "W"),
+            # The reference physics under shorter names: validation simulates it (docs:
+            # "Writing a model").
+            plant_names=("M1", "Fv1", "W1"),
             n_outputs=1,
             regressor=mech,
             param_scale=np.ones(3),
@@ -70,6 +73,7 @@ def models(params: PlantParams) -> list[LinearModel]:
         LinearModel(
             name="fluid",
             names=("1/b", "Cf++", "Cf+-", "Cf-+", "Cf--"),
+            plant_names=("1/b", "Cf++1", "Cf+-1", "Cf-+1", "Cf--1"),
             n_outputs=2,
             regressor=fluid,
             param_scale=np.array([1e-9, 1e-6, 1e-6, 1e-6, 1e-6]),

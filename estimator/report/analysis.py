@@ -130,7 +130,7 @@ def batch_identify(
         raise ReportError(f"{rd.path.name}: {exc}") from None
     try:
         vt = rd.run.meta.get("virtual_time")
-        return identify_run(
+        result = identify_run(
             rd.columns,
             rd.params,
             profile=rd.profile,
@@ -142,6 +142,15 @@ def batch_identify(
         )
     except ValueError as exc:
         raise ReportError(f"{rd.path.name}: batch identification failed: {exc}") from None
+    for m in models:
+        if m.plant_names is not None:
+            if len(m.plant_names) != m.n_params:
+                raise ReportError(
+                    f"model '{m.name}': plant_names has {len(m.plant_names)} names for "
+                    f"{m.n_params} parameters {m.names}"
+                )
+            result.plant_names.update(zip(m.names, m.plant_names, strict=True))
+    return result
 
 
 #: A parameter set validation simulates: the shared physics' parameters and, for a model family
@@ -167,7 +176,8 @@ def identified_params(
     if not (have_m and have_f):
         return None, (
             "the identified models are not the reference mechanical + fluid models, so they "
-            "cannot drive the shared physics: no model validation"
+            "cannot drive the shared physics: no model validation (a model whose parameters "
+            "are the reference ones under other names declares them in LinearModel.plant_names)"
         )
 
     def pick(sel: list[str]) -> np.ndarray:

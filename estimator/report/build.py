@@ -161,7 +161,8 @@ def build_report(
             ("batch", batch.names, batch.theta),
             ("online", online.names, online.theta),
         ):
-            params, why = identified_params(ident.params, names, theta)
+            plant_names = [batch.plant_names.get(n, n) for n in names]
+            params, why = identified_params(ident.params, plant_names, theta)
             if params is None:
                 notes.append(f"{label} parameters: {why}")
             else:

@@ -108,13 +108,38 @@ def test_longest_block_hand_cases() -> None:
     assert longest_block(np.zeros(3, dtype=bool), np.arange(3)) == slice(0, 0)
 
 
-def test_user_model_report_without_validation(tmp_path: Path) -> None:
-    """A user model's parameters cannot drive the shared physics: the report still shows the
-    identification (tables, convergence, SVD, timing), says why validation is missing, and
-    draws no validation figure."""
+def test_user_model_declaring_plant_names_is_validated(tmp_path: Path) -> None:
+    """estimator.examples.one_joint names its parameters M, Fv, W… and declares the reference
+    parameter each stands for (LinearModel.plant_names): validation simulates it."""
     profile = PROFILE.parent / "sim-1dof.toml"  # names estimator.examples.one_joint:models
     run = record_sim_run(profile, tmp_path, "user", 4.0)
     result = build_report(run, None, tmp_path / "out", progress=False)
+    fits = [r for r in result.fit_table if str(r["kind"]).startswith("FIT")]
+    assert {r["output"] for r in fits} >= {"q1", "s1", "p_cap1", "p_rod1"}, result.fit_table
+    assert all(np.isfinite(r["batch"]) for r in fits)
+
+
+def test_user_model_report_without_validation(tmp_path: Path) -> None:
+    """A user model whose parameters cannot drive the shared physics (no plant_names): the
+    report still shows the identification (tables, convergence, SVD, timing), says why
+    validation is missing, and draws no validation figure."""
+    rig = tmp_path / "rig"
+    rig.mkdir()
+    (rig / "nomap.py").write_text(
+        "from dataclasses import replace\n"
+        "from estimator.examples.one_joint import models as named\n\n\n"
+        "def models(params):\n"
+        "    return [replace(m, plant_names=None) for m in named(params)]\n",
+        encoding="utf-8",
+    )
+    text = (PROFILE.parent / "sim-1dof.toml").read_text(encoding="utf-8")
+    text = text.replace('"estimator.examples.one_joint:models"', '"nomap:models"')
+    assert '"nomap:models"' in text
+    profile = rig / "sim-1dof.toml"
+    profile.write_text(text, encoding="utf-8")
+    run = record_sim_run(profile, tmp_path, "user", 4.0)
+    # The profile given, so its directory is where the model is looked for.
+    result = build_report(run, None, tmp_path / "out", profile=profile, progress=False)
     assert set(result.figures) == {"convergence", "singular_values", "timing"}
     assert [r["name"] for r in result.parameter_table] == ["M", "Fv", "W", "1/b"] + [
         f"Cf{s}" for s in ("++", "+-", "-+", "--")
