@@ -153,17 +153,7 @@ def _offline(
 
     data = load_run(run_path, profile_path)
     batch = batch_identify(data, refine=refine, linkwise=linkwise)
-    truth = batch.truth if data.is_simulated else None
-    rows = rows_from(
-        batch.names,
-        None,
-        batch.theta,
-        batch.sigma_pct,
-        truth,
-        identifiable=batch.identifiable,
-        methods=batch.methods,
-        batch_ls=(batch.theta_wls, batch.sigma_pct_wls),
-    )
+    rows = _table_rows(batch, data, None)
     extra = {
         "run": str(run_path),
         "data": batch.data.as_dict(),
@@ -282,17 +272,7 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         linkwise=args.link_by_link,
     )
     theta_on, sigma_on = _online_vectors(online, batch.names)
-    truth = batch.truth if data.is_simulated else None
-    rows = rows_from(
-        batch.names,
-        (theta_on, sigma_on),
-        batch.theta,
-        batch.sigma_pct,
-        truth,
-        identifiable=batch.identifiable,
-        methods=batch.methods,
-        batch_ls=(batch.theta_wls, batch.sigma_pct_wls),
-    )
+    rows = _table_rows(batch, data, (theta_on, sigma_on))
     warnings += batch.warnings
     extra: dict[str, Any] = {
         "identification_run": str(ident_run),
@@ -429,3 +409,18 @@ def _result(
 def _say(stream: Any, text: str) -> None:
     if stream is not None:
         print(f"rigctl identify: {text}", file=stream, flush=True)
+
+
+def _table_rows(batch: Any, data: Any, online: Any) -> list[ParameterRow]:
+    """The parameter table's rows: the batch estimate (and least squares beside a refined
+    value), the online one if given, and the simulator's truth where there is one."""
+    return rows_from(
+        batch.names,
+        online,
+        batch.theta,
+        batch.sigma_pct,
+        batch.truth if data.is_simulated else None,
+        identifiable=batch.identifiable,
+        methods=batch.methods,
+        batch_ls=(batch.theta_wls, batch.sigma_pct_wls),
+    )
