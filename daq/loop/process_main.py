@@ -66,6 +66,7 @@ class LoopSpec:
     rt_settings: rt.RtSettings | None
     ring_name: str
     ring_capacity: int
+    ring_width: int
     link_name: str
     bins_us: int
     lock: CrossProcessLock
@@ -237,7 +238,7 @@ def main(spec: LoopSpec) -> None:
     words = link.words
     words[W.LOOP_PID] = os.getpid()
     events = EventWriter(link)
-    ring = SampleRing.attach(spec.ring_name, spec.ring_capacity, _width(spec.profile))
+    ring = SampleRing.attach(spec.ring_name, spec.ring_capacity, spec.ring_width)
     backend: Backend | None = None
     try:
         backend = spec.backend_factory(spec.profile)
@@ -299,9 +300,3 @@ def main(spec: LoopSpec) -> None:
         words[W.STOP_REASON] = writer.reason
         words[W.FINISHED] = 2 if code else 1
     sys.exit(code)
-
-
-def _width(profile: Profile) -> int:
-    from daq.sample_layout import SampleLayout
-
-    return SampleLayout.from_profile(profile).width

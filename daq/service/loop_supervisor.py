@@ -31,7 +31,7 @@ from typing import Any
 from daq.backends.base import Backend, BackendError
 from daq.loop import DEFAULT_RING_CAPACITY, LoopError
 from daq.loop import realtime as rt
-from daq.loop.cycle import status_dict
+from daq.loop.cycle import Loop, status_dict
 from daq.loop.interlocks import Trip, TripInfo
 from daq.loop.mailbox import MailboxError, MailboxTimeout, Request
 from daq.loop.process_main import LoopSpec, main
@@ -133,6 +133,7 @@ class LoopProcess:
             rt_settings=self.rt_settings,
             ring_name=self.ring.shm.name,  # type: ignore[union-attr]
             ring_capacity=self.ring.capacity,
+            ring_width=self.ring.width,
             link_name=self.link.name,
             bins_us=self.link.bins_us,
             lock=self._lock,
@@ -425,11 +426,9 @@ class LoopProcess:
                 out["segment_name"] = info["segment_name"]
         return out
 
-    @staticmethod
-    def collect_garbage() -> None:
-        import gc
-
-        gc.collect(1)
+    #: Young-generation collection of the service process, for housekeeping (as the in-thread
+    #: loop offers it; the loop process collects nothing after its start).
+    collect_garbage = staticmethod(Loop.collect_garbage)
 
 
 def _trip_from_event(ev: dict[str, Any]) -> TripInfo:
