@@ -416,6 +416,10 @@ class Realtime(Strict):
     lock_memory: bool = True
     #: Real time: sleep until this long before each deadline, then busy-wait (µs; 0 = sleep).
     spin_us: Annotated[float, Field(ge=0.0, le=500.0)] = 50.0
+    #: While the loop runs, keep the CPUs out of idle states slower to leave than this (µs),
+    #: through /dev/cpu_dma_latency as cyclictest does (daq/loop/realtime.py); -1 = leave the
+    #: kernel's default (saves power, costs wake-up latency).
+    cpu_latency_us: Annotated[int, Field(ge=-1, le=100_000)] = 0
 
 
 class Interlocks(Strict):

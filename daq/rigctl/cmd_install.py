@@ -6,6 +6,7 @@ Layout it produces (paths under `--root`, `/` on the rig PC):
     /etc/systemd/system/rig-daq.service   units from systemd/, with --prefix and --user applied
     /etc/systemd/system/rig-estimator.service
     /etc/systemd/system/rig.target        enabled: multi-user.target wants it
+    /etc/udev/rules.d/60-rig-cpu-latency.rules   lets the user hold /dev/cpu_dma_latency
     /var/lib/rig/                         data: working directory of both services (runs/ …)
     <prefix>/venv/                        Python environment with the rig-daq/rig-estimator scripts
     <prefix>/share/doc/operations.md      the operations manual the units point to
@@ -38,6 +39,14 @@ DEFAULT_USER = "rig"
 DATA_DIR = "/var/lib/rig"
 CONF_DIR = "/etc/rig"
 UNIT_DIR = "/etc/systemd/system"
+UDEV_RULE = "/etc/udev/rules.d/60-rig-cpu-latency.rules"
+#: The loop process holds the PM QoS request ([realtime] cpu_latency_us, daq/loop/realtime.py);
+#: the kernel makes the device root-only, the service runs as `User=`.
+UDEV_RULE_TEXT = (
+    "# rigctl install: the rig service's user may hold the CPU wake-up latency request\n"
+    "# ([realtime] cpu_latency_us in the profile; docs/operations.md).\n"
+    'KERNEL=="cpu_dma_latency", GROUP="{user}", MODE="0660"\n'
+)
 _USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 
 
@@ -174,6 +183,7 @@ def plan(args: argparse.Namespace) -> list[Step]:
             )
         text = render_unit(src.read_text(encoding="utf-8"), user=user, prefix=prefix)
         steps += _write_steps(text, at(UNIT_DIR + "/" + name), 0o644)
+    steps += _udev_steps(at, user, live)
     doc = source / "docs" / "operations.md"
     if doc.is_file():
         steps += _file_steps(doc, at(prefix + "/share/doc/operations.md"), 0o644)
@@ -225,6 +235,7 @@ def _dir_steps(at: Callable[[str], Path], user: str, prefix: str, live: bool) ->
         (prefix, 0o755),
         (prefix + "/share/doc", 0o755),
         (UNIT_DIR, 0o755),
+        (str(Path(UDEV_RULE).parent), 0o755),
     ):
         target = at(path)
         if target.is_dir():
@@ -290,6 +301,22 @@ def _write_steps(
         steps.append(Step("backup", f"{dst} -> {prev}", lambda: os.replace(dst, prev)))
     steps.append(Step("write", f"{what} ({mode:04o})", lambda: _write(dst, data, mode)))
     return steps
+
+
+def _udev_steps(at: Callable[[str], Path], user: str, live: bool) -> list[Step]:
+    steps = _write_steps(UDEV_RULE_TEXT.format(user=user), at(UDEV_RULE), 0o644)
+    # The rule applies when the device node is made (boot); a live install re-applies it now.
+    cmd = ["udevadm", "trigger", "--sysname-match=cpu_dma_latency"]
+    if not live:
+        return [*steps, Step("skip", f"{shlex.join(cmd)} (--root is not /; applies at boot)")]
+    if shutil.which("udevadm") is None:
+        return [*steps, Step("skip", f"{shlex.join(cmd)} (udevadm not found; applies at boot)")]
+    reload = ["udevadm", "control", "--reload"]
+    return [
+        *steps,
+        Step("run", shlex.join(reload), lambda: _check_call(reload)),
+        Step("run", shlex.join(cmd), lambda: _check_call(cmd)),
+    ]
 
 
 def _systemctl_steps(root: Path, live: bool, *, enable: bool) -> list[Step]:

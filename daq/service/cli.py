@@ -107,7 +107,9 @@ def _rt_settings(args: argparse.Namespace, profile: Profile) -> rt.RtSettings | 
     priority = r.priority if args.rt_priority is None else args.rt_priority
     cpu = r.cpu if args.cpu is None else args.cpu
     lock = r.lock_memory and not args.no_mlock and not args.virtual_time
-    return rt.RtSettings(priority=priority, cpu=cpu, lock_memory=lock)
+    return rt.RtSettings(
+        priority=priority, cpu=cpu, lock_memory=lock, cpu_latency_us=r.cpu_latency_us
+    )
 
 
 def _configure_logging(verbosity: int) -> ModuleType | None:

@@ -81,6 +81,8 @@ def test_real_install_into_a_root_produces_the_tree_the_dry_run_announced(
         "etc/systemd/system/rig-daq.service": "f0o644",
         "etc/systemd/system/rig-estimator.service": "f0o644",
         "etc/systemd/system/rig.target": "f0o644",
+        "etc/udev/rules.d": "d0o755",
+        "etc/udev/rules.d/60-rig-cpu-latency.rules": "f0o644",
     }
     if (ROOT / "docs/operations.md").exists():
         expected["opt/rig/share/doc/operations.md"] = "f0o644"
@@ -99,7 +101,10 @@ def test_real_install_into_a_root_produces_the_tree_the_dry_run_announced(
         "opt",
         "opt/rig/share",
         "etc/systemd/system/multi-user.target.wants",
+        "etc/udev",
     }, leftovers
+    rule = (root / "etc/udev/rules.d/60-rig-cpu-latency.rules").read_text()
+    assert 'KERNEL=="cpu_dma_latency", GROUP="rig", MODE="0660"' in rule
     assert (root / "etc/rig/profile.toml").read_bytes() == PROFILE.read_bytes()
     for unit in cmd_install.UNIT_NAMES:
         assert (root / "etc/systemd/system" / unit).read_text() == (
@@ -116,9 +121,9 @@ def test_reinstall_is_idempotent_and_keeps_the_previous_profile(
     assert rigctl("install", "--profile", PROFILE, "--root", root, "--no-enable") == 0
     again = capsys.readouterr().out.splitlines()
     assert not any(line.startswith(("write", "mkdir", "backup")) for line in again), again
-    # The profile, the three units and the manual.
+    # The profile, the three units, the udev rule and the manual.
     docs = int((ROOT / "docs/operations.md").exists())
-    assert sum(line.startswith("unchanged") for line in again) == 4 + docs
+    assert sum(line.startswith("unchanged") for line in again) == 5 + docs
 
     other = ROOT / "hw_profiles/sim-1dof.toml"
     assert rigctl("install", "--profile", other, "--root", root, "--no-enable") == 0

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -106,3 +109,40 @@ def test_rt_setup_in_a_thread_applies_affinity() -> None:
     th.join()
     assert out["affinity"] == {cpu}
     assert os.sched_getaffinity(0) != {cpu} or len(os.sched_getaffinity(0)) == 1  # thread only
+
+
+def test_cpu_latency_request_is_written_and_held(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The PM QoS request: a 32-bit µs value written to the device, the descriptor kept open
+    (closing it would drop the request); a second apply rewrites the same descriptor."""
+    device = tmp_path / "cpu_dma_latency"
+    device.write_bytes(b"")
+    monkeypatch.setattr(rt, "CPU_LATENCY_DEVICE", str(device))
+    monkeypatch.setattr(rt, "_latency_fd", None)
+    report = rt.apply(rt.RtSettings(cpu_latency_us=0))
+    try:
+        assert "cpu latency 0 µs" in report.applied and not report.failed
+        fd = rt._latency_fd
+        assert fd is not None and os.fstat(fd).st_ino == device.stat().st_ino
+        assert device.read_bytes() == (0).to_bytes(4, sys.byteorder)
+        rt.apply(rt.RtSettings(cpu_latency_us=5))
+        assert rt._latency_fd == fd
+        assert device.read_bytes()[-4:] == (5).to_bytes(4, sys.byteorder)
+    finally:
+        if rt._latency_fd is not None:
+            os.close(rt._latency_fd)
+
+
+def test_cpu_latency_request_refused_is_a_warning_naming_the_device(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    missing = tmp_path / "no" / "cpu_dma_latency"
+    monkeypatch.setattr(rt, "CPU_LATENCY_DEVICE", str(missing))
+    monkeypatch.setattr(rt, "_latency_fd", None)
+    with caplog.at_level(logging.WARNING, logger="daq.loop.realtime"):
+        report = rt.apply(rt.RtSettings(cpu_latency_us=0))
+    assert report.failed and str(missing) in report.failed[0]
+    assert any(str(missing) in r.getMessage() for r in caplog.records)
+    # -1 leaves the kernel's default alone: nothing is opened.
+    assert rt.apply(rt.RtSettings(cpu_latency_us=-1)).failed == []
