@@ -40,6 +40,11 @@ class Backend(ABC):
     def start(self) -> None:  # noqa: B027 - optional hook, most backends need nothing here
         """Begin acquisition with outputs at null."""
 
+    def warm_up(self) -> None:  # noqa: B027 - optional hook
+        """Once after `start()`, before the first timed cycle: load or compile whatever the
+        first cycle's reads and writes would (numba dispatch, lazy driver tables), without
+        moving the plant or the outputs."""
+
     def wait_next_cycle(self) -> int:
         """Block until the next hardware sample clock; return the clocks missed since the last."""
         raise NotImplementedError(f"{type(self).__name__} is not paced by hardware")

@@ -109,6 +109,10 @@ class CompositeBackend(Backend):
         for p in self.parts:
             p.backend.start()
 
+    def warm_up(self) -> None:
+        for p in self.parts:
+            p.backend.warm_up()
+
     def wait_next_cycle(self) -> int:
         if self._pacer is None:
             raise NotImplementedError("no device of this composite backend is paced by hardware")

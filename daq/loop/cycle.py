@@ -236,6 +236,7 @@ class Loop(LoopCommands):
         scratch = np.zeros(self.backend.n_inputs)
         self.backend.read(0.0, scratch)
         self.backend.write_null()
+        self.backend.warm_up()
 
     @staticmethod
     def collect_garbage() -> None:

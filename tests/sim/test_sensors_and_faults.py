@@ -115,3 +115,27 @@ def test_real_time_read_catches_the_plant_up_with_the_clock() -> None:
     real.read(0.05, raw)  # 50 periods later, one call
     np.testing.assert_array_equal(real.true_state(), virtual.true_state())
     assert real.true_state()[0] > PROFILE.home_rad()[0] + np.radians(0.2)  # it did move
+
+
+def test_warm_up_moves_neither_the_plant_nor_the_readings() -> None:
+    """The loop warms the backend up before its first timed cycle (the plant step's numba code
+    loads at its first call); that must not advance the plant or consume noise."""
+    warmed, cold = SimBackend.from_profile(PROFILE), SimBackend.from_profile(PROFILE)
+    for b in (warmed, cold):
+        b.open()
+        b.write(0.0, np.full(b.n_outputs, 1.5))  # a live command: the scratch step uses it
+    before = warmed.true_state()
+    warmed.warm_up()
+    assert np.array_equal(warmed.true_state(), before)
+    assert np.array_equal(_read_many(warmed, 50), _read_many(cold, 50))
+
+
+def test_the_loop_warms_its_backend_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    from daq.loop import Loop
+
+    b = SimBackend.from_profile(PROFILE)
+    b.open()
+    calls: list[str] = []
+    monkeypatch.setattr(b, "warm_up", lambda: calls.append("warm_up"))
+    Loop(PROFILE, b, virtual_time=True).warm_up()
+    assert calls == ["warm_up"]
