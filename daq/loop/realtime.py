@@ -133,3 +133,26 @@ def apply(settings: RtSettings) -> RtReport:
     elif report.applied:
         log.info("real-time setup: %s", ", ".join(report.applied))
     return report
+
+
+def keep_off_cpu(cpu: int) -> set[int] | None:
+    """Confine the calling thread — and every thread it starts later — to the CPUs it may use
+    other than `cpu` (the loop process's): the service process calls it before it starts any
+    thread, so its command decoding, telemetry and recording stay off the loop's CPU, as the
+    systemd unit's `CPUAffinity=0` does. Interrupting a SCHED_FIFO task is cheap, but a task
+    inside a system call on its CPU delays its wake-up and evicts its caches:
+    `bench/loop_under_attack.py` measures both ways. Returns the new set, or None when `cpu`
+    is not in the current set or nothing else would be left."""
+    try:
+        allowed = os.sched_getaffinity(0)
+    except OSError:
+        return None
+    rest = allowed - {cpu}
+    if cpu not in allowed or not rest:
+        return None
+    try:
+        os.sched_setaffinity(0, rest)
+    except OSError as exc:
+        log.warning("could not keep the service off the loop's CPU %d: %s", cpu, exc.strerror)
+        return None
+    return rest

@@ -142,6 +142,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError, ImportError) as exc:
         log.error("--params %s: %s", args.params, exc)
         return 2
+    rt_settings = _rt_settings(args, profile)
+    if rt_settings is not None and rt_settings.cpu >= 0 and not args.loop_thread:
+        # Before any thread exists (zmq's I/O threads, the recorder): they inherit it.
+        cpus = rt.keep_off_cpu(rt_settings.cpu)
+        if cpus is not None:
+            log.info("service on CPU %s, the loop on CPU %d", sorted(cpus), rt_settings.cpu)
     try:
         backend = None
         if args.loop_thread:  # otherwise the loop process makes it (and checks virtual time)
@@ -155,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             profile_text=profile_text,
             virtual_time=args.virtual_time,
             run_dir=args.run_dir,
-            rt_settings=_rt_settings(args, profile),
+            rt_settings=rt_settings,
             spin_us=profile.realtime.spin_us if args.spin_us is None else args.spin_us,
             network=not args.no_network,
             telemetry_endpoint=args.telemetry,

@@ -146,3 +146,30 @@ def test_cpu_latency_request_refused_is_a_warning_naming_the_device(
     assert any(str(missing) in r.getMessage() for r in caplog.records)
     # -1 leaves the kernel's default alone: nothing is opened.
     assert rt.apply(rt.RtSettings(cpu_latency_us=-1)).failed == []
+
+
+def test_keep_off_cpu_confines_the_thread_and_what_it_starts() -> None:
+    """The service process keeps its threads off the loop's CPU (threads inherit the mask)."""
+    allowed = sorted(os.sched_getaffinity(0))
+    out: dict[str, Any] = {}
+
+    def child() -> None:
+        out["child"] = os.sched_getaffinity(0)
+
+    def body() -> None:
+        out["missing"] = rt.keep_off_cpu(max(allowed) + 1)  # not ours: nothing to leave
+        out["result"] = rt.keep_off_cpu(allowed[0])
+        th = threading.Thread(target=child)
+        th.start()
+        th.join()
+        out["self"] = os.sched_getaffinity(0)
+
+    th = threading.Thread(target=body)
+    th.start()
+    th.join()
+    assert out["missing"] is None
+    if len(allowed) == 1:  # nothing else to run on: left as it was
+        assert out["result"] is None and out["self"] == set(allowed)
+    else:
+        assert out["result"] == set(allowed[1:]) == out["self"] == out["child"]
+    assert sorted(os.sched_getaffinity(0)) == allowed  # only that thread was confined
