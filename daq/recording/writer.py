@@ -227,6 +227,13 @@ class Recorder:
             {"kind": kind, "wall": time.time(), "seq": self.ring.published, **payload}
         )
 
+    @property
+    def position(self) -> int | None:
+        """The next ring row the recorder will write while recording, else None (virtual time:
+        the loop waits for it rather than lap it)."""
+        cursor = self._cursor
+        return None if cursor is None or not self.stats.active else int(cursor.position)
+
     def stop(self) -> RecorderStats:
         """Record every row published so far, write the trailer, close; idempotent."""
         thread = self._thread

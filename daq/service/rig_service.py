@@ -266,11 +266,7 @@ class Service:
     def _recorder_position(self) -> int | None:
         """The next row the recorder will write, if it is recording (virtual time: the loop
         process waits for it rather than lap it)."""
-        rec = self.recorder
-        if rec is None or not rec.stats.active:
-            return None
-        cursor = getattr(rec, "_cursor", None)
-        return None if cursor is None else int(cursor.position)
+        return None if self.recorder is None else self.recorder.position
 
     def _loop_crashed(self, text: str) -> None:
         if self.notifier is not None:
