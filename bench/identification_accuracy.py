@@ -20,7 +20,7 @@ Cases (issue 13, "Must show"; default `nominal`):
             within ±3σ for ≥ 90 % of parameter-runs (batch), FIT ≥ 95 % (displacements and
             pressures), the reference Sakai model on the same recording flagged (a warning).
             Truth of the family's new terms from the simulator's plant at its reference oil
-            temperature (Fc±, V0/b, C_int, Q0± = Cf⁺⁺·b₀ / Cf⁻⁻·b₀); Fv± have none (the
+            temperature (Fc±, V0/b, C_int, Q0ₑ = Cfₑ·b₀ per metering edge); Fv± have none (the
             simulator's joint Fv + piston f_v± r(q)² is not a constant). Residual σ per equation
             of both models on the same data is the model-selection evidence.
 Seeds apply to every case but `nomotion` (run once).
@@ -375,6 +375,7 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
     from daq.profile.plant import known_params, sim_plant
     from estimator.batch import identify_run
     from estimator.models import load_models, reference_models
+    from estimator.models_lin import EDGES
 
     prof = load_profile(profile)
     known = known_params(prof)
@@ -392,8 +393,7 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
                 f"V0+/b{i}": v0c / b,
                 f"V0-/b{i}": v0r / b,
                 f"Cint{i}": j.leak_internal,
-                f"Q0+{i}": cf[0] * j.null_bias,
-                f"Q0-{i}": cf[3] * j.null_bias,
+                **{f"Q0{e}{i}": g * j.null_bias for e, g in zip(EDGES, cf, strict=True)},
             }
         )
     run = load_run(result["identification_run"], prof)

@@ -35,7 +35,8 @@ blocks at every jump in `t` or `seq`; each block is filtered on its own (`estima
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 from scipy.signal import butter, decimate, sosfiltfilt
@@ -54,6 +55,7 @@ from estimator.refine import choose, iv_solve, predicted_rates, rate_channels
 from estimator.refine import refine as refine_fit
 from estimator.repeats import PeriodicResult, find_repeats, periodic_fit
 from estimator.rls import sigma_pct
+from estimator.shape_search import choose as choose_shape
 
 
 @dataclass
@@ -99,6 +101,8 @@ class ModelFit:
     sigma_pct_iv: np.ndarray | None = None
     #: Lin's link-by-link estimate of the same data (estimator.linkwise), when asked for.
     linkwise: LinkwiseFit | None = None
+    #: The model's shape constant as the batch chose it (LinearModel.shape), if it has one.
+    shape_value: float | None = None
 
 
 @dataclass
@@ -645,6 +649,13 @@ def identify_run(
         trim = int((4.0 / fc if trim_s is None else trim_s) * fs)
         blks = [b for b in all_blocks if b.stop - b.start > 2 * trim + 30 * nd]
         not_excited = [nm for j, _ in still for nm in joint_parameters(mdl.names, j, nj)]
+        shape_value = None
+        if mdl.shape is not None and blks:
+            mdl, shape_value, note = _choose_shape(
+                mdl, raw, blks, fs=fs, nj=nj, cutoff_hz=fc, nd=nd, trim=trim, rank_tol=rank_tol,
+                still=not_excited,
+            )  # fmt: skip
+            notes.append(note)
         got = fit_blocks(
             mdl,
             raw,
@@ -667,6 +678,7 @@ def identify_run(
             used.append((fc, nd))
             continue
         fit, notes_m = got
+        fit.shape_value = shape_value
         notes += notes_m
         fit.warnings += _fit_warnings(fit, still, nj)
         fits.append(fit)
@@ -693,6 +705,26 @@ def identify_run(
         notes=notes,
         periodic=periodic,
     )
+
+
+def _choose_shape(
+    mdl: LinearModel, raw: np.ndarray, blks: Sequence[slice], **kw: Any
+) -> tuple[LinearModel, float, str]:
+    """The model with the shape constant the data support best (estimator.shape_search): each
+    candidate is a plain WLS fit of the same rows (no refinement, no jackknife)."""
+    shape = mdl.shape
+    assert shape is not None
+
+    def cost(value: float) -> float:
+        got = fit_blocks(shape.make(value), raw, blks, jackknife_groups=0, refine=False, **kw)
+        return float("nan") if got is None else got[0].residual_var
+
+    choice = choose_shape(shape, cost)
+    made = replace(shape.make(choice.value), truth=mdl.truth, prior=mdl.prior)
+    note = choice.note(mdl.name, shape)
+    if choice.at_edge:
+        note += "; at the end of the searched range, so the data may want a value beyond it"
+    return made, choice.value, note
 
 
 def fit_blocks(

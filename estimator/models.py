@@ -36,6 +36,7 @@ import numpy as np
 from controller.plant.dynamics import cylinder
 from controller.plant.params import PlantParams
 from controller.plant.regressors import fluid_regressor, mechanical_output, mechanical_regressor
+from estimator.shape_search import ShapeSearch
 
 #: Signal names a `Sample` carries; `d`/`dd` prefixes are first/second time derivatives.
 SIGNALS = ("q", "s", "p_cap", "p_rod", "u")
@@ -94,6 +95,9 @@ class LinearModel:
     #: "M" → "M1"), so validation can simulate the estimate with the shared physics like the
     #: reference model's. None: the names are the reference ones, or the model has its own.
     plant_names: tuple[str, ...] | None = field(default=None, compare=False)
+    #: A shape constant the model is linear only once it is fixed (e.g. the Coulomb band of
+    #: estimator.models_lin), which the batch chooses from the data (estimator.shape_search).
+    shape: ShapeSearch | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         for attr in ("truth", "prior"):

@@ -21,18 +21,23 @@ reference model's Fv). Zero-velocity region: σ(ṡ) = tanh(ṡ / v_ε) is a smo
 equations are stacked per sample (both joints' rows at once), so a slow joint cannot drop
 only its own row; an all-zero row would count as a perfectly explained equation and shrink the
 noise estimate. The price: stiction/Stribeck (a bump above Fc below ~2 v_s) is not in the
-model and shows as residual near reversals.
+model and shows as residual near reversals. The width matters: the batch chooses v_ε from the
+data (`LinearModel.shape`, estimator.shape_search: least residual over `BAND_RANGE_M_S`); the
+online estimator runs `SMOOTH_SIGN_M_S`.
 
 Fluid (DESIGN §2.2 with V0 unknown; Sakai's shared 1/b kept), per joint i, cap and rod rows:
 
-    −ṗ⁺ (L/2 + s) A⁺ · (1/b) − ṗ⁺ · (V0⁺/b) + Σ h u Cf − (p⁺ − p⁻) C_int + (h⁺⁺ + h⁺⁻) Q0⁺ = A⁺ ṡ
-    −ṗ⁻ (L/2 − s) A⁻ · (1/b) − ṗ⁻ · (V0⁻/b) − Σ h u Cf + (p⁺ − p⁻) C_int − (h⁻⁺ + h⁻⁻) Q0⁻ = −A⁻ ṡ
+    −ṗ⁺ (L/2 + s) A⁺ · (1/b) − ṗ⁺ · (V0⁺/b) + Σ h u Cf − (p⁺ − p⁻) C_int + Σ h Q0 = A⁺ ṡ
+    −ṗ⁻ (L/2 − s) A⁻ · (1/b) − ṗ⁻ · (V0⁻/b) − Σ h u Cf + (p⁺ − p⁻) C_int − Σ h Q0 = −A⁻ ṡ
 
 so the swept-volume column (ṗ·(L/2 ± s)A, known geometry) carries 1/b and the ṗ column the
 dead volume over b, V0/b, per chamber: V0 = (V0/b)/(1/b). C_int is the laminar piston leakage
-(cap → rod, m³/(s·Pa)). Q0± is the valve null offset: metering edges that see u + b₀ pass
-Cf h (u + b₀) = Cf h u + (Cf b₀) h, so Q0± ≈ Cf± b₀ (m³/(s·√Pa)), one per chamber (the open
-edge's h is the column; only one edge of each chamber is open at a time). Not in the model:
+(cap → rod, m³/(s·Pa)). Q0 is the valve null offset: a metering edge that sees u + b₀ passes
+Cf h (u + b₀) = Cf h u + (Cf b₀) h, so each edge has its own Q0 = Cf b₀ (m³/(s·√Pa)), the
+column being that edge's h while it is open (Q0⁺⁺, Q0⁺⁻, Q0⁻⁺, Q0⁻⁻ like the gains). One
+coefficient per chamber instead is exact only when the chamber's two edges have equal gains;
+on the realistic simulator (joint 2's cap edges 17 % apart) it printed Cf⁺⁻₂ 4 % off at
+σ 0.3 % and Q0 12 % off with the plant inside the family. Not in the model:
 underlap and null leakage (flow at u ≈ 0 through all four edges), external leakage, entrained
 air (b falls with pressure) and temperature.
 """
@@ -45,11 +50,15 @@ from controller.plant.dynamics import cylinder, joint_from_piston
 from controller.plant.params import JointEffects, PlantEffects, PlantParams
 from controller.plant.regressors import fluid_regressor, mechanical_output, mechanical_regressor
 from estimator.models import LinearModel, Sample, fluid_model, mechanical_model
+from estimator.shape_search import ShapeSearch
 
 #: v_ε of the smooth sign in the Coulomb columns (m/s of piston velocity). Lin's rig and the
 #: simulator's Stribeck velocity (10 mm/s) put the bump below ~20 mm/s; 5 mm/s keeps the
 #: transition narrow against the ~50–100 mm/s the standard experiment reaches.
 SMOOTH_SIGN_M_S = 5.0e-3
+#: Where the batch looks for the band the data support (estimator.shape_search): from well
+#: below the velocity estimate's noise to the bump of a slow Stribeck curve.
+BAND_RANGE_M_S = (2.0e-4, 2.0e-2)
 
 
 def lin_mech_names(n: int) -> list[str]:
@@ -92,29 +101,39 @@ def lin_mech_regressor(
     return out
 
 
+#: The four metering edges, in the reference regressor's column order: P→cap, cap→T, P→rod,
+#: rod→T (controller.plant.regressors).
+EDGES = ("++", "+-", "-+", "--")
+#: Fluid parameters per joint: 4 gains, V0⁺/b, V0⁻/b, C_int, 4 null offsets.
+FLUID_PER_JOINT = 11
+
+
 def lin_fluid_names(n: int) -> list[str]:
     names = ["1/b"]
     for i in range(1, n + 1):
-        names += [f"Cf++{i}", f"Cf+-{i}", f"Cf-+{i}", f"Cf--{i}"]
-        names += [f"V0+/b{i}", f"V0-/b{i}", f"Cint{i}", f"Q0+{i}", f"Q0-{i}"]
+        names += [f"Cf{e}{i}" for e in EDGES]
+        names += [f"V0+/b{i}", f"V0-/b{i}", f"Cint{i}"]
+        names += [f"Q0{e}{i}" for e in EDGES]
     return names
 
 
 def lin_fluid_regressor(params: PlantParams, x: Sample) -> tuple[np.ndarray, np.ndarray]:
-    """Φ (N, 2n, 1 + 9n) and y (N, 2n) of the fluid model (module doc), order
+    """Φ (N, 2n, 1 + 11n) and y (N, 2n) of the fluid model (module doc), order
     `lin_fluid_names`; rows [cap₁, rod₁, cap₂, rod₂].
 
     The valve columns are the reference regressor's (controller.plant.regressors), so the
-    orifice law is written once; evaluated again with u → sign(u) it gives the open edges'
-    ±h alone, the null-offset columns."""
+    orifice law is written once. Each column is linear in u, u·g(p, sign u), so the same
+    columns evaluated with u → sign(u) and multiplied by sign(u) are g alone: the open edge's
+    ±h, the null-offset columns (coefficient Cf·b₀ exactly, edge by edge)."""
     n = params.n
     args = (x.p_cap, x.p_rod, x.pd_cap, x.pd_rod)
     ref, y = fluid_regressor(params, x.s, x.sd, x.u, *args)
-    edge, _ = fluid_regressor(params, x.s, x.sd, np.sign(x.u), *args)
-    phi = np.zeros((x.n, 2 * n, 1 + 9 * n))
+    sgn = np.sign(x.u)
+    edge, _ = fluid_regressor(params, x.s, x.sd, sgn, *args)
+    phi = np.zeros((x.n, 2 * n, 1 + FLUID_PER_JOINT * n))
     for i in range(n):
         half = 0.5 * params.stroke[i]
-        rc, rr, c, cr = 2 * i, 2 * i + 1, 1 + 9 * i, 1 + 4 * i
+        rc, rr, c, cr = 2 * i, 2 * i + 1, 1 + FLUID_PER_JOINT * i, 1 + 4 * i
         dp = x.p_cap[:, i] - x.p_rod[:, i]
         phi[:, rc, 0] = -x.pd_cap[:, i] * (half + x.s[:, i]) * params.area_cap[i]
         phi[:, rr, 0] = -x.pd_rod[:, i] * (half - x.s[:, i]) * params.area_rod[i]
@@ -123,10 +142,8 @@ def lin_fluid_regressor(params: PlantParams, x: Sample) -> tuple[np.ndarray, np.
         phi[:, rr, c + 5] = -x.pd_rod[:, i]
         phi[:, rc, c + 6] = -dp
         phi[:, rr, c + 6] = dp
-        # sign(u)·h of the open edge: +h on the cap row's P→cap / cap→T columns when u > 0 /
-        # u < 0 respectively, so |·| is the open edge's h (rod row: −h, same argument).
-        phi[:, rc, c + 7] = np.abs(edge[:, rc, cr] + edge[:, rc, cr + 1])
-        phi[:, rr, c + 8] = -np.abs(edge[:, rr, cr + 2] + edge[:, rr, cr + 3])
+        s_i = sgn[:, i, None]
+        phi[:, :, c + 7 : c + 11] = edge[:, :, cr : cr + 4] * s_i[:, :, None]
     return phi, y
 
 
@@ -155,6 +172,15 @@ def lin_mechanical_model(
         cutoff_hz=ref.cutoff_hz,
         taps=ref.taps,
         truth=truth,
+        shape=ShapeSearch(
+            label="Coulomb zero-velocity band v_ε",
+            unit="mm/s",
+            display_scale=1e3,
+            value=smooth_m_s,
+            lo=BAND_RANGE_M_S[0],
+            hi=BAND_RANGE_M_S[1],
+            make=lambda v: lin_mechanical_model(params, v, truth),
+        ),
     )
 
 
@@ -165,7 +191,7 @@ def lin_fluid_model(params: PlantParams, truth: np.ndarray | None = None) -> Lin
     def regressor(x: Sample) -> tuple[np.ndarray, np.ndarray]:
         return lin_fluid_regressor(params, x)
 
-    per_joint = [1.0e-6] * 4 + [1.0e-13, 1.0e-13, 1.0e-12, 1.0e-9, 1.0e-9]
+    per_joint = [1.0e-6] * 4 + [1.0e-13, 1.0e-13, 1.0e-12] + [1.0e-9] * 4
     return LinearModel(
         name="fluid_lin",
         names=tuple(lin_fluid_names(n)),
@@ -187,7 +213,10 @@ def lin_models(params: PlantParams) -> list[LinearModel]:
 
 
 def lin_plant(
-    known: PlantParams, names: list[str], theta: np.ndarray
+    known: PlantParams,
+    names: list[str],
+    theta: np.ndarray,
+    band_m_s: float = SMOOTH_SIGN_M_S,
 ) -> tuple[PlantParams, PlantEffects] | None:
     """The shared physics (controller.plant, with its effects) that this family's estimate
     describes, for validation by simulation; None if `names` are not this family's.
@@ -195,9 +224,11 @@ def lin_plant(
     Exact for M, R12, W, 1/b, Cf, Fc±, C_int, V0 = (V0/b)·b. Approximate where the simulator's
     terms differ in form: the joint viscous Fv± become a symmetric joint Fv = min(Fv⁺, Fv⁻)
     plus a piston term f_v = (Fv± − Fv)/r² with r at mid-stroke (the simulator's f_v± act at
-    the piston, ∝ r(q)²); the two null-offset coefficients give one null bias b₀, the mean of
-    Q0⁺/Cf⁺⁺ and Q0⁻/Cf⁻⁻. Estimates outside the physics (a negative force, leakage or
-    volume) are clipped to its range, so a poor estimate validates poorly rather than failing."""
+    the piston, ∝ r(q)²); the four null-offset coefficients give one null bias b₀, the mean of
+    Q0ₑ/Cfₑ over the edges; the Coulomb terms' band is the one the estimate was made with
+    (`band_m_s`: the batch's choice, estimator.shape_search). Estimates outside the physics
+    (a negative force, leakage or volume) are clipped to its range, so a poor estimate
+    validates poorly rather than failing."""
     n = known.n
     mech, fluid = lin_mech_names(n), lin_fluid_names(n)
     if not all(nm in names for nm in mech + fluid):
@@ -214,14 +245,14 @@ def lin_plant(
     for i in range(1, n + 1):
         r2 = float(r_mid[0, i - 1]) ** 2
         fc_p, fc_m = max(th[f"Fc+{i}"], 0.0), max(th[f"Fc-{i}"], 0.0)
-        b0 = 0.5 * (th[f"Q0+{i}"] / th[f"Cf++{i}"] + th[f"Q0-{i}"] / th[f"Cf--{i}"])
+        b0 = float(np.mean([th[f"Q0{e}{i}"] / th[f"Cf{e}{i}"] for e in EDGES]))
         joints.append(
             JointEffects(
                 coulomb_pos=fc_p,
                 coulomb_neg=fc_m,
                 stiction_pos=fc_p,
                 stiction_neg=fc_m,
-                smoothing_velocity=SMOOTH_SIGN_M_S,
+                smoothing_velocity=band_m_s,
                 viscous_pos=max(th[f"Fv+{i}"] - fv[i - 1], 0.0) / r2,
                 viscous_neg=max(th[f"Fv-{i}"] - fv[i - 1], 0.0) / r2,
                 leak_internal=max(th[f"Cint{i}"], 0.0),

@@ -159,15 +159,23 @@ Plant = tuple[PlantParams, PlantEffects | None]
 
 
 def identified_params(
-    known: PlantParams, names: Sequence[str], theta: np.ndarray
+    known: PlantParams,
+    names: Sequence[str],
+    theta: np.ndarray,
+    band_m_s: float | None = None,
 ) -> tuple[Plant | None, str | None]:
     """`known` with the identified values substituted by name — the reference models, or the
-    real-rig family (estimator.models_lin.lin_plant, with its effects); (None, why) for any
-    other model, whose parameters cannot drive the shared physics."""
+    real-rig family (estimator.models_lin.lin_plant, with its effects; `band_m_s` the Coulomb
+    band the estimate was made with, None = the family's own); (None, why) for any other
+    model, whose parameters cannot drive the shared physics."""
     names = list(names)
     if not np.all(np.isfinite(theta)):
         return None, "the estimate has non-finite values"
-    lin = lin_plant(known, names, theta)
+    lin = (
+        lin_plant(known, names, theta)
+        if band_m_s is None
+        else lin_plant(known, names, theta, band_m_s)
+    )
     if lin is not None:
         return lin, None
     mech, fluid = known.mech_names(), known.fluid_names()

@@ -157,12 +157,13 @@ def build_report(
         truth = batch.truth if ident.is_simulated else None
         data = ReportData(ident, valid, validate is not None, batch, online, conv, truth, {}, notes)
         sets: dict[str, Any] = {}
-        for label, names, theta in (
-            ("batch", batch.names, batch.theta),
-            ("online", online.names, online.theta),
+        band = next((f.shape_value for f in batch.fits if f.shape_value is not None), None)
+        for label, names, theta, shape in (
+            ("batch", batch.names, batch.theta, band),
+            ("online", online.names, online.theta, None),
         ):
             plant_names = [batch.plant_names.get(n, n) for n in names]
-            params, why = identified_params(ident.params, plant_names, theta)
+            params, why = identified_params(ident.params, plant_names, theta, shape)
             if params is None:
                 notes.append(f"{label} parameters: {why}")
             else:

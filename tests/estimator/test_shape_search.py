@@ -1,0 +1,78 @@
+"""The batch's choice of a model's shape constant (estimator.shape_search): the Coulomb band of
+the real-rig family is recovered from data made with a known one."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from controller.plant.params import PlantEffects
+from estimator.models import LinearModel, evaluate
+from estimator.models_lin import BAND_RANGE_M_S, SMOOTH_SIGN_M_S, lin_models
+from estimator.shape_search import ShapeSearch, choose
+from tests.estimator.test_models_lin import _plant, _sample, _states
+
+
+def _shape(value: float = 5e-3) -> ShapeSearch:
+    def never(_v: float) -> LinearModel:
+        raise AssertionError("choose() only evaluates the cost")
+
+    return ShapeSearch("width", "mm/s", 1e3, value, 2e-4, 2e-2, make=never)
+
+
+@pytest.mark.parametrize("true", [3.1e-4, 1.0e-3, 7.3e-3])
+def test_choose_finds_the_minimum_of_a_smooth_cost(true: float) -> None:
+    got = choose(_shape(), lambda v: 1.0 + (math.log(v / true)) ** 2)
+    assert got.value == pytest.approx(true, rel=0.03)
+    assert not got.at_edge
+    assert got.cost_own >= got.cost
+
+
+def test_a_minimum_beyond_the_range_is_reported_at_its_edge() -> None:
+    got = choose(_shape(), lambda v: 1.0 / v)  # wants an ever wider band
+    assert got.value == pytest.approx(2e-2) and got.at_edge
+    assert "chosen by the data" in got.note("m", _shape())
+
+
+def test_unusable_costs_keep_the_models_own_value() -> None:
+    got = choose(_shape(4e-3), lambda v: float("nan"))
+    assert got.value == 4e-3
+
+
+def test_a_shape_outside_its_range_is_refused() -> None:
+    with pytest.raises(ValueError, match="lo ≤ value ≤ hi"):
+        _shape(1.0)
+
+
+@pytest.mark.parametrize("band", [0.6e-3, 1.5e-3, 8e-3])
+def test_the_coulomb_band_of_the_plant_is_the_least_squares_choice(band: float) -> None:
+    """States from the simulator's equations with Coulomb friction smoothed over `band`: the
+    family's mechanical model explains them exactly only with that band, and the search finds
+    it (it is not the model's own 5 mm/s)."""
+    params, effects = _plant()
+    effects = PlantEffects(
+        joints=tuple(replace(j, smoothing_velocity=band) for j in effects.joints)
+    )
+    rng = np.random.default_rng(7)
+    # Slow pistons too: the band only shows where |ṡ| is comparable with it.
+    X = _states(params, rng, 600)
+    n = params.n
+    X[:, n : 2 * n] *= rng.choice([1.0, 0.01, 0.003], (X.shape[0], 1))
+    x = _sample(params, effects, X)
+    mech = lin_models(params)[0]
+    assert mech.shape is not None and mech.shape.value == SMOOTH_SIGN_M_S
+    assert (mech.shape.lo, mech.shape.hi) == BAND_RANGE_M_S
+
+    def cost(v: float) -> float:
+        Phi, y = evaluate(mech.shape.make(v), x)  # type: ignore[union-attr]
+        A, b = Phi.reshape(-1, Phi.shape[2]), y.reshape(-1)
+        theta, *_ = np.linalg.lstsq(A, b, rcond=None)
+        return float(np.mean((A @ theta - b) ** 2))
+
+    got = choose(mech.shape, cost)
+    assert got.value == pytest.approx(band, rel=0.05)
+    # The model's own 5 mm/s leaves far more residual (the search stops at ~2 % of the band).
+    assert got.cost < 0.01 * got.cost_own
