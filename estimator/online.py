@@ -36,6 +36,7 @@ from estimator.chain import N_SIGNALS, ModelChain
 from estimator.datause import DataUse, blocks, classify
 from estimator.models import LinearModel, load_models
 from estimator.rls import RlsConfig
+from estimator.shape_search import with_configured_shape
 
 log = logging.getLogger(__name__)
 
@@ -365,6 +366,7 @@ def random_walks(models: Sequence[LinearModel], cfg: Any) -> list[np.ndarray]:
 
 
 def _apply_cfg(model: LinearModel, cfg: Any) -> LinearModel:
+    model = with_configured_shape(model, cfg)
     if model.name == "mechanical":
         return model.with_conditioning(cfg.mech_cutoff_hz, cfg.mech_taps)
     if model.name == "fluid":

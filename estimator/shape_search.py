@@ -13,15 +13,16 @@ With the shape fixed the model is linear, so the least-squares residual variance
 of the shape is the concentrated (profile) likelihood under Gaussian equation errors; the batch
 takes its minimum: a log-spaced grid over the declared range, then a bounded scalar search
 between the best point's neighbours. The online estimator cannot search (one RLS per width
-would multiply its cost); it runs the model's own value, and the batch report says which
-width the data chose.
+would multiply its cost); it runs the model's own value or the profile's `[estimator]
+coulomb_band_m_s` (`with_configured_shape`), and the batch's note says which width the data
+chose, to put there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.optimize import minimize_scalar
@@ -98,3 +99,18 @@ def choose(shape: ShapeSearch, cost: Callable[[float], float]) -> ShapeChoice:
         if res.fun < best_cost:
             best, best_cost = float(10.0**res.x), float(res.fun)
     return ShapeChoice(best, best_cost, own, at_edge=k in (0, len(grid) - 1))
+
+
+def with_configured_shape(model: LinearModel, cfg: Any) -> LinearModel:
+    """`model` running the profile's `[estimator] coulomb_band_m_s` (the shape constant of a
+    model that has one; None or no section: the model's own)."""
+    value = getattr(cfg, "coulomb_band_m_s", None)
+    shape = model.shape
+    if value is None or shape is None or value == shape.value:
+        return model
+    if not shape.lo <= value <= shape.hi:
+        raise ValueError(
+            f"[estimator] coulomb_band_m_s = {value} is outside {model.name}'s range "
+            f"[{shape.lo}, {shape.hi}] m/s"
+        )
+    return replace(shape.make(value), truth=model.truth, prior=model.prior)

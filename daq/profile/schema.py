@@ -484,6 +484,10 @@ class Estimator(Strict):
     mech_taps: Annotated[int, Field(ge=3, le=2001)] | None = None
     fluid_cutoff_hz: Positive | None = None
     fluid_taps: Annotated[int, Field(ge=3, le=2001)] | None = None
+    #: The Coulomb band v_ε (m/s) the online estimator runs in a model that has one (the
+    #: real-rig family, estimator.models_lin; its range 0.2–20 mm/s); the batch chooses it
+    #: from the data and its note says which value to put here. None = the model's own.
+    coulomb_band_m_s: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
     #: Estimate messages per second on network.estimates.
     publish_hz: Annotated[float, Field(gt=0.0, le=100.0)] = 4.0
     #: Parameter file written on exit (and read as the prior on restart when `resume`).

@@ -22,6 +22,7 @@ from estimator.models import load_models
 from estimator.models_lin import lin_plant
 from estimator.online import Estimate, OnlineIdentifier
 from estimator.report.runs import ReportError, RunData, measured
+from estimator.shape_search import with_configured_shape
 from estimator.validation import ValidationResult, validate
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,8 @@ def batch_identify(
             profile_dir,
             prior_params=known_params(rd.profile),
         )
+        # The band the online estimator ran is the batch's "own" value (its note compares).
+        models = [with_configured_shape(m, cfg) for m in models]
     except ValueError as exc:
         raise ReportError(f"{rd.path.name}: {exc}") from None
     try:

@@ -76,3 +76,19 @@ def test_the_coulomb_band_of_the_plant_is_the_least_squares_choice(band: float) 
     assert got.value == pytest.approx(band, rel=0.05)
     # The model's own 5 mm/s leaves far more residual (the search stops at ~2 % of the band).
     assert got.cost < 0.01 * got.cost_own
+
+
+def test_the_profile_sets_the_band_the_online_estimator_runs() -> None:
+    from types import SimpleNamespace
+
+    from estimator.shape_search import with_configured_shape
+
+    params, _ = _plant()
+    mech, fluid = lin_models(params)
+    got = with_configured_shape(mech, SimpleNamespace(coulomb_band_m_s=1.2e-3))
+    assert got.shape is not None and got.shape.value == 1.2e-3 and got.name == mech.name
+    assert with_configured_shape(mech, SimpleNamespace(coulomb_band_m_s=None)) is mech
+    assert with_configured_shape(mech, None) is mech
+    assert with_configured_shape(fluid, SimpleNamespace(coulomb_band_m_s=1e-3)) is fluid
+    with pytest.raises(ValueError, match="outside mechanical_lin's range"):
+        with_configured_shape(mech, SimpleNamespace(coulomb_band_m_s=0.5))
