@@ -56,6 +56,7 @@ from estimator.refine import refine as refine_fit
 from estimator.repeats import PeriodicResult, find_repeats, periodic_fit
 from estimator.rls import sigma_pct
 from estimator.shape_search import choose as choose_shape
+from estimator.shape_search import iterate as iterate_fixed_point
 
 
 @dataclass
@@ -656,6 +657,12 @@ def identify_run(
                 still=not_excited,
             )  # fmt: skip
             notes.append(note)
+        if mdl.fixed_point is not None and blks:
+            mdl, note = _settle_fixed_point(
+                mdl, raw, blks, fs=fs, nj=nj, cutoff_hz=fc, nd=nd, trim=trim, rank_tol=rank_tol,
+                still=not_excited,
+            )  # fmt: skip
+            notes.append(note)
         got = fit_blocks(
             mdl,
             raw,
@@ -705,6 +712,24 @@ def identify_run(
         notes=notes,
         periodic=periodic,
     )
+
+
+def _settle_fixed_point(
+    mdl: LinearModel, raw: np.ndarray, blks: Sequence[slice], **kw: Any
+) -> tuple[LinearModel, str]:
+    """The model rebuilt with the regressor constants its own estimate implies (plain WLS fits
+    until they settle; estimator.shape_search.iterate)."""
+    fp = mdl.fixed_point
+    assert fp is not None
+
+    def estimate(m: LinearModel) -> np.ndarray | None:
+        got = fit_blocks(m, raw, blks, jackknife_groups=0, refine=False, **kw)
+        return None if got is None else got[0].theta
+
+    value, fits, settled = iterate_fixed_point(fp, estimate)
+    made = replace(fp.make(value), truth=mdl.truth, prior=mdl.prior, shape=mdl.shape)
+    how = f"settled in {fits} fits" if settled else f"not settled after {fits} fits (last used)"
+    return made, f"{mdl.name}: {fp.label} = {fp.show(value)}, from its own estimate, {how}"
 
 
 def _choose_shape(

@@ -50,7 +50,7 @@ from controller.plant.dynamics import cylinder, joint_from_piston
 from controller.plant.params import JointEffects, PlantEffects, PlantParams
 from controller.plant.regressors import fluid_regressor, mechanical_output, mechanical_regressor
 from estimator.models import LinearModel, Sample, fluid_model, mechanical_model
-from estimator.shape_search import ShapeSearch
+from estimator.shape_search import FixedPoint, ShapeSearch
 
 #: v_ε of the smooth sign in the Coulomb columns (m/s of piston velocity). Lin's rig and the
 #: simulator's Stribeck velocity (10 mm/s) put the bump below ~20 mm/s; 5 mm/s keeps the
@@ -106,6 +106,10 @@ def lin_mech_regressor(
 EDGES = ("++", "+-", "-+", "--")
 #: Fluid parameters per joint: 4 gains, V0⁺/b, V0⁻/b, C_int, 4 null offsets.
 FLUID_PER_JOINT = 11
+#: The batch's null offsets b₀ (spool units) settle within this (~1 % of a typical b₀); they are
+#: clipped to ±NULL_OFFSET_MAX, 1/7 of the spool's travel, beyond any trimmed valve's bias.
+NULL_OFFSET_TOL = 5.0e-5
+NULL_OFFSET_MAX = 0.2
 
 
 def lin_fluid_names(n: int) -> list[str]:
@@ -117,7 +121,9 @@ def lin_fluid_names(n: int) -> list[str]:
     return names
 
 
-def lin_fluid_regressor(params: PlantParams, x: Sample) -> tuple[np.ndarray, np.ndarray]:
+def lin_fluid_regressor(
+    params: PlantParams, x: Sample, null_offset: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Φ (N, 2n, 1 + 11n) and y (N, 2n) of the fluid model (module doc), order
     `lin_fluid_names`; rows [cap₁, rod₁, cap₂, rod₂].
 
@@ -127,9 +133,11 @@ def lin_fluid_regressor(params: PlantParams, x: Sample) -> tuple[np.ndarray, np.
     ±h, the null-offset columns (coefficient Cf·b₀ exactly, edge by edge)."""
     n = params.n
     args = (x.p_cap, x.p_rod, x.pd_cap, x.pd_rod)
-    ref, y = fluid_regressor(params, x.s, x.sd, x.u, *args)
-    sgn = np.sign(x.u)
-    edge, _ = fluid_regressor(params, x.s, x.sd, sgn, *args)
+    # The open edge is the one u + b₀ opens (`null_offset` = b₀ per joint, spool units): in
+    # the band between 0 and −b₀ the other edge carries the flow.
+    w = x.u if null_offset is None else x.u + np.asarray(null_offset)[None, :]
+    sgn = np.sign(w)
+    edge, y = fluid_regressor(params, x.s, x.sd, sgn, *args)
     phi = np.zeros((x.n, 2 * n, 1 + FLUID_PER_JOINT * n))
     for i in range(n):
         half = 0.5 * params.stroke[i]
@@ -137,13 +145,14 @@ def lin_fluid_regressor(params: PlantParams, x: Sample) -> tuple[np.ndarray, np.
         dp = x.p_cap[:, i] - x.p_rod[:, i]
         phi[:, rc, 0] = -x.pd_cap[:, i] * (half + x.s[:, i]) * params.area_cap[i]
         phi[:, rr, 0] = -x.pd_rod[:, i] * (half - x.s[:, i]) * params.area_rod[i]
-        phi[:, :, c : c + 4] = ref[:, :, cr : cr + 4]
+        # g = the open edge's column per unit opening; Cf multiplies g·u, Q0 = Cf·b₀ g.
+        g = edge[:, :, cr : cr + 4] * sgn[:, i, None, None]
+        phi[:, :, c : c + 4] = g * x.u[:, i, None, None]
         phi[:, rc, c + 4] = -x.pd_cap[:, i]
         phi[:, rr, c + 5] = -x.pd_rod[:, i]
         phi[:, rc, c + 6] = -dp
         phi[:, rr, c + 6] = dp
-        s_i = sgn[:, i, None]
-        phi[:, :, c + 7 : c + 11] = edge[:, :, cr : cr + 4] * s_i[:, :, None]
+        phi[:, :, c + 7 : c + 11] = g
     return phi, y
 
 
@@ -184,17 +193,29 @@ def lin_mechanical_model(
     )
 
 
-def lin_fluid_model(params: PlantParams, truth: np.ndarray | None = None) -> LinearModel:
+def lin_fluid_model(
+    params: PlantParams,
+    truth: np.ndarray | None = None,
+    null_offset: np.ndarray | None = None,
+) -> LinearModel:
     ref = fluid_model(params)
     n = params.n
 
     def regressor(x: Sample) -> tuple[np.ndarray, np.ndarray]:
-        return lin_fluid_regressor(params, x)
+        return lin_fluid_regressor(params, x, null_offset)
 
     per_joint = [1.0e-6] * 4 + [1.0e-13, 1.0e-13, 1.0e-12] + [1.0e-9] * 4
+    names = lin_fluid_names(n)
+    offset = np.zeros(n) if null_offset is None else np.asarray(null_offset, dtype=float)
+
+    def implied_offsets(theta: np.ndarray) -> np.ndarray:
+        th = dict(zip(names, theta, strict=True))
+        b0 = [np.mean([th[f"Q0{e}{i}"] / th[f"Cf{e}{i}"] for e in EDGES]) for i in range(1, n + 1)]
+        return np.clip(np.nan_to_num(np.array(b0)), -NULL_OFFSET_MAX, NULL_OFFSET_MAX)
+
     return LinearModel(
         name="fluid_lin",
-        names=tuple(lin_fluid_names(n)),
+        names=tuple(names),
         n_outputs=2 * n,
         regressor=regressor,
         param_scale=np.array([1.0e-9] + per_joint * n),
@@ -203,6 +224,14 @@ def lin_fluid_model(params: PlantParams, truth: np.ndarray | None = None) -> Lin
         taps=ref.taps,
         valid=ref.valid,
         truth=truth,
+        fixed_point=FixedPoint(
+            label="valve null offsets b₀ (the open edge is the one u + b₀ opens)",
+            unit="spool",
+            value=offset,
+            tol=NULL_OFFSET_TOL,
+            update=implied_offsets,
+            make=lambda b0: lin_fluid_model(params, truth, b0),
+        ),
     )
 
 

@@ -1,4 +1,5 @@
-"""A model's one nonlinear constant, chosen by the data (profile likelihood).
+"""A model's nonlinear constants, chosen by the data: a shape by profile likelihood
+(`ShapeSearch`), constants the model's own estimate implies by fixed point (`FixedPoint`).
 
 Some models are linear in their parameters only once a shape is fixed: the width v_ε of the
 smooth sign in Lin's Coulomb columns (estimator.models_lin) is the example. The width is a
@@ -114,3 +115,42 @@ def with_configured_shape(model: LinearModel, cfg: Any) -> LinearModel:
             f"[{shape.lo}, {shape.hi}] m/s"
         )
     return replace(shape.make(value), truth=model.truth, prior=model.prior)
+
+
+@dataclass(frozen=True)
+class FixedPoint:
+    """Constants of a model's regressor that its own estimate gives (estimator.models_lin:
+    which metering edge is open depends on u + b₀, and b₀ = Q0/Cf is estimated): the batch
+    fits, computes them from the estimate, rebuilds the model and fits again until they
+    settle. Starting from `value` (the model as built, what the online estimator runs)."""
+
+    label: str  # "valve null offsets b₀"
+    unit: str
+    value: np.ndarray
+    tol: float  # settled when no constant moves more than this
+    update: Callable[[np.ndarray], np.ndarray]  # θ → the constants it implies
+    make: Callable[[np.ndarray], LinearModel]
+
+    def show(self, value: np.ndarray) -> str:
+        return "[" + ", ".join(f"{v:.3g}" for v in value) + f"] {self.unit}"
+
+
+#: Refits before a fixed point that has not settled is given up.
+MAX_FIXED_POINT_FITS = 6
+
+
+def iterate(
+    fp: FixedPoint, estimate: Callable[[LinearModel], np.ndarray | None]
+) -> tuple[np.ndarray, int, bool]:
+    """The constants where the model's estimate reproduces them: (value, fits, settled).
+    `estimate(model)` is θ of a plain fit (None: no fit)."""
+    value = np.asarray(fp.value, dtype=float)
+    for k in range(1, MAX_FIXED_POINT_FITS + 1):
+        theta = estimate(fp.make(value))
+        if theta is None or not np.all(np.isfinite(theta)):
+            return value, k, False
+        nxt = np.asarray(fp.update(theta), dtype=float)
+        if np.max(np.abs(nxt - value)) <= fp.tol:
+            return nxt, k, True
+        value = nxt
+    return value, MAX_FIXED_POINT_FITS, False

@@ -174,3 +174,23 @@ def test_validation_plant_reproduces_the_equations() -> None:
         derivative_fx(x, np.zeros(2), p2.pack(), e2.pack(p2), b)
         np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-9 * np.max(np.abs(a)))
     assert lin_plant(params, list(params.mech_names()) + params.fluid_names(), theta[:16]) is None
+
+
+def test_the_open_edge_follows_u_plus_the_null_offset() -> None:
+    """Inside the band between u = 0 and u = −b₀ the valve's other edge is open: with the
+    null offsets the model is exact there too, without them it is not; the batch finds them
+    from its own estimate (Q0/Cf) by fixed point."""
+    params, effects = _plant()
+    X = _states(params, np.random.default_rng(6), 300)
+    n = params.n
+    bias = np.array(BIAS)
+    X[:, 4 * n :] = -bias * np.random.default_rng(7).uniform(0.05, 0.95, (X.shape[0], n))
+    x = _sample(params, effects, X)
+    theta = _truth(params, effects)[1]
+    fluid = lin_models(params)[1]
+    assert fluid.fixed_point is not None
+    for model, exact in ((fluid, False), (fluid.fixed_point.make(bias), True)):
+        Phi, y = evaluate(model, x)
+        resid = np.max(np.abs(np.einsum("kmp,p->km", Phi, theta) - y) / model.output_scale)
+        assert (resid < 1e-6) == exact, resid
+    np.testing.assert_allclose(fluid.fixed_point.update(theta), bias, rtol=1e-12)

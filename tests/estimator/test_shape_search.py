@@ -92,3 +92,22 @@ def test_the_profile_sets_the_band_the_online_estimator_runs() -> None:
     assert with_configured_shape(fluid, SimpleNamespace(coulomb_band_m_s=1e-3)) is fluid
     with pytest.raises(ValueError, match="outside mechanical_lin's range"):
         with_configured_shape(mech, SimpleNamespace(coulomb_band_m_s=0.5))
+
+
+def test_a_fixed_point_iterates_until_its_constants_settle() -> None:
+    from estimator.shape_search import MAX_FIXED_POINT_FITS, FixedPoint, iterate
+
+    def point(tol: float) -> FixedPoint:
+        # The "model" is its constants; the estimate implies 0.5·(value + 2): converges to 2,
+        # the step halving each time (1, 0.5, 0.25, …).
+        return FixedPoint("c", "-", np.zeros(2), tol, update=lambda th: th, make=lambda v: v)  # type: ignore[arg-type, return-value]
+
+    def estimate(v: object) -> np.ndarray:
+        return 0.5 * (np.asarray(v) + 2.0)
+
+    value, fits, settled = iterate(point(0.1), estimate)
+    assert settled and fits == 5
+    np.testing.assert_allclose(value, 1.9375)
+    value, fits, settled = iterate(point(1e-9), estimate)
+    assert not settled and fits == MAX_FIXED_POINT_FITS
+    assert iterate(point(0.1), lambda v: None)[2] is False
