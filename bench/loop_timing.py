@@ -87,8 +87,26 @@ def cyclictest_summary(parts: list[tuple[np.ndarray, float] | str], cmd: str) ->
         "p99.9": percentile_from_histogram(hist, 99.9),
         "max": max(m for _, m in good),
         "over_period": int(hist[1000:].sum()),
+        # The cycles a 1 kHz loop that wakes as late as cyclictest did would have skipped
+        # (a wake-up d µs late passes floor(d / 1000) deadlines): the same-run reference for
+        # the service's `skipped_cycles` on a machine whose host takes the CPU away.
+        "skipped_equivalent": int((hist * (np.arange(hist.size) // 1000)).sum()),
         "command": cmd,
     }
+
+
+def cpu_steal_ms(cpu: int) -> float | None:
+    """Time the hypervisor took from `cpu` so far (/proc/stat `steal`, in ms), or None."""
+    try:
+        lines = Path("/proc/stat").read_text().splitlines()
+    except OSError:
+        return None
+    name = f"cpu{cpu}" if cpu >= 0 else "cpu"
+    for line in lines:
+        fields = line.split()
+        if fields and fields[0] == name and len(fields) > 8:
+            return int(fields[8]) * 1000.0 / os.sysconf("SC_CLK_TCK")
+    return None
 
 
 def _command(endpoint: str, cmd: str, alive: Any, timeout_s: float = 120.0) -> dict[str, Any]:
@@ -272,7 +290,12 @@ def main(argv: list[str] | None = None) -> int:
     spin = [] if args.spin_us is None else ["--spin-us", str(args.spin_us)]
     if args.loop_thread:
         spin.append("--loop-thread")
+    steal_before = cpu_steal_ms(cpu)
     real = run_service(args.profile, args.seconds, False, spin, arm=True)
+    steal_after = cpu_steal_ms(cpu)
+    steal = (
+        None if steal_before is None or steal_after is None else steal_after - steal_before
+    )
     t = real["timing"]
     print(f"service (real time): {t}  rt={real.get('rt')}", flush=True)
     after = run_cyclictest(half, prio, cpu)
@@ -316,6 +339,10 @@ def main(argv: list[str] | None = None) -> int:
         "compute_median_us": comp["p50"],
         "compute_median_ok": comp["p50"] <= 80.0,
         "no_skipped_cycle": t["skipped_cycles"] == 0,
+        # Context for a miss, same run: what the host took from the loop's CPU while the
+        # service ran, and what cyclictest (a loop doing nothing) would have skipped.
+        "host_steal_ms_on_loop_cpu": steal,
+        "cyclictest_skipped_equivalent": cyc.get("skipped_equivalent"),
         "compute_p99_us": comp["p99"],
         "compute_p99_ok": comp["p99"] <= 400.0,
         "virtual_speedup": speedup,

@@ -299,8 +299,8 @@ class Loop(LoopCommands):
             # Sleep to the deadline (minus the spin margin) and spin the rest. Python's
             # time.sleep is clock_nanosleep on CLOCK_MONOTONIC; with SCHED_FIFO and 1 ns timer
             # slack it wakes within the kernel's latency (10–30 µs here). Spinning the last
-            # `spin_us` hides that and the interpreter's wake-up cost for a few % of a CPU; the
-            # service spins 50 µs (daq/service/cli.py DEFAULT_SPIN_US; bench/loop_timing.py).
+            # `spin_us` hides that and the interpreter's wake-up cost for ~15 % of a CPU; the
+            # service spins 150 µs (daq/service/cli.py DEFAULT_SPIN_US; bench/loop_timing.py).
             if deadline - now > spin_ns:
                 sleep((deadline - now - spin_ns) * 1e-9)
             now = clock()

@@ -415,7 +415,7 @@ class Realtime(Strict):
     cpu: Annotated[int, Field(ge=-1)] = -1
     lock_memory: bool = True
     #: Real time: sleep until this long before each deadline, then busy-wait (µs; 0 = sleep).
-    spin_us: Annotated[float, Field(ge=0.0, le=500.0)] = 50.0
+    spin_us: Annotated[float, Field(ge=0.0, le=500.0)] = 150.0
     #: While the loop runs, keep the CPUs out of idle states slower to leave than this (µs),
     #: through /dev/cpu_dma_latency as cyclictest does (daq/loop/realtime.py); -1 = leave the
     #: kernel's default (saves power, costs wake-up latency).
