@@ -396,6 +396,7 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
                 **{f"Q0{e}{i}": g * j.null_bias for e, g in zip(EDGES, cf, strict=True)},
             }
         )
+    truth["air"] = eff.air_content
     run = load_run(result["identification_run"], prof)
     spec = None if prof.estimator is None else prof.estimator.model
     online = {p["name"]: p for p in result["parameters"]}

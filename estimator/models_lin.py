@@ -32,21 +32,31 @@ Fluid (DESIGN §2.2 with V0 unknown; Sakai's shared 1/b kept), per joint i, cap 
 
 so the swept-volume column (ṗ·(L/2 ± s)A, known geometry) carries 1/b and the ṗ column the
 dead volume over b, V0/b, per chamber: V0 = (V0/b)/(1/b). C_int is the laminar piston leakage
-(cap → rod, m³/(s·Pa)). Q0 is the valve null offset: a metering edge that sees u + b₀ passes
+(cap → rod, m³/(s·Pa)).
+
+Entrained air (Simscape *Hydraulic Fluid*, docs/simulator.md): the chamber's compliance is
+1/E(p) = [1/E_l + α r/(n p_abs)]/(1 + α r), r = (p_atm/p_abs)^(1/n). To first order in α
+(α r ≤ α: the 1 + α r is 1 within 1 % for α ≤ 1 %, within 0.1 % above 2 MPa) it is
+1/E_l + α g(p), g(p) = r/(n p_abs): linear in α once n is fixed. So each chamber's ṗ·V/E
+splits into the 1/b and V0/b terms above plus −ṗ (V0 + (L/2 ± s) A) g(p) · α, α shared by
+every chamber like 1/b, with V0 the nominal dead volume (`[plant] dead_volume`): the true
+one is unknown, and α V0 as a coefficient of its own per chamber made 1/b, V0/b and α
+collinear on the standard experiment (every one flagged, bench/identification_error_budget). n is fixed at `POLYTROPIC_INDEX`
+(not searched: the residual barely tells 1.0 from 1.4 over the run's pressures). Q0 is the valve null offset: a metering edge that sees u + b₀ passes
 Cf h (u + b₀) = Cf h u + (Cf b₀) h, so each edge has its own Q0 = Cf b₀ (m³/(s·√Pa)), the
 column being that edge's h while it is open (Q0⁺⁺, Q0⁺⁻, Q0⁻⁺, Q0⁻⁻ like the gains). One
 coefficient per chamber instead is exact only when the chamber's two edges have equal gains;
 on the realistic simulator (joint 2's cap edges 17 % apart) it printed Cf⁺⁻₂ 4 % off at
 σ 0.3 % and Q0 12 % off with the plant inside the family. Not in the model:
-underlap and null leakage (flow at u ≈ 0 through all four edges), external leakage, entrained
-air (b falls with pressure) and temperature.
+underlap and null leakage (flow at u ≈ 0 through all four edges), external leakage and
+temperature.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from controller.plant.dynamics import cylinder, joint_from_piston
+from controller.plant.dynamics import P_ATM, cylinder, joint_from_piston
 from controller.plant.params import JointEffects, PlantEffects, PlantParams
 from controller.plant.regressors import fluid_regressor, mechanical_output, mechanical_regressor
 from estimator.models import LinearModel, Sample, fluid_model, mechanical_model
@@ -106,6 +116,9 @@ def lin_mech_regressor(
 EDGES = ("++", "+-", "-+", "--")
 #: Fluid parameters per joint: 4 gains, V0⁺/b, V0⁻/b, C_int, 4 null offsets.
 FLUID_PER_JOINT = 11
+#: Polytropic index n the air columns assume: between isothermal (1.0) and adiabatic (1.4)
+#: bubbles; at 3 MPa g(p) differs by ±13 % between the ends, which α absorbs to first order.
+POLYTROPIC_INDEX = 1.2
 #: The batch's null offsets b₀ (spool units) settle within this (~1 % of a typical b₀); they are
 #: clipped to ±NULL_OFFSET_MAX, 1/7 of the spool's travel, beyond any trimmed valve's bias.
 NULL_OFFSET_TOL = 5.0e-5
@@ -118,13 +131,20 @@ def lin_fluid_names(n: int) -> list[str]:
         names += [f"Cf{e}{i}" for e in EDGES]
         names += [f"V0+/b{i}", f"V0-/b{i}", f"Cint{i}"]
         names += [f"Q0{e}{i}" for e in EDGES]
-    return names
+    return [*names, "air"]
+
+
+def air_compliance(p: np.ndarray, n: float = POLYTROPIC_INDEX) -> np.ndarray:
+    """g(p) = r/(n p_abs), r = (p_atm/p_abs)^(1/n): the air's compliance per unit α (1/Pa) at
+    gauge pressure p (module doc; controller.plant.dynamics.effective_bulk)."""
+    pa = P_ATM + np.maximum(p, 0.0)
+    return (P_ATM / pa) ** (1.0 / n) / (n * pa)
 
 
 def lin_fluid_regressor(
     params: PlantParams, x: Sample, null_offset: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Φ (N, 2n, 1 + 11n) and y (N, 2n) of the fluid model (module doc), order
+    """Φ (N, 2n, 2 + 11n) and y (N, 2n) of the fluid model (module doc), order
     `lin_fluid_names`; rows [cap₁, rod₁, cap₂, rod₂].
 
     The valve columns are the reference regressor's (controller.plant.regressors), so the
@@ -138,7 +158,9 @@ def lin_fluid_regressor(
     w = x.u if null_offset is None else x.u + np.asarray(null_offset)[None, :]
     sgn = np.sign(w)
     edge, y = fluid_regressor(params, x.s, x.sd, sgn, *args)
-    phi = np.zeros((x.n, 2 * n, 1 + FLUID_PER_JOINT * n))
+    phi = np.zeros((x.n, 2 * n, 2 + FLUID_PER_JOINT * n))
+    v0 = params.dead_volume
+    g_cap, g_rod = air_compliance(x.p_cap), air_compliance(x.p_rod)
     for i in range(n):
         half = 0.5 * params.stroke[i]
         rc, rr, c, cr = 2 * i, 2 * i + 1, 1 + FLUID_PER_JOINT * i, 1 + 4 * i
@@ -148,6 +170,10 @@ def lin_fluid_regressor(
         # g = the open edge's column per unit opening; Cf multiplies g·u, Q0 = Cf·b₀ g.
         g = edge[:, :, cr : cr + 4] * sgn[:, i, None, None]
         phi[:, :, c : c + 4] = g * x.u[:, i, None, None]
+        # α: the air in the whole chamber, the dead volume taken at its nominal value (the
+        # error is second order: α times the dead volume's mismatch).
+        phi[:, rc, -1] = (phi[:, rc, 0] - x.pd_cap[:, i] * v0[i]) * g_cap[:, i]
+        phi[:, rr, -1] = (phi[:, rr, 0] - x.pd_rod[:, i] * v0[i]) * g_rod[:, i]
         phi[:, rc, c + 4] = -x.pd_cap[:, i]
         phi[:, rr, c + 5] = -x.pd_rod[:, i]
         phi[:, rc, c + 6] = -dp
@@ -218,7 +244,7 @@ def lin_fluid_model(
         names=tuple(names),
         n_outputs=2 * n,
         regressor=regressor,
-        param_scale=np.array([1.0e-9] + per_joint * n),
+        param_scale=np.array([1.0e-9] + per_joint * n + [1.0e-2]),
         output_scale=ref.output_scale,
         cutoff_hz=ref.cutoff_hz,
         taps=ref.taps,
@@ -250,7 +276,7 @@ def lin_plant(
     """The shared physics (controller.plant, with its effects) that this family's estimate
     describes, for validation by simulation; None if `names` are not this family's.
 
-    Exact for M, R12, W, 1/b, Cf, Fc±, C_int, V0 = (V0/b)·b. Approximate where the simulator's
+    Exact for M, R12, W, 1/b, Cf, Fc±, C_int, V0 = (V0/b)·b, α. Approximate where the simulator's
     terms differ in form: the joint viscous Fv± become a symmetric joint Fv = min(Fv⁺, Fv⁻)
     plus a piston term f_v = (Fv± − Fv)/r² with r at mid-stroke (the simulator's f_v± act at
     the piston, ∝ r(q)²); the four null-offset coefficients give one null bias b₀, the mean of
@@ -295,4 +321,9 @@ def lin_plant(
     theta_mech = np.array([M[0], fv[0], W[0]]) if n == 1 else np.array([*M, th["R12"], *fv, *W])
     cf = [th[f"Cf{e}{i}"] for i in range(1, n + 1) for e in ("++", "+-", "-+", "--")]
     params = known.with_identified(theta_mech, np.array([th["1/b"], *cf]))
-    return params, PlantEffects(joints=tuple(joints))
+    # Entrained air: α as identified (clipped to the physics' [0, 0.5]), with the n the
+    # columns assumed; the αV0 coefficients are the same α in the dead volumes.
+    air = float(np.clip(th["air"], 0.0, 0.5))
+    return params, PlantEffects(
+        joints=tuple(joints), air_content=air, polytropic_index=POLYTROPIC_INDEX
+    )

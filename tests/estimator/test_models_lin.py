@@ -9,18 +9,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from controller.plant.dynamics import cylinder, derivative_fx
+from controller.plant.dynamics import P_ATM, cylinder, derivative_fx
 from controller.plant.params import JointEffects, PlantEffects
 from daq.profile import load_profile
 from daq.profile.plant import plant_params
 from estimator.models import Sample, evaluate, load_models
-from estimator.models_lin import SMOOTH_SIGN_M_S, lin_models, lin_plant
+from estimator.models_lin import POLYTROPIC_INDEX, SMOOTH_SIGN_M_S, lin_models, lin_plant
 
 ROOT = Path(__file__).resolve().parents[2]
 BIAS = (0.02, -0.015)
+AIR = 0.01  # 1 % entrained air, as on the realistic profile
 
 
-def _plant():
+def _plant(air: float = 0.0):
     params = plant_params(load_profile(ROOT / "hw_profiles" / "sim-2dof.toml"))
     # Unequal gains on each chamber's two edges (up to 17 % apart, as on the realistic
     # profile): one null offset per edge is exact whatever they are.
@@ -42,7 +43,11 @@ def _plant():
         )
         for i in range(2)
     )
-    return params, PlantEffects(joints=joints)
+    if air:
+        # The air column takes the nominal dead volume (module doc): the true one here.
+        params = replace(params, dead_volume=np.array([1.2, 1.25]) * params.dead_volume)
+        joints = tuple(replace(j, dead_volume_cap=None, dead_volume_rod=None) for j in joints)
+    return params, PlantEffects(joints=joints, air_content=air, polytropic_index=POLYTROPIC_INDEX)
 
 
 def _states(params, rng, N: int):
@@ -87,10 +92,11 @@ def _truth(params, effects):
         fv = params.viscous_friction[i]
         mech += [fv, fv, j.coulomb_pos, j.coulomb_neg]
         cf = params.flow_gains[i]
-        fluid += [*cf, j.dead_volume_cap / params.bulk_modulus]
-        fluid += [j.dead_volume_rod / params.bulk_modulus, j.leak_internal]
+        v0c = params.dead_volume[i] if j.dead_volume_cap is None else j.dead_volume_cap
+        v0r = params.dead_volume[i] if j.dead_volume_rod is None else j.dead_volume_rod
+        fluid += [*cf, v0c / params.bulk_modulus, v0r / params.bulk_modulus, j.leak_internal]
         fluid += [g * j.null_bias for g in cf]
-    return np.array(mech), np.array(fluid)
+    return np.array(mech), np.array([*fluid, effects.air_content])
 
 
 def test_regressors_match_the_simulators_equations() -> None:
@@ -104,9 +110,34 @@ def test_regressors_match_the_simulators_equations() -> None:
         assert np.max(np.abs(resid) / (np.abs(y) + model.output_scale)) < 1e-9, model.name
 
 
+def test_air_columns_carry_the_simulators_entrained_air() -> None:
+    """With 1 % air the air columns (α, αV0±) at the truth explain the simulator's pressure
+    rates to the first-order term the module doc leaves out (α r ≤ 1 %, well under it above
+    0.7 MPa), and without them the equations are off by the air's whole compliance."""
+    params, effects = _plant(AIR)
+    x = _sample(params, effects, _states(params, np.random.default_rng(5), 400))
+    fluid = lin_models(params)[1]
+    theta = _truth(params, effects)[1]
+    Phi, y = evaluate(fluid, x)
+    resid = np.einsum("kmp,p->km", Phi, theta) - y
+    air = [fluid.names.index("air")]
+    bare = theta.copy()
+    bare[air] = 0.0
+    resid_bare = np.einsum("kmp,p->km", Phi, bare) - y
+    # Relative to each equation's compressibility term ṗ V (1/E_l + α g) (swept and dead
+    # volume, liquid and air): the first-order form leaves out a fraction α r/(1 + α r) of it,
+    # r = (p_atm/p_abs)^(1/n).
+    rate = [k for k, nm in enumerate(fluid.names) if nm in {"1/b", "air"} or nm.startswith("V0")]
+    size = np.abs(np.einsum("kmp,p->km", Phi[:, :, rate], theta[rate]))
+    p = np.stack([x.p_cap[:, 0], x.p_rod[:, 0], x.p_cap[:, 1], x.p_rod[:, 1]], axis=1)
+    r = (P_ATM / (P_ATM + p)) ** (1.0 / POLYTROPIC_INDEX)
+    assert np.all(np.abs(resid) <= 1.001 * AIR * r * size + 1e-9 * fluid.output_scale)
+    assert np.median(np.abs(resid_bare) / size) > 10 * np.median(np.abs(resid) / size)
+
+
 def test_each_new_term_is_needed() -> None:
     """Leaving any new parameter at zero breaks the equations: each column carries its effect."""
-    params, effects = _plant()
+    params, effects = _plant(AIR)
     x = _sample(params, effects, _states(params, np.random.default_rng(4), 200))
     for model, theta in zip(lin_models(params), _truth(params, effects), strict=True):
         Phi, y = evaluate(model, x)
@@ -160,8 +191,9 @@ def test_profile_selects_the_family() -> None:
 
 def test_validation_plant_reproduces_the_equations() -> None:
     """The estimate → shared physics mapping that validation simulates (lin_plant) gives back
-    the plant the parameters came from: same state derivative (symmetric Fv)."""
-    params, effects = _plant()
+    the plant the parameters came from: same state derivative (symmetric Fv), entrained air
+    included."""
+    params, effects = _plant(AIR)
     mech, fluid = lin_models(params)
     theta = np.concatenate(_truth(params, effects))
     plant = lin_plant(params, [*mech.names, *fluid.names], theta)
