@@ -293,9 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     steal_before = cpu_steal_ms(cpu)
     real = run_service(args.profile, args.seconds, False, spin, arm=True)
     steal_after = cpu_steal_ms(cpu)
-    steal = (
-        None if steal_before is None or steal_after is None else steal_after - steal_before
-    )
+    steal = None if steal_before is None or steal_after is None else steal_after - steal_before
     t = real["timing"]
     print(f"service (real time): {t}  rt={real.get('rt')}", flush=True)
     after = run_cyclictest(half, prio, cpu)

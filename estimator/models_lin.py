@@ -41,8 +41,11 @@ Entrained air (Simscape *Hydraulic Fluid*, docs/simulator.md): the chamber's com
 splits into the 1/b and V0/b terms above plus −ṗ (V0 + (L/2 ± s) A) g(p) · α, α shared by
 every chamber like 1/b, with V0 the nominal dead volume (`[plant] dead_volume`): the true
 one is unknown, and α V0 as a coefficient of its own per chamber made 1/b, V0/b and α
-collinear on the standard experiment (every one flagged, bench/identification_error_budget). n is fixed at `POLYTROPIC_INDEX`
-(not searched: the residual barely tells 1.0 from 1.4 over the run's pressures). Q0 is the valve null offset: a metering edge that sees u + b₀ passes
+collinear on the standard experiment (every one flagged, bench/identification_error_budget).
+n is fixed at `POLYTROPIC_INDEX`, not chosen from the data (a shape search over n, like the
+Coulomb band's, would cost a fluid fit per candidate; not tried).
+
+Q0 is the valve null offset: a metering edge that sees u + b₀ passes
 Cf h (u + b₀) = Cf h u + (Cf b₀) h, so each edge has its own Q0 = Cf b₀ (m³/(s·√Pa)), the
 column being that edge's h while it is open (Q0⁺⁺, Q0⁺⁻, Q0⁻⁺, Q0⁻⁻ like the gains). One
 coefficient per chamber instead is exact only when the chamber's two edges have equal gains;
