@@ -119,8 +119,9 @@ def lin_mech_regressor(
 EDGES = ("++", "+-", "-+", "--")
 #: Fluid parameters per joint: 4 gains, V0⁺/b, V0⁻/b, C_int, 4 null offsets.
 FLUID_PER_JOINT = 11
-#: Polytropic index n the air columns assume: between isothermal (1.0) and adiabatic (1.4)
-#: bubbles; at 3 MPa g(p) differs by ±13 % between the ends, which α absorbs to first order.
+#: Polytropic index n the air column assumes: between isothermal (1.0) and adiabatic (1.4)
+#: bubbles. At 3 MPa g(p) is 32 % lower with n = 1 and 29 % higher with n = 1.4 than with 1.2:
+#: α absorbs the level, not the shape over the run's pressures, so a wrong n biases α.
 POLYTROPIC_INDEX = 1.2
 #: The batch's null offsets b₀ (spool units) settle within this (~1 % of a typical b₀); they are
 #: clipped to ±NULL_OFFSET_MAX, 1/7 of the spool's travel, beyond any trimmed valve's bias.
