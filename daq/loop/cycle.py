@@ -300,7 +300,8 @@ class Loop(LoopCommands):
             # time.sleep is clock_nanosleep on CLOCK_MONOTONIC; with SCHED_FIFO and 1 ns timer
             # slack it wakes within the kernel's latency (10–30 µs here). Spinning the last
             # `spin_us` hides that and the interpreter's wake-up cost for ~15 % of a CPU; the
-            # service spins 150 µs (daq/service/cli.py DEFAULT_SPIN_US; bench/loop_timing.py).
+            # service spins 150 µs (daq/service/rig_service.py DEFAULT_SPIN_US;
+            # bench/loop_timing.py).
             if deadline - now > spin_ns:
                 sleep((deadline - now - spin_ns) * 1e-9)
             now = clock()

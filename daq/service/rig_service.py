@@ -46,7 +46,7 @@ log = logging.getLogger("daq.service")
 #: whole cycles). Shorter costs the other threads a little throughput. See bench/loop_timing.py.
 SWITCH_INTERVAL_S = 100e-6
 #: Real time: sleep until this long before each deadline, then spin. The kernel wakes a
-#: SCHED_FIFO sleeper some 10–60 µs late on this VM (cyclictest p99 32–44 µs, p99.9 52–133 µs)
+#: SCHED_FIFO sleeper some 10–60 µs late on this VM (cyclictest p99 28–44 µs, p99.9 48–133 µs)
 #: and the interpreter adds its own wake-up cost (GIL, frame) on top; spinning the last 150 µs
 #: absorbs both, so the cycle starts within a µs or two of its deadline, for ~15 % of the loop's
 #: own (isolated) CPU. 50 µs was enough on a quiet machine but not while clients hammered the
