@@ -384,8 +384,7 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
     truth.update(zip(true.fluid_names(), true.theta_fluid(), strict=True))
     for i, j in enumerate(eff.joints, 1):
         cf, b = true.flow_gains[i - 1], true.bulk_modulus
-        v0c = true.dead_volume[i - 1] if j.dead_volume_cap is None else j.dead_volume_cap
-        v0r = true.dead_volume[i - 1] if j.dead_volume_rod is None else j.dead_volume_rod
+        v0c, v0r = j.dead_volumes(float(true.dead_volume[i - 1]))
         truth.update(
             {
                 f"Fc+{i}": j.coulomb_pos,

@@ -107,9 +107,7 @@ def _true_terms(profile: Any, plant: str, inv_b: np.ndarray) -> dict[str, np.nda
     true, eff = sim_plant(profile)
     out = {BULK: inv_b}
     for i, j in enumerate(eff.joints, 1):
-        v0 = float(true.dead_volume[i - 1])
-        cap = v0 if j.dead_volume_cap is None else j.dead_volume_cap
-        rod = v0 if j.dead_volume_rod is None else j.dead_volume_rod
+        cap, rod = j.dead_volumes(float(true.dead_volume[i - 1]))
         out[f"V0+/b{i}"] = cap * inv_b
         out[f"V0-/b{i}"] = rod * inv_b
     return {k: v for k, v in out.items() if k in bulk_terms(plant)}

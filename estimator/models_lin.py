@@ -326,7 +326,7 @@ def lin_plant(
     cf = [th[f"Cf{e}{i}"] for i in range(1, n + 1) for e in ("++", "+-", "-+", "--")]
     params = known.with_identified(theta_mech, np.array([th["1/b"], *cf]))
     # Entrained air: α as identified (clipped to the physics' [0, 0.5]), with the n the
-    # columns assumed; the αV0 coefficients are the same α in the dead volumes.
+    # column assumed; the simulator puts the same α in the dead volume and the swept one.
     air = float(np.clip(th["air"], 0.0, 0.5))
     return params, PlantEffects(
         joints=tuple(joints), air_content=air, polytropic_index=POLYTROPIC_INDEX

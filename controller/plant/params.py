@@ -243,6 +243,12 @@ class JointEffects:
     dead_volume_cap: float | None = None  # true V0⁺, m³ (None: the nominal dead volume)
     dead_volume_rod: float | None = None
 
+    def dead_volumes(self, nominal: float) -> tuple[float, float]:
+        """The true (V0⁺, V0⁻), m³: each as given, else the joint's nominal dead volume."""
+        cap = nominal if self.dead_volume_cap is None else self.dead_volume_cap
+        rod = nominal if self.dead_volume_rod is None else self.dead_volume_rod
+        return cap, rod
+
 
 @dataclass(frozen=True)
 class PlantEffects:
@@ -305,9 +311,7 @@ class PlantEffects:
             out[o + K_BIAS_PER_K] = j.null_shift_per_k
             out[o + K_LAP] = j.lap
             out[o + K_LEAK_OPEN] = j.null_leak_opening
-            v0 = float(params.dead_volume[i])
-            out[o + K_V0_CAP] = v0 if j.dead_volume_cap is None else j.dead_volume_cap
-            out[o + K_V0_ROD] = v0 if j.dead_volume_rod is None else j.dead_volume_rod
+            out[o + K_V0_CAP], out[o + K_V0_ROD] = j.dead_volumes(float(params.dead_volume[i]))
         out.setflags(write=False)
         return out
 

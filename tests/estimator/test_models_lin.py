@@ -92,8 +92,7 @@ def _truth(params, effects):
         fv = params.viscous_friction[i]
         mech += [fv, fv, j.coulomb_pos, j.coulomb_neg]
         cf = params.flow_gains[i]
-        v0c = params.dead_volume[i] if j.dead_volume_cap is None else j.dead_volume_cap
-        v0r = params.dead_volume[i] if j.dead_volume_rod is None else j.dead_volume_rod
+        v0c, v0r = j.dead_volumes(float(params.dead_volume[i]))
         fluid += [*cf, v0c / params.bulk_modulus, v0r / params.bulk_modulus, j.leak_internal]
         fluid += [g * j.null_bias for g in cf]
     return np.array(mech), np.array([*fluid, effects.air_content])
@@ -111,7 +110,7 @@ def test_regressors_match_the_simulators_equations() -> None:
 
 
 def test_air_columns_carry_the_simulators_entrained_air() -> None:
-    """With 1 % air the air columns (α, αV0±) at the truth explain the simulator's pressure
+    """With 1 % air the air column (α) at the truth explains the simulator's pressure
     rates to the first-order term the module doc leaves out (α r ≤ 1 %, well under it above
     0.7 MPa), and without them the equations are off by the air's whole compliance."""
     params, effects = _plant(AIR)
@@ -120,9 +119,8 @@ def test_air_columns_carry_the_simulators_entrained_air() -> None:
     theta = _truth(params, effects)[1]
     Phi, y = evaluate(fluid, x)
     resid = np.einsum("kmp,p->km", Phi, theta) - y
-    air = [fluid.names.index("air")]
     bare = theta.copy()
-    bare[air] = 0.0
+    bare[fluid.names.index("air")] = 0.0
     resid_bare = np.einsum("kmp,p->km", Phi, bare) - y
     # Relative to each equation's compressibility term ṗ V (1/E_l + α g) (swept and dead
     # volume, liquid and air): the first-order form leaves out a fraction α r/(1 + α r) of it,
