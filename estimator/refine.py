@@ -201,7 +201,8 @@ def choose(wls: F, iv: F) -> tuple[F, list[str], list[str]]:
     still differ beyond their σ, the difference is bias the data reveal and LS's σ is widened
     by half of it (as for disagreeing equations, estimator.batch.fit_model): with the truth
     anywhere between the two, LS's ±3σ then covers it. A note says so when both estimates are
-    sound; a warning names the parameters when the refinement is not trusted."""
+    sound or differ immaterially; a warning names the parameters when they differ materially
+    and the refinement is not trusted."""
     names = list(wls.names)
     z = hausman_z(wls, iv)
     biased = z > HAUSMAN_Z
