@@ -45,7 +45,7 @@ from controller.plant.dynamics import cylinder
 from controller.plant.params import PlantParams
 from daq.profile.schema import Profile
 from estimator.angles import AngleFusion
-from estimator.chain import N_SIGNALS, sample_from
+from estimator.chain import N_SIGNALS, TEMP_SLOT, sample_from, unmeasured_oil_c
 from estimator.datause import STATE_RUNNING, DataUse, blocks, classify
 from estimator.jackknife import inflate, jackknife_from_normal
 from estimator.linkwise import LinkwiseFit, link_by_link
@@ -156,7 +156,9 @@ def signals_from_columns(
     *,
     fuse_angles: bool = True,
 ) -> np.ndarray:
-    """(N, 5·nj) raw block `[q | s | p_cap | p_rod | u]` from `eng.<channel>` columns.
+    """(N, 6·nj) raw block `[q | s | p_cap | p_rod | u | temp]` from `eng.<channel>` columns
+    (estimator.chain; temp from the profile's oil temperature channel where `[plant.oil]`
+    declares a law to use it with, else `unmeasured_oil_c`).
 
     With potentiometers and `fuse_angles`, q is the potentiometer's angle with the resolver's
     mean offset (`estimator.angles`: 5–7× less noise in q̈ on the reference rig)."""
@@ -175,6 +177,17 @@ def signals_from_columns(
             if name not in columns:
                 raise ValueError(f"recording has no column '{name}' ({role} of joint {j.name})")
             raw[:, slot * nj + ji] = np.asarray(columns[name], dtype=float)
+    temp = raw[:, TEMP_SLOT * nj : (TEMP_SLOT + 1) * nj]
+    # Read only where an oil law uses it ([plant.oil]): a broken temperature sensor must not
+    # cost the rows of a model that never looks at it.
+    oil = profile.oil_temperature if params.oil is not None else None
+    if oil is None:
+        temp[:] = unmeasured_oil_c(params)
+    else:
+        name = f"eng.{oil.name}"
+        if name not in columns:
+            raise ValueError(f"recording has no column '{name}' (the oil temperature)")
+        temp[:] = np.asarray(columns[name], dtype=float)[:, None]
     if not have_s:
         raw[:, nj : 2 * nj] = cylinder(params, raw[:, :nj])[0]
     elif fuse_angles:
@@ -698,6 +711,12 @@ def identify_run(
             f"no repeated {repeat_period_s:g} s period found in the recorded reference: "
             "no periodic (ML) fit"
         )
+    referred = [nm for m in models for nm in m.referred]
+    oil_note, oil_warning = _oil_temperature(
+        profile, params_known, raw, rows_used, nj, referred, models
+    )
+    notes += oil_note
+    warnings += oil_warning
     use.used = int(np.count_nonzero(rows_used))
     use.short_block = int(np.count_nonzero(good & ~rows_used))
     warnings += use.warnings(1.0 / fs)
@@ -712,6 +731,46 @@ def identify_run(
         notes=notes,
         periodic=periodic,
     )
+
+
+def _oil_temperature(
+    profile: Profile,
+    params: PlantParams,
+    raw: np.ndarray,
+    used: np.ndarray,
+    nj: int,
+    referred: list[str],
+    models: Sequence[LinearModel],
+) -> tuple[list[str], list[str]]:
+    """What the declared oil law (`[plant.oil]`) did to the `referred` parameters
+    (LinearModel.referred): a note with the temperatures they were referred from, or a warning
+    that nothing measured the oil."""
+    oil = params.oil
+    if oil is None or not referred:
+        return [], []
+    if profile.oil_temperature is None:
+        return [], [
+            "[plant.oil] declares the oil's laws but the profile has no 'temperature' channel: "
+            f"{', '.join(referred)} are the ones at the run's (unmeasured) oil temperature, "
+            f"not referred to {oil.reference_c:g} °C"
+        ]
+    t = raw[used, TEMP_SLOT * nj]
+    t = t[np.isfinite(t)]
+    if t.size == 0:
+        return [], []
+    return [
+        f"oil at {np.min(t):.1f}–{np.max(t):.1f} °C (mean {np.mean(t):.1f}, "
+        f"'{profile.oil_temperature.name}') in the data used: {', '.join(referred)} "
+        f"referred to {oil.reference_c:g} °C by the declared oil law "
+        f"([plant.oil]: ν(40 °C) {float(oil.viscosity_cst(40.0)):.3g} cSt, "
+        f"ν(100 °C) {float(oil.viscosity_cst(100.0)):.3g} cSt, b −{100 * oil.bulk_per_k:.2g} %/K)"
+        + (
+            "; the valve null offsets are the ones at the run's temperature (null shift with "
+            "temperature not modelled)"
+            if any(nm.startswith("Q0") for m in models for nm in m.names)
+            else ""
+        )
+    ], []
 
 
 def _settle_fixed_point(

@@ -1,24 +1,35 @@
 """One model's chain: raw per-joint signals → causal conditioning → Φ, y → normalised RLS.
 
-Raw blocks are (N, 5·nj) arrays laid out `[q | s | p_cap | p_rod | u]` (nj columns each).
+Raw blocks are (N, 6·nj) arrays laid out `[q | s | p_cap | p_rod | u | temp]` (nj columns
+each; the oil temperature repeated per joint, so every signal has the same layout).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from controller.plant.params import NOMINAL_OIL_C, PlantParams
 from estimator.conditioning import Conditioner
 from estimator.jackknife import inflate, jackknife_from_normal, merge_groups
 from estimator.models import LinearModel, Sample, evaluate, static_sample
 from estimator.rls import Rls, RlsConfig, sigma_pct
 
-N_SIGNALS = 5
+N_SIGNALS = 6
+#: Slot of the oil temperature in a raw block (estimator.models.SIGNALS).
+TEMP_SLOT = 5
 #: Stretches of the run the online block jackknife compares (as batch: estimator.batch).
 JACKKNIFE_GROUPS = 16
 
 
+def unmeasured_oil_c(params: PlantParams) -> float:
+    """What the temperature slot holds without a temperature channel: the oil law's reference
+    temperature, where its scale factors are 1 (parameters then are the ones at whatever
+    temperature the oil had)."""
+    return params.oil.reference_c if params.oil is not None else NOMINAL_OIL_C
+
+
 def sample_from(block: np.ndarray, nj: int, derivs: np.ndarray | None = None) -> Sample:
-    """A `Sample` viewing a raw block (derivatives zero) or conditioned output (N, 3, 5·nj)."""
+    """A `Sample` viewing a raw block (derivatives zero) or conditioned output (N, 3, 6·nj)."""
     if derivs is None:
         v = block
         z = np.zeros((block.shape[0], nj))
@@ -41,6 +52,7 @@ def sample_from(block: np.ndarray, nj: int, derivs: np.ndarray | None = None) ->
         p_rod=sig(v, 3),
         pd_rod=sig(d1, 3),
         u=sig(v, 4),
+        temp=sig(v, TEMP_SLOT),
     )
 
 

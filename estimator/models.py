@@ -39,7 +39,7 @@ from controller.plant.regressors import fluid_regressor, mechanical_output, mech
 from estimator.shape_search import FixedPoint, ShapeSearch
 
 #: Signal names a `Sample` carries; `d`/`dd` prefixes are first/second time derivatives.
-SIGNALS = ("q", "s", "p_cap", "p_rod", "u")
+SIGNALS = ("q", "s", "p_cap", "p_rod", "u", "temp")
 
 
 @dataclass
@@ -58,6 +58,8 @@ class Sample:
     p_rod: np.ndarray
     pd_rod: np.ndarray
     u: np.ndarray
+    #: Oil temperature, °C, the same in every joint's column (one oil); None: not measured.
+    temp: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -101,6 +103,9 @@ class LinearModel:
     #: Regressor constants the model's own estimate implies (e.g. the valve null offsets that
     #: decide which edge is open), iterated to a fixed point by the batch.
     fixed_point: FixedPoint | None = field(default=None, compare=False)
+    #: Parameters referred to the oil law's temperature through `Sample.temp`
+    #: (controller.plant.oil): what the batch's notes say was referred.
+    referred: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for attr in ("truth", "prior"):

@@ -82,15 +82,26 @@ def lin_mech_names(n: int) -> list[str]:
     return base
 
 
+def oil_factors(params: PlantParams, x: Sample) -> tuple[np.ndarray, np.ndarray]:
+    """(ν(T)/ν_ref, b_ref/b(T)), each (N, n), of the sample's oil temperature by the declared
+    oil law (`[plant.oil]`); ones without a law or a measured temperature (module doc,
+    "Temperature")."""
+    if params.oil is None or x.temp is None:
+        one = np.ones_like(x.q)
+        return one, one
+    return params.oil.viscosity_ratio(x.temp), 1.0 / params.oil.bulk_ratio(x.temp)
+
+
 def lin_mech_regressor(
     params: PlantParams,
     q: np.ndarray,
     qd: np.ndarray,
     qdd: np.ndarray,
     smooth_m_s: float = SMOOTH_SIGN_M_S,
+    viscosity: np.ndarray | None = None,
 ) -> np.ndarray:
     """Φ (N, n, n_params) of the Lin mechanical model (module doc), parameter order
-    `lin_mech_names`."""
+    `lin_mech_names`; `viscosity` ν(T)/ν_ref (N, n) scales the viscous columns (None: 1)."""
     q = np.atleast_2d(np.asarray(q, dtype=float))
     qd = np.atleast_2d(np.asarray(qd, dtype=float))
     n = params.n
@@ -105,10 +116,12 @@ def lin_mech_regressor(
     sd = r * qd
     pos = sd >= 0.0
     sgn = np.tanh(sd / smooth_m_s)
+    # Viscous friction ∝ ν (an oil film): Fv± are referred to the oil law's temperature.
+    qv = qd if viscosity is None else qd * viscosity
     for i in range(n):
         c = len(keep) + 4 * i
-        out[:, i, c] = np.where(pos[:, i], qd[:, i], 0.0)
-        out[:, i, c + 1] = np.where(pos[:, i], 0.0, qd[:, i])
+        out[:, i, c] = np.where(pos[:, i], qv[:, i], 0.0)
+        out[:, i, c + 1] = np.where(pos[:, i], 0.0, qv[:, i])
         out[:, i, c + 2] = np.where(pos[:, i], r[:, i] * sgn[:, i], 0.0)
         out[:, i, c + 3] = np.where(pos[:, i], 0.0, r[:, i] * sgn[:, i])
     return out
@@ -165,23 +178,30 @@ def lin_fluid_regressor(
     phi = np.zeros((x.n, 2 * n, 2 + FLUID_PER_JOINT * n))
     v0 = params.dead_volume
     g_cap, g_rod = air_compliance(x.p_cap), air_compliance(x.p_rod)
+    # 1/b(T) = e^(k (T − T_ref))/b_ref and C_int(T) = C_int,ref ν_ref/ν(T): the columns carry
+    # the temperature so that 1/b, V0/b and C_int are the reference temperature's.
+    visc, compl = oil_factors(params, x)
     for i in range(n):
         half = 0.5 * params.stroke[i]
         rc, rr, c, cr = 2 * i, 2 * i + 1, 1 + FLUID_PER_JOINT * i, 1 + 4 * i
         dp = x.p_cap[:, i] - x.p_rod[:, i]
-        phi[:, rc, 0] = -x.pd_cap[:, i] * (half + x.s[:, i]) * params.area_cap[i]
-        phi[:, rr, 0] = -x.pd_rod[:, i] * (half - x.s[:, i]) * params.area_rod[i]
+        swept_cap = -x.pd_cap[:, i] * (half + x.s[:, i]) * params.area_cap[i]
+        swept_rod = -x.pd_rod[:, i] * (half - x.s[:, i]) * params.area_rod[i]
+        phi[:, rc, 0] = swept_cap * compl[:, i]
+        phi[:, rr, 0] = swept_rod * compl[:, i]
         # g = the open edge's column per unit opening; Cf multiplies g·u, Q0 = Cf·b₀ g.
         g = edge[:, :, cr : cr + 4] * sgn[:, i, None, None]
         phi[:, :, c : c + 4] = g * x.u[:, i, None, None]
         # α: the air in the whole chamber, the dead volume taken at its nominal value (the
         # error is second order: α times the dead volume's mismatch).
-        phi[:, rc, -1] = (phi[:, rc, 0] - x.pd_cap[:, i] * v0[i]) * g_cap[:, i]
-        phi[:, rr, -1] = (phi[:, rr, 0] - x.pd_rod[:, i] * v0[i]) * g_rod[:, i]
-        phi[:, rc, c + 4] = -x.pd_cap[:, i]
-        phi[:, rr, c + 5] = -x.pd_rod[:, i]
-        phi[:, rc, c + 6] = -dp
-        phi[:, rr, c + 6] = dp
+        # The gas's compliance does not follow the liquid's temperature law (simulator alike).
+        phi[:, rc, -1] = (swept_cap - x.pd_cap[:, i] * v0[i]) * g_cap[:, i]
+        phi[:, rr, -1] = (swept_rod - x.pd_rod[:, i] * v0[i]) * g_rod[:, i]
+        phi[:, rc, c + 4] = -x.pd_cap[:, i] * compl[:, i]
+        phi[:, rr, c + 5] = -x.pd_rod[:, i] * compl[:, i]
+        leak = dp / visc[:, i]
+        phi[:, rc, c + 6] = -leak
+        phi[:, rr, c + 6] = leak
         phi[:, :, c + 7 : c + 11] = g
     return phi, y
 
@@ -194,7 +214,8 @@ def lin_mechanical_model(
     names = lin_mech_names(n)
 
     def regressor(x: Sample) -> tuple[np.ndarray, np.ndarray]:
-        Phi = lin_mech_regressor(params, x.q, x.qd, x.qdd, smooth_m_s)
+        visc, _ = oil_factors(params, x)
+        Phi = lin_mech_regressor(params, x.q, x.qd, x.qdd, smooth_m_s, visc)
         return Phi, mechanical_output(params, x.q, x.p_cap, x.p_rod)
 
     # Scales only normalise (models.py): viscous like the reference (1), Coulomb ~ 5 % of the
@@ -211,6 +232,7 @@ def lin_mechanical_model(
         cutoff_hz=ref.cutoff_hz,
         taps=ref.taps,
         truth=truth,
+        referred=tuple(nm for nm in names if nm.startswith("Fv")) if params.oil else (),
         shape=ShapeSearch(
             label="Coulomb zero-velocity band v_ε",
             unit="mm/s",
@@ -254,6 +276,9 @@ def lin_fluid_model(
         taps=ref.taps,
         valid=ref.valid,
         truth=truth,
+        referred=tuple(nm for nm in names if "/b" in nm or nm.startswith("Cint"))
+        if params.oil
+        else (),
         fixed_point=FixedPoint(
             label="valve null offsets b₀ (the open edge is the one u + b₀ opens)",
             unit="spool",
@@ -276,6 +301,7 @@ def lin_plant(
     names: list[str],
     theta: np.ndarray,
     band_m_s: float = SMOOTH_SIGN_M_S,
+    oil_c: float | None = None,
 ) -> tuple[PlantParams, PlantEffects] | None:
     """The shared physics (controller.plant, with its effects) that this family's estimate
     describes, for validation by simulation; None if `names` are not this family's.
@@ -287,7 +313,11 @@ def lin_plant(
     Q0ₑ/Cfₑ over the edges; the Coulomb terms' band is the one the estimate was made with
     (`band_m_s`: the batch's choice, estimator.shape_search). Estimates outside the physics
     (a negative force, leakage or volume) are clipped to its range, so a poor estimate
-    validates poorly rather than failing."""
+    validates poorly rather than failing.
+
+    With a declared oil law (`known.oil`), the estimate is the reference temperature's; with
+    `oil_c` (°C, e.g. the validation run's mean oil temperature) the plant returned is the one
+    at that temperature: b, C_int and the viscous terms scaled by the law, V0 unchanged."""
     n = known.n
     mech, fluid = lin_mech_names(n), lin_fluid_names(n)
     if not all(nm in names for nm in mech + fluid):
@@ -296,10 +326,14 @@ def lin_plant(
     if not all(np.isfinite(v) for v in th.values()):
         return None
     bulk = 1.0 / th["1/b"]
+    visc, bulk_t = 1.0, 1.0  # ν(T)/ν_ref and b(T)/b_ref at the oil_c asked for
+    if known.oil is not None and oil_c is not None:
+        visc = float(known.oil.viscosity_ratio(oil_c))
+        bulk_t = float(known.oil.bulk_ratio(oil_c))
     mid = joint_from_piston(known, np.zeros((1, n)))
     _, r_mid = cylinder(known, mid)
     # PlantParams wants Fv > 0 (the daq refuses a parameter file without): 1e-6 N·m·s/rad.
-    fv = np.array([max(min(th[f"Fv+{i}"], th[f"Fv-{i}"]), 1e-6) for i in range(1, n + 1)])
+    fv = visc * np.array([max(min(th[f"Fv+{i}"], th[f"Fv-{i}"]), 1e-6) for i in range(1, n + 1)])
     joints = []
     for i in range(1, n + 1):
         r2 = float(r_mid[0, i - 1]) ** 2
@@ -312,9 +346,9 @@ def lin_plant(
                 stiction_pos=fc_p,
                 stiction_neg=fc_m,
                 smoothing_velocity=band_m_s,
-                viscous_pos=max(th[f"Fv+{i}"] - fv[i - 1], 0.0) / r2,
-                viscous_neg=max(th[f"Fv-{i}"] - fv[i - 1], 0.0) / r2,
-                leak_internal=max(th[f"Cint{i}"], 0.0),
+                viscous_pos=max(visc * th[f"Fv+{i}"] - fv[i - 1], 0.0) / r2,
+                viscous_neg=max(visc * th[f"Fv-{i}"] - fv[i - 1], 0.0) / r2,
+                leak_internal=max(th[f"Cint{i}"], 0.0) / visc,
                 null_bias=float(np.clip(b0, -0.5, 0.5)),
                 dead_volume_cap=max(th[f"V0+/b{i}"] * bulk, 1e-7),
                 dead_volume_rod=max(th[f"V0-/b{i}"] * bulk, 1e-7),
@@ -324,7 +358,7 @@ def lin_plant(
     W = [th["W1"]] if n == 1 else [th["W1"], th["W2"]]
     theta_mech = np.array([M[0], fv[0], W[0]]) if n == 1 else np.array([*M, th["R12"], *fv, *W])
     cf = [th[f"Cf{e}{i}"] for i in range(1, n + 1) for e in ("++", "+-", "-+", "--")]
-    params = known.with_identified(theta_mech, np.array([th["1/b"], *cf]))
+    params = known.with_identified(theta_mech, np.array([th["1/b"] / bulk_t, *cf]))
     # Entrained air: α as identified (clipped to the physics' [0, 0.5]), with the n the
     # column assumed; the simulator puts the same α in the dead volume and the swept one.
     air = float(np.clip(th["air"], 0.0, 0.5))

@@ -32,7 +32,7 @@ from controller.plant.params import PlantParams
 from daq.profile.plant import known_params, plant_params
 from daq.profile.schema import Profile
 from estimator.angles import AngleFusion
-from estimator.chain import N_SIGNALS, ModelChain
+from estimator.chain import N_SIGNALS, TEMP_SLOT, ModelChain, unmeasured_oil_c
 from estimator.datause import DataUse, blocks, classify
 from estimator.models import LinearModel, load_models
 from estimator.rls import RlsConfig
@@ -127,6 +127,8 @@ class OnlineIdentifier:
         ]
         names = column_names(layout_columns)
         self._index = self._map_columns(profile, names)
+        self._fill = np.zeros(N_SIGNALS * self.nj)
+        self._fill[TEMP_SLOT * self.nj : (TEMP_SLOT + 1) * self.nj] = unmeasured_oil_c(self.params)
         self._t_col = names.index("t")
         #: Header columns that say whether a row is usable (estimator.datause).
         self._header = {c: names.index(c) for c in HEADER_CHECKS if c in names}
@@ -163,8 +165,16 @@ class OnlineIdentifier:
                 if col not in names:
                     raise ValueError(f"telemetry layout has no column '{col}' (joint {j.name})")
                 idx[slot * self.nj + ji] = names.index(col)
+        # The oil temperature, repeated per joint, where an oil law uses it (as batch:
+        # estimator.batch.signals_from_columns); unmapped slots hold `_fill`.
+        oil = profile.oil_temperature if self.params.oil is not None else None
+        if oil is not None:
+            col = f"eng.{oil.name}"
+            if col not in names:
+                raise ValueError(f"telemetry layout has no column '{col}' (the oil temperature)")
+            idx[TEMP_SLOT * self.nj : (TEMP_SLOT + 1) * self.nj] = names.index(col)
         need_u = any(m.model.name == "fluid" for m in self.chains)
-        if need_u and np.any(idx[4 * self.nj :] < 0):
+        if need_u and np.any(idx[4 * self.nj : 5 * self.nj] < 0):
             raise ValueError("the fluid model needs an 'lvdt' (spool) channel on every joint")
         return idx
 
@@ -257,7 +267,7 @@ class OnlineIdentifier:
         raw = self._raw[:N]
         nj = self.nj
         for k, col in enumerate(self._index):
-            raw[:, k] = rows[:, col] if col >= 0 else 0.0
+            raw[:, k] = rows[:, col] if col >= 0 else self._fill[k]
         if np.any(self._index[nj : 2 * nj] < 0):  # no potentiometer: s from the resolver
             s, _ = cylinder(self.params, raw[:, :nj])
             raw[:, nj : 2 * nj] = s

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+
+from controller.plant.oil import OilLaw, walther_viscosity
 
 #: Layout of the flat float64 array the jitted dynamics take (see `PlantParams.pack`).
 G_N, G_GRAVITY, G_PS, G_BULK, G_R12, G_RELIEF, G_RELIEF_GAIN = range(7)
@@ -66,6 +67,10 @@ class PlantParams:
     #: (controller.paramfile); None: the reference model's symmetric viscous `viscous_friction`.
     #: Not in `pack()`: the simulator's friction is its own (PlantEffects), never this.
     friction_lin: np.ndarray | None = None
+    #: The oil's temperature laws from its datasheet (`[plant.oil]`): the real-rig model family
+    #: refers viscous friction, leakage and the bulk modulus to `oil.reference_c` with them.
+    #: None: parameters are the ones at whatever temperature the oil had. Not in `pack()`.
+    oil: OilLaw | None = None
     _packed: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -213,11 +218,6 @@ NE_JOINT = 16
 P_ATM = 101_325.0
 #: Oil temperature (°C) of the nominal plant, which has no thermal state.
 NOMINAL_OIL_C = 40.0
-
-
-def walther_viscosity(temp_c: float, a: float, b: float) -> float:
-    """Kinematic viscosity in cSt (ASTM D341): log₁₀ log₁₀(ν + 0.7) = A − B log₁₀ T[K]."""
-    return float(10.0 ** (10.0 ** (a - b * math.log10(temp_c + 273.15))) - 0.7)
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,9 @@ import math
 
 import numpy as np
 
+from controller.plant.oil import OilLaw
 from controller.plant.params import JointEffects, PlantEffects, PlantParams
-from daq.profile.schema import Plant, Profile, SimPlant, SimPlantJoint
+from daq.profile.schema import Oil, Plant, Profile, SimPlant, SimPlantJoint
 
 #: Litres per minute → m³/s.
 L_MIN = 1.0e-3 / 60.0
@@ -82,6 +83,14 @@ def _params(plant: Plant, truth: SimPlant | None) -> PlantParams:
         valve_gain=col("valve_gain"),
         valve_tau=col("valve_tau_s"),
         spool_max=col("spool_max"),
+        oil=None if plant.oil is None else oil_law(plant.oil),
+    )
+
+
+def oil_law(oil: Oil) -> OilLaw:
+    """The declared oil's laws (`[plant.oil]`)."""
+    return OilLaw.from_datasheet(
+        oil.viscosity_40c_cst, oil.viscosity_100c_cst, oil.bulk_modulus_per_k, oil.reference_c
     )
 
 

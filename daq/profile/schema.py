@@ -219,6 +219,28 @@ class PlantJoint(Strict):
     flow_gains: FlowGains | None = None
 
 
+class Oil(Strict):
+    """`[plant.oil]`: the oil's datasheet, for parameters referred to one temperature
+    (controller/plant/oil.py). Needs a `temperature` channel to act on."""
+
+    #: Kinematic viscosity at 40 and 100 °C (ISO 3104), cSt: ISO VG46 ≈ 46 and 6.8.
+    viscosity_40c_cst: Annotated[float, Field(gt=1.0, le=2000.0)]
+    viscosity_100c_cst: Annotated[float, Field(gt=0.5, le=200.0)]
+    #: Liquid bulk modulus' fall per kelvin, b ∝ e^(−k T) (mineral oil ≈ 0.0058, Tait).
+    bulk_modulus_per_k: Annotated[float, Field(ge=0.0, le=0.05)] = 0.0058
+    #: Where the referred parameters are stated (ISO VG grades are at 40 °C).
+    reference_c: Annotated[float, Field(ge=-20.0, le=120.0)] = 40.0
+
+    @model_validator(mode="after")
+    def _thinner_when_hot(self) -> Oil:
+        if not self.viscosity_40c_cst > self.viscosity_100c_cst:
+            raise ValueError(
+                f"viscosity_40c_cst ({self.viscosity_40c_cst}) must exceed viscosity_100c_cst "
+                f"({self.viscosity_100c_cst}): oil thins as it warms"
+            )
+        return self
+
+
 class Plant(Strict):
     """The `[plant]` section: known geometry and supply (simulated or real rig alike)."""
 
@@ -228,6 +250,7 @@ class Plant(Strict):
     bulk_modulus_pa: Positive | None = None
     coupling: NonNegative | None = None
     joints: Annotated[list[PlantJoint], Field(min_length=1, max_length=2)]
+    oil: Oil | None = None
 
 
 # ------------------------------------------------------------------- plant (simulator's truth)
@@ -530,6 +553,11 @@ class Profile(Strict):
             if c.joint == joint and c.role == role:
                 return c
         return None
+
+    @property
+    def oil_temperature(self) -> Channel | None:
+        """The oil's `temperature` channel (the first one, if several)."""
+        return next((c for c in self.channels if c.role == "temperature"), None)
 
     def home_rad(self) -> list[float]:
         return [math.radians(j.home_deg) for j in self.joints]

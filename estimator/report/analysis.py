@@ -166,18 +166,20 @@ def identified_params(
     names: Sequence[str],
     theta: np.ndarray,
     band_m_s: float | None = None,
+    oil_c: float | None = None,
 ) -> tuple[Plant | None, str | None]:
     """`known` with the identified values substituted by name — the reference models, or the
     real-rig family (estimator.models_lin.lin_plant, with its effects; `band_m_s` the Coulomb
-    band the estimate was made with, None = the family's own); (None, why) for any other
+    band the estimate was made with, None = the family's own; `oil_c` the oil temperature to
+    state its temperature-referred parameters at); (None, why) for any other
     model, whose parameters cannot drive the shared physics."""
     names = list(names)
     if not np.all(np.isfinite(theta)):
         return None, "the estimate has non-finite values"
     lin = (
-        lin_plant(known, names, theta)
+        lin_plant(known, names, theta, oil_c=oil_c)
         if band_m_s is None
-        else lin_plant(known, names, theta, band_m_s)
+        else lin_plant(known, names, theta, band_m_s, oil_c)
     )
     if lin is not None:
         return lin, None

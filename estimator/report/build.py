@@ -163,7 +163,7 @@ def build_report(
             ("online", online.names, online.theta, None),
         ):
             plant_names = [batch.plant_names.get(n, n) for n in names]
-            params, why = identified_params(ident.params, plant_names, theta, shape)
+            params, why = identified_params(ident.params, plant_names, theta, shape, valid.oil_c)
             if params is None:
                 notes.append(f"{label} parameters: {why}")
             else:

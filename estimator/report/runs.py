@@ -58,6 +58,17 @@ class RunData:
         return {n: rows[:, i] for i, n in enumerate(self.run.columns)}
 
     @property
+    def oil_c(self) -> float | None:
+        """Mean measured oil temperature (°C) of the analysed rows where an oil law uses it
+        (`[plant.oil]` and a temperature channel), else None."""
+        ch = self.profile.oil_temperature
+        if self.params.oil is None or ch is None:
+            return None
+        t = np.asarray(self.columns.get(f"eng.{ch.name}", []), dtype=float)
+        t = t[np.isfinite(t)]
+        return float(np.mean(t)) if t.size else None
+
+    @property
     def is_simulated(self) -> bool:
         return self.profile.backend.kind == "sim"
 

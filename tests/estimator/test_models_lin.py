@@ -3,6 +3,7 @@ simulator's own equations (controller.plant.dynamics.derivative_fx with effects 
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from controller.plant.dynamics import P_ATM, cylinder, derivative_fx
+from controller.plant.oil import OilLaw
 from controller.plant.params import JointEffects, PlantEffects
 from daq.profile import load_profile
 from daq.profile.plant import plant_params
@@ -224,3 +226,89 @@ def test_the_open_edge_follows_u_plus_the_null_offset() -> None:
         resid = np.max(np.abs(np.einsum("kmp,p->km", Phi, theta) - y) / model.output_scale)
         assert (resid < 1e-6) == exact, resid
     np.testing.assert_allclose(fluid.fixed_point.update(theta), bias, rtol=1e-12)
+
+
+def _warm_plant():
+    """The test plant with the thermal state on and a declared oil law equal to the
+    simulator's (the regressor's arithmetic, not the datasheet's accuracy, is under test)."""
+    params, effects = _plant()
+    law = OilLaw(walther_a=9.32, walther_b=3.65, bulk_per_k=0.0058, reference_c=40.0)
+    effects = replace(
+        effects,
+        thermal=True,
+        reference_c=law.reference_c,
+        walther_a=law.walther_a,
+        walther_b=law.walther_b,
+        bulk_per_k=law.bulk_per_k,
+    )
+    return replace(params, oil=law), effects
+
+
+def _warm_sample(params, effects, X, temp):
+    """`_sample` with the oil temperature as the simulator's extra state x[5n]."""
+    n = params.n
+    Xt = np.column_stack([X, temp])
+    P, E = params.pack(), effects.pack(params)
+    D = np.empty_like(Xt)
+    for k in range(Xt.shape[0]):
+        derivative_fx(Xt[k], np.zeros(n), P, E, D[k])
+    x = _sample(params, replace(effects, thermal=False), X)
+    return replace(
+        x,
+        qdd=D[:, n : 2 * n],
+        pd_cap=D[:, 2 * n : 3 * n],
+        pd_rod=D[:, 3 * n : 4 * n],
+        temp=np.repeat(temp[:, None], n, axis=1),
+    )
+
+
+def test_oil_law_refers_the_simulators_warm_and_cold_oil_to_40c() -> None:
+    """Oil from 20 to 60 °C (viscosity ×2.8 … ×0.46, bulk modulus +12 … −11 %): with the
+    measured temperature the regressors hold at the 40 °C parameters (viscous friction,
+    leakage, 1/b, V0/b) to rounding; without it (the temperature unknown) they do not."""
+    params, effects = _warm_plant()
+    rng = np.random.default_rng(8)
+    X = _states(params, rng, 400)
+    x = _warm_sample(params, effects, X, rng.uniform(20.0, 60.0, X.shape[0]))
+    for model, theta in zip(lin_models(params), _truth(params, effects), strict=True):
+        Phi, y = evaluate(model, x)
+        resid = np.abs(np.einsum("kmp,p->km", Phi, theta) - y) / (np.abs(y) + model.output_scale)
+        assert np.max(resid) < 1e-9, model.name
+        Phi0, y0 = evaluate(model, replace(x, temp=None))
+        resid0 = np.abs(np.einsum("kmp,p->km", Phi0, theta) - y0) / (
+            np.abs(y0) + model.output_scale
+        )
+        assert np.max(resid0) > 1e-3, model.name
+        assert set(model.referred) == {
+            nm for nm in model.names if nm.startswith(("Fv", "Cint")) or "/b" in nm
+        }
+
+
+def test_validation_plant_at_the_oil_temperature() -> None:
+    """lin_plant with `oil_c` states the 40 °C estimate at that temperature: the simulator's
+    state derivative of the warm plant at 28 °C."""
+    params, effects = _warm_plant()
+    mech, fluid = lin_models(params)
+    theta = np.concatenate(_truth(params, effects))
+    plant = lin_plant(params, [*mech.names, *fluid.names], theta, oil_c=28.0)
+    assert plant is not None
+    p2, e2 = plant
+    X = _states(params, np.random.default_rng(9), 50)
+    a, b = np.empty(X.shape[1] + 1), np.empty(X.shape[1])
+    for x in X:
+        derivative_fx(np.r_[x, 28.0], np.zeros(2), params.pack(), effects.pack(params), a)
+        derivative_fx(x, np.zeros(2), p2.pack(), e2.pack(p2), b)
+        np.testing.assert_allclose(b, a[:-1], rtol=1e-9, atol=1e-9 * np.max(np.abs(a)))
+
+
+def test_oil_law_from_the_datasheet() -> None:
+    """Walther's line through the datasheet's two viscosities gives them back, and the ratio
+    the regressors use is 1 at the reference temperature; an oil that thickens as it warms
+    is refused by name."""
+    law = OilLaw.from_datasheet(46.0, 6.8, 0.0058)
+    np.testing.assert_allclose(law.viscosity_cst(np.array([40.0, 100.0])), [46.0, 6.8], rtol=1e-12)
+    assert float(law.viscosity_ratio(40.0)) == pytest.approx(1.0)
+    assert 2.0 < float(law.viscosity_ratio(22.0)) < 3.0  # VG46: ×2.5 colder by 18 K
+    assert float(law.bulk_ratio(50.0)) == pytest.approx(math.exp(-0.058))
+    with pytest.raises(ValueError, match="must exceed"):
+        OilLaw.from_datasheet(6.8, 46.0, 0.0058)

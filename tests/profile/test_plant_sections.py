@@ -64,6 +64,8 @@ def _with(path: str, value: Any) -> dict[str, Any]:
         ("backend.sim.plant.joints[0].friction.stiction", 1.0, ["unknown key", "stiction_pos_n"]),
         ("channels[0].sim_error.gain_error", 0.7, ["channels[0:p_cap_1].sim_error.gain_error"]),
         ("backend.sim.plant.joints[0].leakage.internal_m3_s_per_pa", "1e-12", ["valid number"]),
+        ("plant.oil.viscosity_100c_cst", 60.0, ["plant.oil", "must exceed viscosity_100c_cst"]),
+        ("plant.oil.bulk_modulus_per_k", -0.01, ["plant.oil.bulk_modulus_per_k"]),
     ],
 )
 def test_impossible_effects_are_refused_naming_the_key(
@@ -164,3 +166,29 @@ def test_the_online_estimator_starts_on_a_profile_without_answers(name: str) -> 
     assert [c.model.name for c in ident.chains] == ["mechanical", "fluid"]
     assert all(c.model.truth is None for c in ident.chains)
     assert ident.estimate().truth is None
+
+
+def test_the_oil_law_refers_parameters_from_the_measured_temperature(tmp_path: Path) -> None:
+    """The realistic profile declares its oil ([plant.oil]) and measures it (oil_temp): the
+    batch says which parameters it referred to 40 °C and from what temperatures. Without the
+    temperature channel it warns that they are the unmeasured run temperature's instead."""
+    from estimator.batch import identify_run
+    from estimator.models import load_models
+    from estimator.report.runs import load_run
+
+    path = PROFILES / "sim-2dof-realistic.toml"
+    profile = load_profile(path)
+    run = load_run(record_sim_run(path, tmp_path, "oil", 6.0), profile)
+    known = known_params(profile)
+    models = load_models(profile.estimator.model if profile.estimator else None, known, PROFILES)
+    res = identify_run(run.columns, known, profile=profile, models=models)
+    note = next(n for n in res.notes if n.startswith("oil at "))
+    temps = run.columns["eng.oil_temp"]
+    assert f"{np.min(temps):.1f}" in note and "referred to 40 °C" in note
+    assert "1/b" in note and "Cint1" in note and "Fv+2" in note
+    blind = profile.model_copy(
+        update={"channels": [c for c in profile.channels if c.role != "temperature"]}
+    )
+    res = identify_run(run.columns, known, profile=blind, models=models)
+    assert not any(n.startswith("oil at ") for n in res.notes)
+    assert any("no 'temperature' channel" in w for w in res.warnings)

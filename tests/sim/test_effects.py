@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from controller.plant.params import P_ATM, walther_viscosity
+from controller.plant.oil import walther_viscosity
+from controller.plant.params import P_ATM
 from daq.backends.sim import SimRig
 from daq.profile import parse_profile
 from daq.profile.plant import plant_params
