@@ -51,8 +51,15 @@ column being that edge's h while it is open (Q0⁺⁺, Q0⁺⁻, Q0⁻⁺, Q0⁻
 coefficient per chamber instead is exact only when the chamber's two edges have equal gains;
 on the realistic simulator (joint 2's cap edges 17 % apart) it printed Cf⁺⁻₂ 4 % off at
 σ 0.3 % and Q0 12 % off with the plant inside the family. Not in the model:
-underlap and null leakage (flow at u ≈ 0 through all four edges), external leakage and
-temperature.
+underlap and null leakage (flow at u ≈ 0 through all four edges), external leakage and the
+null offset's shift with temperature.
+
+Temperature (controller/plant/oil.py): with the oil's datasheet declared (`[plant.oil]`,
+`PlantParams.oil`) and the oil temperature in `Sample.temp`, the columns carry the oil law so
+the parameters are the reference temperature's (40 °C): the Fv± columns × ν(T)/ν_ref (viscous
+friction ∝ ν), the C_int column × ν_ref/ν(T) (laminar leakage ∝ 1/ν), the 1/b and V0/b columns
+× e^(k (T − T_ref)) (Tait). The air column is not scaled: the gas's compliance does not follow
+the liquid's law. Without a law or a temperature every factor is 1 (`oil_factors`).
 """
 
 from __future__ import annotations
