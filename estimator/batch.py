@@ -711,10 +711,7 @@ def identify_run(
             f"no repeated {repeat_period_s:g} s period found in the recorded reference: "
             "no periodic (ML) fit"
         )
-    referred = [nm for m in models for nm in m.referred]
-    oil_note, oil_warning = _oil_temperature(
-        profile, params_known, raw, rows_used, nj, referred, models
-    )
+    oil_note, oil_warning = _oil_temperature(profile, params_known, raw, rows_used, nj, models)
     notes += oil_note
     warnings += oil_warning
     use.used = int(np.count_nonzero(rows_used))
@@ -739,12 +736,12 @@ def _oil_temperature(
     raw: np.ndarray,
     used: np.ndarray,
     nj: int,
-    referred: list[str],
     models: Sequence[LinearModel],
 ) -> tuple[list[str], list[str]]:
-    """What the declared oil law (`[plant.oil]`) did to the `referred` parameters
+    """What the declared oil law (`[plant.oil]`) did to the models' referred parameters
     (LinearModel.referred): a note with the temperatures they were referred from, or a warning
     that nothing measured the oil."""
+    referred = [nm for m in models for nm in m.referred]
     oil = params.oil
     if oil is None or not referred:
         return [], []

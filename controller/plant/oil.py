@@ -21,9 +21,15 @@ DATASHEET_LOW_C = 40.0
 DATASHEET_HIGH_C = 100.0
 
 
-def walther_viscosity(temp_c: float, a: float, b: float) -> float:
+def walther(temp_c: np.ndarray | float, a: float, b: float) -> np.ndarray:
     """Kinematic viscosity in cSt (ASTM D341): log₁₀ log₁₀(ν + 0.7) = A − B log₁₀ T[K]."""
-    return float(10.0 ** (10.0 ** (a - b * math.log10(temp_c + 273.15))) - 0.7)
+    t = np.asarray(temp_c, dtype=float)
+    return np.asarray(10.0 ** (10.0 ** (a - b * np.log10(t + 273.15))) - 0.7)
+
+
+def walther_viscosity(temp_c: float, a: float, b: float) -> float:
+    """`walther` at one temperature, as a float."""
+    return float(walther(temp_c, a, b))
 
 
 def _loglog(nu_cst: float) -> float:
@@ -52,8 +58,8 @@ class OilLaw:
         100 °C, ISO 3104), ν(40) > ν(100) > 0."""
         if not viscosity_40c_cst > viscosity_100c_cst > 0.0:
             raise ValueError(
-                f"viscosity at 40 °C ({viscosity_40c_cst} cSt) must exceed the one at 100 °C "
-                f"({viscosity_100c_cst} cSt), both > 0"
+                f"viscosity_40c_cst ({viscosity_40c_cst}) must exceed viscosity_100c_cst "
+                f"({viscosity_100c_cst}) > 0 (cSt): oil thins as it warms"
             )
         x1 = math.log10(DATASHEET_LOW_C + 273.15)
         x2 = math.log10(DATASHEET_HIGH_C + 273.15)
@@ -64,10 +70,7 @@ class OilLaw:
         )
 
     def viscosity_cst(self, temp_c: np.ndarray | float) -> np.ndarray:
-        t = np.asarray(temp_c, dtype=float)
-        return np.asarray(
-            10.0 ** (10.0 ** (self.walther_a - self.walther_b * np.log10(t + 273.15))) - 0.7
-        )
+        return walther(temp_c, self.walther_a, self.walther_b)
 
     def viscosity_ratio(self, temp_c: np.ndarray | float) -> np.ndarray:
         """ν(T)/ν(T_ref): viscous friction scales with it, laminar leakage with its inverse."""

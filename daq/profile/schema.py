@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from controller.plant.oil import OilLaw
+
 Identifier = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,31}$")]
 Positive = Annotated[float, Field(gt=0.0)]
 NonNegative = Annotated[float, Field(ge=0.0)]
@@ -233,11 +235,8 @@ class Oil(Strict):
 
     @model_validator(mode="after")
     def _thinner_when_hot(self) -> Oil:
-        if not self.viscosity_40c_cst > self.viscosity_100c_cst:
-            raise ValueError(
-                f"viscosity_40c_cst ({self.viscosity_40c_cst}) must exceed viscosity_100c_cst "
-                f"({self.viscosity_100c_cst}): oil thins as it warms"
-            )
+        # The law's own check (controller.plant.oil), raised here so the error names the table.
+        OilLaw.from_datasheet(self.viscosity_40c_cst, self.viscosity_100c_cst, 0.0)
         return self
 
 

@@ -19,7 +19,7 @@ from daq.profile.plant import known_params
 from estimator.batch import BatchResult, identify_run
 from estimator.datause import STATE_RUNNING
 from estimator.models import load_models
-from estimator.models_lin import lin_plant
+from estimator.models_lin import SMOOTH_SIGN_M_S, lin_plant
 from estimator.online import Estimate, OnlineIdentifier
 from estimator.report.runs import ReportError, RunData, measured
 from estimator.shape_search import with_configured_shape
@@ -176,11 +176,8 @@ def identified_params(
     names = list(names)
     if not np.all(np.isfinite(theta)):
         return None, "the estimate has non-finite values"
-    lin = (
-        lin_plant(known, names, theta, oil_c=oil_c)
-        if band_m_s is None
-        else lin_plant(known, names, theta, band_m_s, oil_c)
-    )
+    band = SMOOTH_SIGN_M_S if band_m_s is None else band_m_s
+    lin = lin_plant(known, names, theta, band, oil_c)
     if lin is not None:
         return lin, None
     mech, fluid = known.mech_names(), known.fluid_names()
