@@ -37,6 +37,7 @@ from estimator.datause import DataUse, blocks, classify
 from estimator.models import LinearModel, load_models
 from estimator.rls import RlsConfig
 from estimator.shape_search import with_configured_shape
+from estimator.spool import SpoolFusion, valve_commands
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,7 @@ class OnlineIdentifier:
         prior: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
         history_dt: float = 0.1,
         fuse_angles: bool = True,
+        fuse_spool: bool = False,
         running_only: bool = True,
         chunk_s: float = 0.1,
     ) -> None:
@@ -138,6 +140,15 @@ class OnlineIdentifier:
         # Potentiometer angle for the regressors where every joint has one (estimator.angles).
         have_s = bool(np.all(self._index[self.nj : 2 * self.nj] >= 0))
         self._fusion = AngleFusion(self.params, self.nj) if fuse_angles and have_s else None
+        # The spool with the LVDT's noise replaced above 2 Hz by the command's (estimator.spool):
+        # off by default online, where nothing would reveal the 1/b error it uncovers (the
+        # module doc); the batch fuses, and its refinement widens 1/b's σ to cover that error.
+        cmds = valve_commands(profile) if fuse_spool else None
+        self._cmd_index: np.ndarray | None = None
+        self._spool: SpoolFusion | None = None
+        if cmds is not None and all(c in names for c in cmds):
+            self._cmd_index = np.array([names.index(c) for c in cmds])
+            self._spool = SpoolFusion(self.params, self.nj, self.fs)
         self.gaps = 0
         self.rows = 0
         self.t = 0.0
@@ -189,6 +200,8 @@ class OnlineIdentifier:
     def _restart(self) -> None:
         for c in self.chains:
             c.reset_continuity()
+        if self._spool is not None:
+            self._spool.reset()
 
     def update_rows(self, rows: np.ndarray) -> int:
         """Telemetry rows (N, width) in seq order. Rows outside RUNNING (if `running_only`),
@@ -273,6 +286,8 @@ class OnlineIdentifier:
             raw[:, nj : 2 * nj] = s
         elif self._fusion is not None:
             self._fusion.apply(raw)
+        if self._spool is not None and self._cmd_index is not None:
+            self._spool.apply(raw, rows[:, self._cmd_index])
         used = 0
         for c in self.chains:
             used = c.push(raw)

@@ -45,6 +45,8 @@ def excite(
     rows = np.zeros((N, layout.width))
     inputs = [c.name for c in profile.inputs]
     eng0 = names.index(f"eng.{inputs[0]}")
+    # The valve commands as the service records them (the fused spool needs them).
+    cmd = [names.index(f"cmd.{c.name}") for c in profile.outputs]
     nj = len(profile.joints)
     qi = [rig.index(_resolver(profile, j.name)) for j in profile.joints]
     home = np.array(profile.home_rad())
@@ -55,12 +57,16 @@ def excite(
     moving[list(still)] = 0.0
     v = np.zeros(len(profile.outputs))
     eng = rig.read()
-    for k in range(N):
+    for k in range(N + 1):
         t = k * profile.period
         wave = (amps * np.sin(2 * np.pi * freqs * t + phases)).sum(axis=1) * (1 - np.exp(-t))
         ref = home + moving * wave
         q = eng[qi]
         v[:nj] = np.clip(gain * (ref - q) + moving * dither * np.sin(2 * np.pi * 3.7 * t), -6, 6)
+        if k > 0:  # the command computed from row k − 1's reading, recorded with it (as the loop)
+            rows[k - 1, cmd] = v
+        if k == N:
+            break
         eng = rig.step(v)
         rows[k, 0] = k
         rows[k, 1] = (k + 1) * profile.period
