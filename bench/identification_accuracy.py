@@ -20,7 +20,8 @@ Cases (issue 13, "Must show"; default `nominal`):
             within ±3σ for ≥ 90 % of parameter-runs (batch), FIT ≥ 95 % (displacements and
             pressures), the reference Sakai model on the same recording flagged (a warning).
             Truth of the family's new terms from the simulator's plant at its reference oil
-            temperature (Fc±, V0/b, C_int, Q0ₑ = Cfₑ·b₀ per metering edge); Fv± have none (the
+            temperature (Fc±, V0/b, C_int, per metering edge Q0ₑ = Cfₑ (b₀ − sₑ (d − a_L)) and
+            QLₑ = sₑ Cfₑ a_L with the lap d and leakage opening a_L); Fv± have none (the
             simulator's joint Fv + piston f_v± r(q)² is not a constant). Residual σ per equation
             of both models on the same data is the model-selection evidence.
 Seeds apply to every case but `nomotion` (run once).
@@ -393,7 +394,7 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
     from daq.profile.plant import known_params, sim_plant
     from estimator.batch import identify_run
     from estimator.models import load_models, reference_models
-    from estimator.models_lin import EDGES
+    from estimator.models_lin import EDGES, valve_coefficients
 
     prof = load_profile(profile)
     known = known_params(prof)
@@ -407,6 +408,8 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
     for i, j in enumerate(eff.joints, 1):
         cf, b = true.flow_gains[i - 1], true.bulk_modulus
         v0c, v0r = j.dead_volumes(float(true.dead_volume[i - 1]))
+        b0 = j.null_bias + j.null_shift_per_k * shift_k
+        q0, ql = valve_coefficients(cf, b0, j.lap, j.null_leak_opening)
         truth.update(
             {
                 f"Fc+{i}": j.coulomb_pos,
@@ -414,10 +417,8 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
                 f"V0+/b{i}": v0c / b,
                 f"V0-/b{i}": v0r / b,
                 f"Cint{i}": j.leak_internal,
-                **{
-                    f"Q0{e}{i}": g * (j.null_bias + j.null_shift_per_k * shift_k)
-                    for e, g in zip(EDGES, cf, strict=True)
-                },
+                **{f"Q0{e}{i}": v for e, v in zip(EDGES, q0, strict=True)},
+                **{f"QL{e}{i}": v for e, v in zip(EDGES, ql, strict=True)},
             }
         )
     truth["air"] = eff.air_content

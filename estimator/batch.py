@@ -58,7 +58,7 @@ from estimator.refine import refine as refine_fit
 from estimator.repeats import PeriodicResult, find_repeats, periodic_fit
 from estimator.rls import sigma_pct
 from estimator.shape_search import choose as choose_shape
-from estimator.shape_search import iterate as iterate_fixed_point
+from estimator.shape_search import choose_switches
 from estimator.spool import fuse_blocks
 
 
@@ -683,8 +683,8 @@ def identify_run(
                 still=not_excited,
             )  # fmt: skip
             notes.append(note)
-        if mdl.fixed_point is not None and blks:
-            mdl, note = _settle_fixed_point(
+        if mdl.switches is not None and blks:
+            mdl, note = _choose_switches(
                 mdl, raw, blks, fs=fs, nj=nj, cutoff_hz=fc, nd=nd, trim=trim, rank_tol=rank_tol,
                 still=not_excited,
             )  # fmt: skip
@@ -783,22 +783,25 @@ def _oil_temperature(
     ], []
 
 
-def _settle_fixed_point(
+def _choose_switches(
     mdl: LinearModel, raw: np.ndarray, blks: Sequence[slice], **kw: Any
 ) -> tuple[LinearModel, str]:
-    """The model rebuilt with the regressor constants its own estimate implies (plain WLS fits
-    until they settle; estimator.shape_search.iterate)."""
-    fp = mdl.fixed_point
-    assert fp is not None
+    """The model rebuilt with the per-joint switching points that leave the least residual
+    (estimator.shape_search.choose_switches; each candidate a plain WLS fit of the same rows,
+    scored per joint by its own equations' residual variance)."""
+    sw = mdl.switches
+    assert sw is not None
 
-    def estimate(m: LinearModel) -> np.ndarray | None:
-        got = fit_blocks(m, raw, blks, jackknife_groups=0, refine=False, **kw)
-        return None if got is None else got[0].theta
+    def cost(value: np.ndarray) -> np.ndarray:
+        got = fit_blocks(sw.make(value), raw, blks, jackknife_groups=0, refine=False, **kw)
+        if got is None:
+            return np.full(np.shape(value)[1], np.nan)
+        var = np.asarray(got[0].equation_sigma, dtype=float) ** 2
+        return var.reshape(-1, sw.per_joint).sum(axis=1)
 
-    value, fits, settled = iterate_fixed_point(fp, estimate)
-    made = replace(fp.make(value), truth=mdl.truth, prior=mdl.prior, shape=mdl.shape)
-    how = f"settled in {fits} fits" if settled else f"not settled after {fits} fits (last used)"
-    return made, f"{mdl.name}: {fp.label} = {fp.show(value)}, from its own estimate, {how}"
+    choice = choose_switches(sw, cost)
+    made = replace(sw.make(choice.value), truth=mdl.truth, prior=mdl.prior, shape=mdl.shape)
+    return made, choice.note(mdl.name, sw)
 
 
 def _choose_shape(

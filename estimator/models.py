@@ -36,7 +36,7 @@ import numpy as np
 from controller.plant.dynamics import cylinder
 from controller.plant.params import PlantParams
 from controller.plant.regressors import fluid_regressor, mechanical_output, mechanical_regressor
-from estimator.shape_search import FixedPoint, ShapeSearch
+from estimator.shape_search import JointSwitches, ShapeSearch
 
 #: Signal names a `Sample` carries; `d`/`dd` prefixes are first/second time derivatives.
 SIGNALS = ("q", "s", "p_cap", "p_rod", "u", "temp")
@@ -100,9 +100,9 @@ class LinearModel:
     #: A shape constant the model is linear only once it is fixed (e.g. the Coulomb band of
     #: estimator.models_lin), which the batch chooses from the data (estimator.shape_search).
     shape: ShapeSearch | None = field(default=None, compare=False)
-    #: Regressor constants the model's own estimate implies (e.g. the valve null offsets that
-    #: decide which edge is open), iterated to a fixed point by the batch.
-    fixed_point: FixedPoint | None = field(default=None, compare=False)
+    #: Per-joint points where the regressor switches (e.g. the spool positions where each
+    #: valve's edges open, estimator.models_lin), which the batch chooses from the data.
+    switches: JointSwitches | None = field(default=None, compare=False)
     #: Parameters referred to the oil law's temperature through `Sample.temp`
     #: (controller.plant.oil): what the batch's notes say was referred.
     referred: tuple[str, ...] = ()

@@ -45,14 +45,29 @@ collinear on the standard experiment (every one flagged, bench/identification_er
 n is fixed at `POLYTROPIC_INDEX`, not chosen from the data (a shape search over n, like the
 Coulomb band's, would cost a fluid fit per candidate; not tried).
 
-Q0 is the valve null offset: a metering edge that sees u + b₀ passes
-Cf h (u + b₀) = Cf h u + (Cf b₀) h, so each edge has its own Q0 = Cf b₀ (m³/(s·√Pa)), the
-column being that edge's h while it is open (Q0⁺⁺, Q0⁺⁻, Q0⁻⁺, Q0⁻⁻ like the gains). One
-coefficient per chamber instead is exact only when the chamber's two edges have equal gains;
-on the realistic simulator (joint 2's cap edges 17 % apart) it printed Cf⁺⁻₂ 4 % off at
-σ 0.3 % and Q0 12 % off with the plant inside the family. Not in the model:
-underlap and null leakage (flow at u ≈ 0 through all four edges), external leakage and the
-null offset's shift with temperature.
+The valve (docs/simulator.md, controller.plant.dynamics.valve_edges): edge e of a spool at
+w = u + b₀ (b₀ the null offset) with lap d (> 0 overlap, < 0 underlap) and a leakage opening a_L
+opens a_e = max(s_e w − d, 0) + a_L, s_e = +1 for P→cap and rod→T, −1 for cap→T and P→rod.
+With o_e = [s_e w > d] (the edge open) its flow Cf_e h_e a_e is, in the per-unit-opening column
+g_e (the reference regressor's, sign included, so that Cf g u is the chamber's flow),
+
+    Cf_e g_e u o_e + Q0_e g_e o_e + QL_e g_e (1 − o_e),
+    Q0_e = Cf_e (b₀ − s_e (d − a_L)),  QL_e = s_e Cf_e a_L,
+
+linear in Cf, Q0 and QL once b₀ and d (which edges are open) are fixed. The batch chooses
+them per joint by least residual (estimator.shape_search.JointSwitches: where each pair of
+edges starts to open, u > d − b₀ and u < −d − b₀). A fixed point on the estimate's own
+b₀ = mean Q0/Cf, d = a_L − mean s Q0/Cf (a_L = mean s QL/Cf, `valve_shape`) was tried first:
+it holds at the truth but, started from b₀ = d = 0 on the realistic valve, it oscillated
+(b₀ ±0.02 V) or ran to the search's bound. `lin_plant` takes b₀, d and a_L from the estimate
+by `valve_shape`. An underlap as wide as the spool's typical
+opening (the realistic valve: 0.007 V against a median opening of 0.008–0.010 V on the
+standard experiment) has both edges of a chamber passing flow around null; without the band
+the gains absorbed it (Cf⁺⁺₂ +28 %). Q0 per edge rather than per chamber: exact whatever the
+edges' gains (joint 2's cap edges are 17 % apart on the realistic simulator; one Q0 per
+chamber printed Cf⁺⁻₂ 4 % off at σ 0.3 %). With d = a_L = 0 the model is the null offset's
+alone (QL = 0). The online estimator runs b₀ = d = 0, what the QL columns can absorb of the
+band. Not in the model: external leakage and the null offset's shift with temperature.
 
 Temperature (controller/plant/oil.py): with the oil's datasheet declared (`[plant.oil]`,
 `PlantParams.oil`) and the oil temperature in `Sample.temp`, the columns carry the oil law so
@@ -70,7 +85,7 @@ from controller.plant.dynamics import P_ATM, cylinder, joint_from_piston
 from controller.plant.params import JointEffects, PlantEffects, PlantParams
 from controller.plant.regressors import fluid_regressor, mechanical_output, mechanical_regressor
 from estimator.models import LinearModel, Sample, fluid_model, mechanical_model
-from estimator.shape_search import FixedPoint, ShapeSearch
+from estimator.shape_search import JointSwitches, ShapeSearch
 
 #: v_ε of the smooth sign in the Coulomb columns (m/s of piston velocity). Lin's rig and the
 #: simulator's Stribeck velocity (10 mm/s) put the bump below ~20 mm/s; 5 mm/s keeps the
@@ -137,16 +152,19 @@ def lin_mech_regressor(
 #: The four metering edges, in the reference regressor's column order: P→cap, cap→T, P→rod,
 #: rod→T (controller.plant.regressors).
 EDGES = ("++", "+-", "-+", "--")
-#: Fluid parameters per joint: 4 gains, V0⁺/b, V0⁻/b, C_int, 4 null offsets.
-FLUID_PER_JOINT = 11
+#: s_e: +1 for the edges a positive spool opens (P→cap, rod→T), −1 for the others.
+EDGE_SIGNS = np.array([1.0, -1.0, 1.0, -1.0])
+#: Fluid parameters per joint: 4 gains, V0⁺/b, V0⁻/b, C_int, 4 null offsets, 4 null leakages.
+FLUID_PER_JOINT = 15
 #: Polytropic index n the air column assumes: between isothermal (1.0) and adiabatic (1.4)
 #: bubbles. At 3 MPa g(p) is 32 % lower with n = 1 and 29 % higher with n = 1.4 than with 1.2:
 #: α absorbs the level, not the shape over the run's pressures, so a wrong n biases α.
 POLYTROPIC_INDEX = 1.2
-#: The batch's null offsets b₀ (spool units) settle within this (~1 % of a typical b₀); they are
-#: clipped to ±NULL_OFFSET_MAX, 1/7 of the spool's travel, beyond any trimmed valve's bias.
-NULL_OFFSET_TOL = 5.0e-5
-NULL_OFFSET_MAX = 0.2
+#: The batch looks for each valve's switching points within ±SWITCH_SPAN of null (spool
+#: units, 1/7 of the spool's travel: beyond any trimmed valve's bias and any servo valve's
+#: lap) and to SWITCH_TOL (~6 % of the realistic valve's 7 mV lap).
+SWITCH_SPAN = 0.2
+SWITCH_TOL = 4.0e-4
 
 
 def lin_fluid_names(n: int) -> list[str]:
@@ -155,7 +173,31 @@ def lin_fluid_names(n: int) -> list[str]:
         names += [f"Cf{e}{i}" for e in EDGES]
         names += [f"V0+/b{i}", f"V0-/b{i}", f"Cint{i}"]
         names += [f"Q0{e}{i}" for e in EDGES]
+        names += [f"QL{e}{i}" for e in EDGES]
     return [*names, "air"]
+
+
+def valve_coefficients(
+    cf: np.ndarray, b0: float, lap: float, leak: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(Q0ₑ, QLₑ) over the four edges of a valve with gains `cf`, null offset b₀, lap d and
+    leakage opening a_L (module doc); `valve_shape` inverts it."""
+    cf = np.asarray(cf, dtype=float)
+    return cf * (b0 - EDGE_SIGNS * (lap - leak)), EDGE_SIGNS * cf * leak
+
+
+def valve_shape(th: dict[str, float], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(b₀, d, a_L) per joint, spool units, that a fluid estimate implies (module doc: Q0/Cf =
+    b₀ − s(d − a_L), QL/Cf = s a_L per edge, averaged over the four edges)."""
+    b0, lap, leak = np.zeros(n), np.zeros(n), np.zeros(n)
+    for i in range(1, n + 1):
+        cf = np.array([th[f"Cf{e}{i}"] for e in EDGES])
+        r = np.array([th[f"Q0{e}{i}"] for e in EDGES]) / cf
+        a_l = float(np.mean(EDGE_SIGNS * np.array([th[f"QL{e}{i}"] for e in EDGES]) / cf))
+        b0[i - 1] = np.mean(r)
+        lap[i - 1] = a_l - np.mean(EDGE_SIGNS * r)
+        leak[i - 1] = a_l
+    return b0, lap, leak
 
 
 def air_compliance(p: np.ndarray, n: float = POLYTROPIC_INDEX) -> np.ndarray:
@@ -166,22 +208,25 @@ def air_compliance(p: np.ndarray, n: float = POLYTROPIC_INDEX) -> np.ndarray:
 
 
 def lin_fluid_regressor(
-    params: PlantParams, x: Sample, null_offset: np.ndarray | None = None
+    params: PlantParams, x: Sample, valve: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Φ (N, 2n, 2 + 11n) and y (N, 2n) of the fluid model (module doc), order
-    `lin_fluid_names`; rows [cap₁, rod₁, cap₂, rod₂].
+    """Φ (N, 2n, 2 + 15n) and y (N, 2n) of the fluid model (module doc), order
+    `lin_fluid_names`; rows [cap₁, rod₁, cap₂, rod₂]. `valve` = [b₀ per joint, d per joint]
+    (spool units; None: zeros), which edges are open.
 
     The valve columns are the reference regressor's (controller.plant.regressors), so the
-    orifice law is written once. Each column is linear in u, u·g(p, sign u), so the same
-    columns evaluated with u → sign(u) and multiplied by sign(u) are g alone: the open edge's
-    ±h, the null-offset columns (coefficient Cf·b₀ exactly, edge by edge)."""
+    orifice law is written once: evaluated at u = +1 it gives the edges a positive spool opens,
+    at u = −1 the others (× −1: per unit opening, g_e)."""
     n = params.n
+    b0, lap = (np.zeros(n), np.zeros(n)) if valve is None else np.reshape(valve, (2, n))
     args = (x.p_cap, x.p_rod, x.pd_cap, x.pd_rod)
-    # The open edge is the one u + b₀ opens (`null_offset` = b₀ per joint, spool units): in
-    # the band between 0 and −b₀ the other edge carries the flow.
-    w = x.u if null_offset is None else x.u + np.asarray(null_offset)[None, :]
-    sgn = np.sign(w)
-    edge, y = fluid_regressor(params, x.s, x.sd, sgn, *args)
+    one = np.ones_like(x.u)
+    pos, y = fluid_regressor(params, x.s, x.sd, one, *args)
+    neg, _ = fluid_regressor(params, x.s, x.sd, -one, *args)
+    edge = pos - neg  # each edge's column at its own slot (the other call leaves it zero)
+    # o_e = [s_e (u + b₀) > d]: underlap (d < 0) opens both edges around null, overlap none.
+    opened = EDGE_SIGNS[None, None, :] * (x.u + b0[None, :])[:, :, None] > lap[None, :, None]
+    shut = ~opened
     phi = np.zeros((x.n, 2 * n, 2 + FLUID_PER_JOINT * n))
     v0 = params.dead_volume
     g_cap, g_rod = air_compliance(x.p_cap), air_compliance(x.p_rod)
@@ -196,9 +241,13 @@ def lin_fluid_regressor(
         swept_rod = -x.pd_rod[:, i] * (half - x.s[:, i]) * params.area_rod[i]
         phi[:, rc, 0] = swept_cap * compl[:, i]
         phi[:, rr, 0] = swept_rod * compl[:, i]
-        # g = the open edge's column per unit opening; Cf multiplies g·u, Q0 = Cf·b₀ g.
-        g = edge[:, :, cr : cr + 4] * sgn[:, i, None, None]
-        phi[:, :, c : c + 4] = g * x.u[:, i, None, None]
+        # Per edge: Cf multiplies g·u and Q0 g while it is open, QL g while it is closed
+        # (only this joint's two rows hold them).
+        g = edge[:, rc : rr + 1, cr : cr + 4]
+        o, z = opened[:, i, None, :], shut[:, i, None, :]
+        phi[:, rc : rr + 1, c + 7 : c + 11] = g * o
+        phi[:, rc : rr + 1, c : c + 4] = phi[:, rc : rr + 1, c + 7 : c + 11] * x.u[:, i, None, None]
+        phi[:, rc : rr + 1, c + 11 : c + 15] = g * z
         # α: the air in the whole chamber, the dead volume taken at its nominal value (the
         # error is second order: α times the dead volume's mismatch).
         # The gas's compliance does not follow the liquid's temperature law (simulator alike).
@@ -209,7 +258,6 @@ def lin_fluid_regressor(
         leak = dp / visc[:, i]
         phi[:, rc, c + 6] = -leak
         phi[:, rr, c + 6] = leak
-        phi[:, :, c + 7 : c + 11] = g
     return phi, y
 
 
@@ -255,22 +303,27 @@ def lin_mechanical_model(
 def lin_fluid_model(
     params: PlantParams,
     truth: np.ndarray | None = None,
-    null_offset: np.ndarray | None = None,
+    valve: np.ndarray | None = None,
 ) -> LinearModel:
+    """`valve` = [b₀ per joint, lap d per joint] (spool units), which edges the regressor opens
+    (None: zeros, what the online estimator runs); the batch chooses them from the data
+    (`switches`: where each pair of edges opens, estimator.shape_search.JointSwitches)."""
     ref = fluid_model(params)
     n = params.n
 
     def regressor(x: Sample) -> tuple[np.ndarray, np.ndarray]:
-        return lin_fluid_regressor(params, x, null_offset)
+        return lin_fluid_regressor(params, x, valve)
 
-    per_joint = [1.0e-6] * 4 + [1.0e-13, 1.0e-13, 1.0e-12] + [1.0e-9] * 4
+    per_joint = [1.0e-6] * 4 + [1.0e-13, 1.0e-13, 1.0e-12] + [1.0e-9] * 8
     names = lin_fluid_names(n)
-    offset = np.zeros(n) if null_offset is None else np.asarray(null_offset, dtype=float)
+    b0, lap = (np.zeros(n), np.zeros(n)) if valve is None else np.reshape(valve, (2, n))
 
-    def implied_offsets(theta: np.ndarray) -> np.ndarray:
-        th = dict(zip(names, theta, strict=True))
-        b0 = [np.mean([th[f"Q0{e}{i}"] / th[f"Cf{e}{i}"] for e in EDGES]) for i in range(1, n + 1)]
-        return np.clip(np.nan_to_num(np.array(b0)), -NULL_OFFSET_MAX, NULL_OFFSET_MAX)
+    def show(edges: np.ndarray) -> str:
+        b, d = valve_from_switches(edges)
+        return (
+            f"null offset b₀ [{', '.join(f'{v * 1e3:.2f}' for v in b)}] mV, lap d "
+            f"[{', '.join(f'{v * 1e3:.2f}' for v in d)}] mV (< 0 underlap)"
+        )
 
     return LinearModel(
         name="fluid_lin",
@@ -286,15 +339,24 @@ def lin_fluid_model(
         referred=tuple(nm for nm in names if "/b" in nm or nm.startswith("Cint"))
         if params.oil
         else (),
-        fixed_point=FixedPoint(
-            label="valve null offsets b₀ (the open edge is the one u + b₀ opens)",
+        switches=JointSwitches(
+            label="spool positions where each valve's edges open",
             unit="spool",
-            value=offset,
-            tol=NULL_OFFSET_TOL,
-            update=implied_offsets,
-            make=lambda b0: lin_fluid_model(params, truth, b0),
+            value=np.array([lap - b0, -lap - b0]),
+            span=SWITCH_SPAN,
+            tol=SWITCH_TOL,
+            per_joint=2,
+            make=lambda edges: lin_fluid_model(params, truth, np.r_[valve_from_switches(edges)]),
+            show=show,
         ),
     )
+
+
+def valve_from_switches(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(b₀, d) per joint of the spool positions (2, n) where the edges a positive spool opens
+    start to open (u > d − b₀) and where the others do (u < −d − b₀)."""
+    up, down = np.asarray(edges, dtype=float)
+    return -0.5 * (up + down), 0.5 * (up - down)
 
 
 def lin_models(params: PlantParams) -> list[LinearModel]:
@@ -317,7 +379,8 @@ def lin_plant(
     terms differ in form: the joint viscous Fv± become a symmetric joint Fv = min(Fv⁺, Fv⁻)
     plus a piston term f_v = (Fv± − Fv)/r² with r at mid-stroke (the simulator's f_v± act at
     the piston, ∝ r(q)²); the four null-offset coefficients give one null bias b₀, the mean of
-    Q0ₑ/Cfₑ over the edges; the Coulomb terms' band is the one the estimate was made with
+    Q0ₑ/Cfₑ over the edges, the lap and the leakage opening likewise (`valve_shape`); the
+    Coulomb terms' band is the one the estimate was made with
     (`band_m_s`: the batch's choice, estimator.shape_search). Estimates outside the physics
     (a negative force, leakage or volume) are clipped to its range, so a poor estimate
     validates poorly rather than failing.
@@ -341,11 +404,11 @@ def lin_plant(
     _, r_mid = cylinder(known, mid)
     # PlantParams wants Fv > 0 (the daq refuses a parameter file without): 1e-6 N·m·s/rad.
     fv = visc * np.array([max(min(th[f"Fv+{i}"], th[f"Fv-{i}"]), 1e-6) for i in range(1, n + 1)])
+    b0, lap, leak = valve_shape(th, n)
     joints = []
     for i in range(1, n + 1):
         r2 = float(r_mid[0, i - 1]) ** 2
         fc_p, fc_m = max(th[f"Fc+{i}"], 0.0), max(th[f"Fc-{i}"], 0.0)
-        b0 = float(np.mean([th[f"Q0{e}{i}"] / th[f"Cf{e}{i}"] for e in EDGES]))
         joints.append(
             JointEffects(
                 coulomb_pos=fc_p,
@@ -356,7 +419,9 @@ def lin_plant(
                 viscous_pos=max(visc * th[f"Fv+{i}"] - fv[i - 1], 0.0) / r2,
                 viscous_neg=max(visc * th[f"Fv-{i}"] - fv[i - 1], 0.0) / r2,
                 leak_internal=max(th[f"Cint{i}"], 0.0) / visc,
-                null_bias=float(np.clip(b0, -0.5, 0.5)),
+                null_bias=float(np.clip(b0[i - 1], -0.5, 0.5)),
+                lap=float(np.clip(lap[i - 1], -0.5, 0.5)),
+                null_leak_opening=max(float(leak[i - 1]), 0.0),
                 dead_volume_cap=max(th[f"V0+/b{i}"] * bulk, 1e-7),
                 dead_volume_rod=max(th[f"V0-/b{i}"] * bulk, 1e-7),
             )

@@ -1,5 +1,6 @@
 """A model's nonlinear constants, chosen by the data: a shape by profile likelihood
-(`ShapeSearch`), constants the model's own estimate implies by fixed point (`FixedPoint`).
+(`ShapeSearch`), and per-joint switching points the same way, joint by joint
+(`JointSwitches`).
 
 Some models are linear in their parameters only once a shape is fixed: the width v_ε of the
 smooth sign in Lin's Coulomb columns (estimator.models_lin) is the example. The width is a
@@ -118,39 +119,117 @@ def with_configured_shape(model: LinearModel, cfg: Any) -> LinearModel:
 
 
 @dataclass(frozen=True)
-class FixedPoint:
-    """Constants of a model's regressor that its own estimate gives (estimator.models_lin:
-    which metering edge is open depends on u + b₀, and b₀ = Q0/Cf is estimated): the batch
-    fits, computes them from the estimate, rebuilds the model and fits again until they
-    settle. Starting from `value` (the model as built, what the online estimator runs)."""
+class JointSwitches:
+    """Per-joint points where a model's regressor switches (estimator.models_lin: the spool
+    positions at which each valve's two pairs of metering edges open), chosen like a shape by
+    least residual, joint by joint. A joint's switches act on its own equations (rows
+    `per_joint`·j …), so one fit scores a candidate for every joint at once; the parameters
+    the joints share (1/b, α) couple them only weakly. `value` (k, n): k switches per joint,
+    the model as built (what the online estimator runs)."""
 
-    label: str  # "valve null offsets b₀"
+    label: str  # "spool positions where each valve's edges open"
     unit: str
     value: np.ndarray
-    tol: float  # settled when no constant moves more than this
-    update: Callable[[np.ndarray], np.ndarray]  # θ → the constants it implies
+    span: float  # the first sweep's grid covers value ± span
+    tol: float  # the golden-section search stops at this interval
+    per_joint: int  # equations (rows) per joint
     make: Callable[[np.ndarray], LinearModel]
-
-    def show(self, value: np.ndarray) -> str:
-        return "[" + ", ".join(f"{v:.3g}" for v in value) + f"] {self.unit}"
+    show: Callable[[np.ndarray], str]
 
 
-#: Refits before a fixed point that has not settled is given up.
-MAX_FIXED_POINT_FITS = 6
+@dataclass(frozen=True)
+class SwitchChoice:
+    value: np.ndarray
+    cost: np.ndarray  # per joint, at `value`
+    cost_own: np.ndarray  # per joint, at the model's own value
+    fits: int
+    at_edge: bool  # some switch ended at the grid's end: the data may want it beyond
+
+    def note(self, model: str, sw: JointSwitches) -> str:
+        ratio = np.where(self.cost > 0, self.cost_own / np.maximum(self.cost, 1e-300), np.inf)
+        text = (
+            f"{model}: {sw.label}: {sw.show(self.value)}, chosen by the data (least residual "
+            f"per joint, {self.fits} fits); the model as built, which the online estimator "
+            f"runs, leaves {', '.join(f'{r:.2g}' for r in ratio)}× the residual variance"
+        )
+        return text + ("; at the end of the searched range" if self.at_edge else "")
 
 
-def iterate(
-    fp: FixedPoint, estimate: Callable[[LinearModel], np.ndarray | None]
-) -> tuple[np.ndarray, int, bool]:
-    """The constants where the model's estimate reproduces them: (value, fits, settled).
-    `estimate(model)` is θ of a plain fit (None: no fit)."""
-    value = np.asarray(fp.value, dtype=float)
-    for k in range(1, MAX_FIXED_POINT_FITS + 1):
-        theta = estimate(fp.make(value))
-        if theta is None or not np.all(np.isfinite(theta)):
-            return value, k, False
-        nxt = np.asarray(fp.update(theta), dtype=float)
-        if np.max(np.abs(nxt - value)) <= fp.tol:
-            return nxt, k, True
-        value = nxt
-    return value, MAX_FIXED_POINT_FITS, False
+#: Grid of the first sweep, in units of `span` (dense near the model's own value).
+SWITCH_GRID = np.array([-1.0, -0.5, -0.25, -0.12, -0.05, 0.0, 0.05, 0.12, 0.25, 0.5, 1.0])
+#: Later sweeps: a few points within ±4 tol of the value the first left.
+SWITCH_GRID_LOCAL = np.array([-1.0, -0.5, 0.0, 0.5, 1.0])
+#: Coordinate sweeps over the k switches per joint (the second starts at the first's result:
+#: on the realistic valve the first left joint 2's edges 2 mV off, their truth's other half
+#: still at its start).
+SWITCH_SWEEPS = 2
+_GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0
+
+
+def choose_switches(sw: JointSwitches, cost: Callable[[np.ndarray], np.ndarray]) -> SwitchChoice:
+    """Coordinate descent over the k switches: per coordinate a grid (the first sweep) or the
+    neighbourhood of the current value (later sweeps), then a golden-section search between
+    the best point's neighbours, every joint in lockstep (one fit per step scores them all).
+    `cost(value (k, n))` → residual variance per joint (n,); NaN/inf = unusable."""
+    k, n = np.shape(sw.value)
+    fits = 0
+
+    def score(value: np.ndarray) -> np.ndarray:
+        nonlocal fits
+        fits += 1
+        c = np.asarray(cost(value), dtype=float)
+        return np.where(np.isfinite(c), c, np.inf)
+
+    value = np.array(sw.value, dtype=float)
+    own = score(value)
+    at_edge = np.zeros(n, dtype=bool)
+    for sweep in range(SWITCH_SWEEPS):
+        for c in range(k):
+            steps = SWITCH_GRID if sweep == 0 else SWITCH_GRID_LOCAL
+            scale = sw.span if sweep == 0 else 4.0 * sw.tol
+            grid = value[c][None, :] + scale * steps[:, None]  # (g, n)
+            costs = []
+            for row in grid:
+                trial = value.copy()
+                trial[c] = row
+                costs.append(score(trial))
+            cs = np.array(costs)
+            best = np.argmin(cs, axis=0)
+            cols = np.arange(n)
+            if sweep == 0:
+                at_edge |= (best == 0) | (best == len(grid) - 1)
+            lo = grid[np.maximum(best - 1, 0), cols]
+            hi = grid[np.minimum(best + 1, len(grid) - 1), cols]
+            value[c] = grid[best, cols]
+            value[c] = _golden(value, c, lo, hi, sw.tol, score)
+    return SwitchChoice(value, score(value), own, fits, bool(at_edge.any()))
+
+
+def _golden(
+    value: np.ndarray,
+    c: int,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    tol: float,
+    score: Callable[[np.ndarray], np.ndarray],
+) -> np.ndarray:
+    """Golden-section search of coordinate c on [lo, hi] per joint, in lockstep."""
+
+    def at(x: np.ndarray) -> np.ndarray:
+        trial = value.copy()
+        trial[c] = x
+        return score(trial)
+
+    a, b = lo.copy(), hi.copy()
+    x1, x2 = b - _GOLDEN * (b - a), a + _GOLDEN * (b - a)
+    f1, f2 = at(x1), at(x2)
+    while np.max(b - a) > tol:
+        left = f1 <= f2  # the minimum lies in [a, x2]: x1 becomes the right point
+        a, b = np.where(left, a, x1), np.where(left, x2, b)
+        x1, x2 = (
+            np.where(left, b - _GOLDEN * (b - a), x2),
+            np.where(left, x1, a + _GOLDEN * (b - a)),
+        )
+        f_new = at(np.where(left, x1, x2))
+        f1, f2 = np.where(left, f_new, f2), np.where(left, f1, f_new)
+    return np.where(f1 <= f2, x1, x2)

@@ -16,10 +16,20 @@ from controller.plant.params import JointEffects, PlantEffects
 from daq.profile import load_profile
 from daq.profile.plant import plant_params
 from estimator.models import Sample, evaluate, load_models
-from estimator.models_lin import POLYTROPIC_INDEX, SMOOTH_SIGN_M_S, lin_models, lin_plant
+from estimator.models_lin import (
+    POLYTROPIC_INDEX,
+    SMOOTH_SIGN_M_S,
+    lin_models,
+    lin_plant,
+    valve_coefficients,
+    valve_shape,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 BIAS = (0.02, -0.015)
+#: Underlap on joint 1 (the realistic valve's), overlap on joint 2, and null leakage on both.
+LAP = (-0.007, 0.004)
+LEAK_OPENING = (0.002, 0.003)
 AIR = 0.01  # 1 % entrained air, as on the realistic profile
 
 
@@ -40,6 +50,8 @@ def _plant(air: float = 0.0):
             stiction_neg=320.0 - 70.0 * i,
             leak_internal=2.0e-12,
             null_bias=BIAS[i],
+            lap=LAP[i],
+            null_leak_opening=LEAK_OPENING[i],
             dead_volume_cap=1.2 * params.dead_volume[i],
             dead_volume_rod=1.25 * params.dead_volume[i],
         )
@@ -96,7 +108,8 @@ def _truth(params, effects):
         cf = params.flow_gains[i]
         v0c, v0r = j.dead_volumes(float(params.dead_volume[i]))
         fluid += [*cf, v0c / params.bulk_modulus, v0r / params.bulk_modulus, j.leak_internal]
-        fluid += [g * j.null_bias for g in cf]
+        q0, ql = valve_coefficients(cf, j.null_bias, j.lap, j.null_leak_opening)
+        fluid += [*q0, *ql]
     return np.array(mech), np.array([*fluid, effects.air_content])
 
 
@@ -208,24 +221,52 @@ def test_validation_plant_reproduces_the_equations() -> None:
     assert lin_plant(params, list(params.mech_names()) + params.fluid_names(), theta[:16]) is None
 
 
+def _switches(bias, lap) -> np.ndarray:
+    """The spool positions (2, n) where each valve's two pairs of edges open."""
+    return np.array([lap - bias, -lap - bias])
+
+
 def test_the_open_edge_follows_u_plus_the_null_offset() -> None:
     """Inside the band between u = 0 and u = −b₀ the valve's other edge is open: with the
-    null offsets the model is exact there too, without them it is not; the batch finds them
-    from its own estimate (Q0/Cf) by fixed point."""
+    null offsets (and laps) the model is exact there too, without them it is not; the
+    estimate's Q0/Cf and QL/Cf imply them back (`valve_shape`)."""
     params, effects = _plant()
     X = _states(params, np.random.default_rng(6), 300)
     n = params.n
-    bias = np.array(BIAS)
+    bias, lap = np.array(BIAS), np.array(LAP)
     X[:, 4 * n :] = -bias * np.random.default_rng(7).uniform(0.05, 0.95, (X.shape[0], n))
     x = _sample(params, effects, X)
     theta = _truth(params, effects)[1]
     fluid = lin_models(params)[1]
-    assert fluid.fixed_point is not None
-    for model, exact in ((fluid, False), (fluid.fixed_point.make(bias), True)):
+    assert fluid.switches is not None
+    for model, exact in ((fluid, False), (fluid.switches.make(_switches(bias, lap)), True)):
         Phi, y = evaluate(model, x)
         resid = np.max(np.abs(np.einsum("kmp,p->km", Phi, theta) - y) / model.output_scale)
         assert (resid < 1e-6) == exact, resid
-    np.testing.assert_allclose(fluid.fixed_point.update(theta), bias, rtol=1e-12)
+    b0, d, a_l = valve_shape(dict(zip(fluid.names, theta, strict=True)), n)
+    np.testing.assert_allclose(np.r_[b0, d, a_l], np.r_[bias, lap, LEAK_OPENING], rtol=1e-9)
+
+
+def test_underlap_and_overlap_bands_around_null() -> None:
+    """Spool positions within the lap of null: under joint 1's underlap both edges of each
+    chamber pass flow, in joint 2's overlap only the null leakage does. The model with the
+    laps is exact there; with the laps taken as zero (null offsets right) it is not."""
+    params, effects = _plant()
+    rng = np.random.default_rng(11)
+    X = _states(params, rng, 400)
+    n = params.n
+    bias, lap = np.array(BIAS), np.array(LAP)
+    # w = u + b₀ uniformly across ±1.5 |d| of null: inside and just outside each band.
+    X[:, 4 * n :] = -bias + rng.uniform(-1.5, 1.5, (X.shape[0], n)) * np.abs(lap)
+    x = _sample(params, effects, X)
+    theta = _truth(params, effects)[1]
+    sw = lin_models(params)[1].switches
+    assert sw is not None
+    for d, exact in ((lap, True), (np.zeros(n), False)):
+        model = sw.make(_switches(bias, d))
+        Phi, y = evaluate(model, x)
+        resid = np.max(np.abs(np.einsum("kmp,p->km", Phi, theta) - y) / model.output_scale)
+        assert (resid < 1e-6) == exact, (d, resid)
 
 
 def _warm_plant():

@@ -94,20 +94,25 @@ def test_the_profile_sets_the_band_the_online_estimator_runs() -> None:
         with_configured_shape(mech, SimpleNamespace(coulomb_band_m_s=0.5))
 
 
-def test_a_fixed_point_iterates_until_its_constants_settle() -> None:
-    from estimator.shape_search import MAX_FIXED_POINT_FITS, FixedPoint, iterate
+def test_switches_are_found_joint_by_joint() -> None:
+    """A separable cost with its minimum at different switches per joint (one sharp, one
+    shallow, one beyond the first grid's dense part): the coordinate search finds each joint's
+    within the tolerance, scoring every joint in one evaluation per step."""
+    from estimator.shape_search import JointSwitches, choose_switches
 
-    def point(tol: float) -> FixedPoint:
-        # The "model" is its constants; the estimate implies 0.5·(value + 2): converges to 2,
-        # the step halving each time (1, 0.5, 0.25, …).
-        return FixedPoint("c", "-", np.zeros(2), tol, update=lambda th: th, make=lambda v: v)  # type: ignore[arg-type, return-value]
+    target = np.array([[-0.0134, -0.0004, 0.09], [0.0006, 0.0136, -0.03]])
+    calls = []
 
-    def estimate(v: object) -> np.ndarray:
-        return 0.5 * (np.asarray(v) + 2.0)
+    def cost(value: np.ndarray) -> np.ndarray:
+        calls.append(value.copy())
+        return np.sum(np.abs(value - target) * np.array([[1.0], [3.0]]), axis=0) + 1.0
 
-    value, fits, settled = iterate(point(0.1), estimate)
-    assert settled and fits == 5
-    np.testing.assert_allclose(value, 1.9375)
-    value, fits, settled = iterate(point(1e-9), estimate)
-    assert not settled and fits == MAX_FIXED_POINT_FITS
-    assert iterate(point(0.1), lambda v: None)[2] is False
+    sw = JointSwitches(
+        label="switches", unit="-", value=np.zeros((2, 3)), span=0.2, tol=3e-4, per_joint=2,
+        make=lambda v: v, show=str,  # type: ignore[arg-type, return-value]
+    )  # fmt: skip
+    choice = choose_switches(sw, cost)
+    np.testing.assert_allclose(choice.value, target, atol=3e-4)
+    assert choice.fits == len(calls) and choice.fits < 120
+    assert np.all(choice.cost < choice.cost_own) and not choice.at_edge
+    assert "chosen by the data" in choice.note("m", sw)
