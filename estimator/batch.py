@@ -36,7 +36,7 @@ blocks at every jump in `t` or `seq`; each block is filtered on its own (`estima
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -239,7 +239,7 @@ def observation(
     if model.split_static:
         Phi0, y0 = evaluate(model, static_sample(x))
         Phis, ys = evaluate(model, sample_from(raw, nj))
-        Phi = Phi - Phi0 + sosfiltfilt(sos, Phis, axis=0)
+        Phi = Phi - Phi0 + _nonzero_columns(lambda a: sosfiltfilt(sos, a, axis=0), Phis)
         y = y - y0 + sosfiltfilt(sos, ys, axis=0)
     Z = None
     if theta is not None:
@@ -253,7 +253,7 @@ def observation(
     def condition(a: np.ndarray, scale: np.ndarray) -> np.ndarray:
         a = a * scale
         if nd > 1:
-            a = decimate(a, nd, axis=0, zero_phase=True)
+            a = _nonzero_columns(lambda b: decimate(b, nd, axis=0, zero_phase=True), a)
         return a[k:-k][keep]
 
     pscale = model.param_scale[None, None, :] / model.output_scale[None, :, None]
@@ -262,6 +262,19 @@ def observation(
         condition(y, 1.0 / model.output_scale[None, :]),
         None if Z is None else condition(Z, pscale),
     )
+
+
+def _nonzero_columns(linear: Callable[[np.ndarray], np.ndarray], a: np.ndarray) -> np.ndarray:
+    """`linear` (a filter along axis 0) applied to the columns of `a` that are not zero
+    throughout; the others stay zero (a model with one row per joint or chamber holds each
+    joint's columns in its own rows only: half of the 2-DOF fluid observation is zero)."""
+    nz = np.any(a != 0.0, axis=0)
+    if nz.all():
+        return linear(a)
+    got = linear(a[:, nz])
+    out = np.zeros((got.shape[0], *a.shape[1:]), dtype=got.dtype)
+    out[:, nz] = got
+    return out
 
 
 #: The instruments' signals go through a low-pass at this fraction of the model's corner.
@@ -494,10 +507,25 @@ def fit_model(
     if free.any():
         th_f, _, cov_f = _solve(Ww[:, free], Yf, Zf)
         theta_n[free] = th_f
+        # Weak parameters fixed at their own least-squares values (no prior) are not known,
+        # only unresolved: the free parameters' σ must carry them (the marginal covariance
+        # and jackknife of the whole fit, not the ones conditional on that arbitrary value).
+        # On the real-rig family's in-family plant the conditional σ put the null offsets
+        # Q0 17–27σ from the truth, their null-leakage twins QL fixed at noise.
+        marginal = bool(weak.any()) and prior is None
+        if marginal:
+            cov_m = _solve(Ww, Yw, Zw)[2][np.ix_(free, free)]
+            short = np.maximum(np.diag(cov_f) - np.diag(cov_m), 0.0)
+            cov_f = cov_m + np.diag(short)
         cov_f = kappa * cov_f
         # Block jackknife: the data's own word on the scatter (correlated residuals, bias that
         # varies along the run); σ² is the larger of it and κσ²P (Gautier eq. 18 × κ).
-        vj = None if G is None else jackknife_variance(Ww[:, free], Yf, G, Zf)
+        vj = None
+        if G is not None:
+            vj = jackknife_variance(Ww[:, free], Yf, G, Zf)
+            if marginal and vj is not None:
+                vj_all = jackknife_variance(Ww, Yw, G, Zw)
+                vj = vj if vj_all is None else np.maximum(vj, vj_all[free])
         cov_f = inflate(cov_f, vj)
         idx = np.flatnonzero(free)
         cov_n[np.ix_(idx, idx)] = cov_f
@@ -783,23 +811,36 @@ def _oil_temperature(
     ], []
 
 
+#: The switch search's first (coarse) sweep scores on every COARSE_EVERY-th stretch of
+#: COARSE_PIECE_S seconds of the used data: a third of the cost, the same kinds of motion.
+COARSE_PIECE_S = 5.0
+COARSE_EVERY = 3
+
+
 def _choose_switches(
     mdl: LinearModel, raw: np.ndarray, blks: Sequence[slice], **kw: Any
 ) -> tuple[LinearModel, str]:
-    """The model rebuilt with the per-joint switching points that leave the least residual
+    """The model rebuilt with the per-joint switching constants that leave the least residual
     (estimator.shape_search.choose_switches; each candidate a plain WLS fit of the same rows,
     scored per joint by its own equations' residual variance)."""
     sw = mdl.switches
     assert sw is not None
+    piece = int(COARSE_PIECE_S * kw["fs"])
+    pieces = [slice(a, min(a + piece, b.stop)) for b in blks for a in range(b.start, b.stop, piece)]
+    short = 2 * kw["trim"] + 30 * kw["nd"]
+    coarse = [p for p in pieces[::COARSE_EVERY] if p.stop - p.start > short]
 
-    def cost(value: np.ndarray) -> np.ndarray:
-        got = fit_blocks(sw.make(value), raw, blks, jackknife_groups=0, refine=False, **kw)
-        if got is None:
-            return np.full(np.shape(value)[1], np.nan)
-        var = np.asarray(got[0].equation_sigma, dtype=float) ** 2
-        return var.reshape(-1, sw.per_joint).sum(axis=1)
+    def scored(on: Sequence[slice]) -> Callable[[np.ndarray], np.ndarray]:
+        def cost(value: np.ndarray) -> np.ndarray:
+            got = fit_blocks(sw.make(value), raw, on, jackknife_groups=0, refine=False, **kw)
+            if got is None:
+                return np.full(np.shape(value)[1], np.nan)
+            var = np.asarray(got[0].equation_sigma, dtype=float) ** 2
+            return var.reshape(-1, sw.per_joint).sum(axis=1)
 
-    choice = choose_switches(sw, cost)
+        return cost
+
+    choice = choose_switches(sw, scored(blks), scored(coarse) if coarse else None)
     made = replace(sw.make(choice.value), truth=mdl.truth, prior=mdl.prior, shape=mdl.shape)
     return made, choice.note(mdl.name, sw)
 

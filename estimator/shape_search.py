@@ -120,21 +120,23 @@ def with_configured_shape(model: LinearModel, cfg: Any) -> LinearModel:
 
 @dataclass(frozen=True)
 class JointSwitches:
-    """Per-joint points where a model's regressor switches (estimator.models_lin: the spool
-    positions at which each valve's two pairs of metering edges open), chosen like a shape by
-    least residual, joint by joint. A joint's switches act on its own equations (rows
-    `per_joint`·j …), so one fit scores a candidate for every joint at once; the parameters
-    the joints share (1/b, α) couple them only weakly. `value` (k, n): k switches per joint,
-    the model as built (what the online estimator runs)."""
+    """Per-joint constants that decide where a model's regressor switches (estimator.models_lin:
+    each valve's null offset b₀ and lap d, so which metering edges are open), chosen like a
+    shape by least residual, joint by joint. A joint's constants act on its own equations
+    (rows `per_joint`·j …), so one fit scores a candidate for every joint at once; the
+    parameters the joints share (1/b, α) couple them only weakly. `value` (k, n): k constants
+    per joint, the model as built (what the online estimator runs). `directions` (p, k): the
+    lines the search moves along in the k-dimensional space (None: each constant alone)."""
 
-    label: str  # "spool positions where each valve's edges open"
+    label: str  # "valve null offset and lap per joint"
     unit: str
     value: np.ndarray
-    span: float  # the first sweep's grid covers value ± span
+    span: float  # the first sweep's grid covers value ± span along each direction
     tol: float  # the golden-section search stops at this interval
     per_joint: int  # equations (rows) per joint
     make: Callable[[np.ndarray], LinearModel]
     show: Callable[[np.ndarray], str]
+    directions: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,7 @@ class SwitchChoice:
     cost: np.ndarray  # per joint, at `value`
     cost_own: np.ndarray  # per joint, at the model's own value
     fits: int
-    at_edge: bool  # some switch ended at the grid's end: the data may want it beyond
+    at_edge: bool  # some constant ended at the grid's end: the data may want it beyond
 
     def note(self, model: str, sw: JointSwitches) -> str:
         ratio = np.where(self.cost > 0, self.cost_own / np.maximum(self.cost, 1e-300), np.inf)
@@ -155,74 +157,87 @@ class SwitchChoice:
         return text + ("; at the end of the searched range" if self.at_edge else "")
 
 
-#: Grid of the first sweep, in units of `span` (dense near the model's own value).
-SWITCH_GRID = np.array([-1.0, -0.5, -0.25, -0.12, -0.05, 0.0, 0.05, 0.12, 0.25, 0.5, 1.0])
+#: Grid of the first sweep, in units of `span` (dense near the start, where constants sit).
+SWITCH_GRID = np.array(
+    [-1.0, -0.5, -0.25, -0.1, -0.04, -0.015, 0.0, 0.015, 0.04, 0.1, 0.25, 0.5, 1.0]
+)
 #: Later sweeps: a few points within ±4 tol of the value the first left.
 SWITCH_GRID_LOCAL = np.array([-1.0, -0.5, 0.0, 0.5, 1.0])
-#: Coordinate sweeps over the k switches per joint (the second starts at the first's result:
-#: on the realistic valve the first left joint 2's edges 2 mV off, their truth's other half
-#: still at its start).
+#: Coordinate sweeps over the directions (the second starts at the first's result, on all
+#: the data where the first may score on part of it).
 SWITCH_SWEEPS = 2
 _GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0
 
 
-def choose_switches(sw: JointSwitches, cost: Callable[[np.ndarray], np.ndarray]) -> SwitchChoice:
-    """Coordinate descent over the k switches: per coordinate a grid (the first sweep) or the
-    neighbourhood of the current value (later sweeps), then a golden-section search between
-    the best point's neighbours, every joint in lockstep (one fit per step scores them all).
-    `cost(value (k, n))` → residual variance per joint (n,); NaN/inf = unusable."""
+def choose_switches(
+    sw: JointSwitches,
+    cost: Callable[[np.ndarray], np.ndarray],
+    coarse_cost: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> SwitchChoice:
+    """Descent along each direction in turn: a grid (the first sweep, scored by `coarse_cost`
+    where given: a cheaper cost on part of the data) or the neighbourhood of the current value
+    (later sweeps), then a golden-section search between the best point's neighbours, every
+    joint in lockstep (one fit per step scores them all). `cost(value (k, n))` → residual
+    variance per joint (n,); NaN/inf = unusable. Lines other than the axes matter where the
+    cost has a diagonal valley (a valve's null offset moves both edges' opening points at
+    once; its lap moves them apart)."""
     k, n = np.shape(sw.value)
+    dirs = np.eye(k) if sw.directions is None else np.asarray(sw.directions, dtype=float)
     fits = 0
 
-    def score(value: np.ndarray) -> np.ndarray:
-        nonlocal fits
-        fits += 1
-        c = np.asarray(cost(value), dtype=float)
-        return np.where(np.isfinite(c), c, np.inf)
+    def scorer(f: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+        def score(value: np.ndarray) -> np.ndarray:
+            nonlocal fits
+            fits += 1
+            c = np.asarray(f(value), dtype=float)
+            return np.where(np.isfinite(c), c, np.inf)
 
+        return score
+
+    full = scorer(cost)
     value = np.array(sw.value, dtype=float)
-    own = score(value)
+    own = full(value)
     at_edge = np.zeros(n, dtype=bool)
     for sweep in range(SWITCH_SWEEPS):
-        for c in range(k):
-            steps = SWITCH_GRID if sweep == 0 else SWITCH_GRID_LOCAL
-            scale = sw.span if sweep == 0 else 4.0 * sw.tol
-            grid = value[c][None, :] + scale * steps[:, None]  # (g, n)
-            costs = []
-            for row in grid:
-                trial = value.copy()
-                trial[c] = row
-                costs.append(score(trial))
-            cs = np.array(costs)
+        score = scorer(coarse_cost) if sweep == 0 and coarse_cost is not None else full
+        steps = SWITCH_GRID if sweep == 0 else SWITCH_GRID_LOCAL
+        scale = sw.span if sweep == 0 else 4.0 * sw.tol
+        for direction in dirs:
+            line = _Line(value.copy(), direction, score)
+            grid = scale * steps[:, None] * np.ones((1, n))  # (g, n) offsets along the line
+            cs = np.array([line.cost(t) for t in grid])
             best = np.argmin(cs, axis=0)
             cols = np.arange(n)
             if sweep == 0:
                 at_edge |= (best == 0) | (best == len(grid) - 1)
             lo = grid[np.maximum(best - 1, 0), cols]
             hi = grid[np.minimum(best + 1, len(grid) - 1), cols]
-            value[c] = grid[best, cols]
-            value[c] = _golden(value, c, lo, hi, sw.tol, score)
-    return SwitchChoice(value, score(value), own, fits, bool(at_edge.any()))
+            value = line.at(_golden(line.cost, lo, hi, sw.tol))
+    return SwitchChoice(value, full(value), own, fits, bool(at_edge.any()))
+
+
+@dataclass(frozen=True)
+class _Line:
+    """The constants base + t·direction, t per joint (n,)."""
+
+    base: np.ndarray  # (k, n)
+    direction: np.ndarray  # (k,)
+    score: Callable[[np.ndarray], np.ndarray]
+
+    def at(self, t: np.ndarray) -> np.ndarray:
+        return self.base + self.direction[:, None] * t[None, :]
+
+    def cost(self, t: np.ndarray) -> np.ndarray:
+        return self.score(self.at(t))
 
 
 def _golden(
-    value: np.ndarray,
-    c: int,
-    lo: np.ndarray,
-    hi: np.ndarray,
-    tol: float,
-    score: Callable[[np.ndarray], np.ndarray],
+    f: Callable[[np.ndarray], np.ndarray], lo: np.ndarray, hi: np.ndarray, tol: float
 ) -> np.ndarray:
-    """Golden-section search of coordinate c on [lo, hi] per joint, in lockstep."""
-
-    def at(x: np.ndarray) -> np.ndarray:
-        trial = value.copy()
-        trial[c] = x
-        return score(trial)
-
+    """Golden-section search of f (per joint) on [lo, hi], every joint in lockstep."""
     a, b = lo.copy(), hi.copy()
     x1, x2 = b - _GOLDEN * (b - a), a + _GOLDEN * (b - a)
-    f1, f2 = at(x1), at(x2)
+    f1, f2 = f(x1), f(x2)
     while np.max(b - a) > tol:
         left = f1 <= f2  # the minimum lies in [a, x2]: x1 becomes the right point
         a, b = np.where(left, a, x1), np.where(left, x2, b)
@@ -230,6 +245,6 @@ def _golden(
             np.where(left, b - _GOLDEN * (b - a), x2),
             np.where(left, x1, a + _GOLDEN * (b - a)),
         )
-        f_new = at(np.where(left, x1, x2))
+        f_new = f(np.where(left, x1, x2))
         f1, f2 = np.where(left, f_new, f2), np.where(left, f1, f_new)
     return np.where(f1 <= f2, x1, x2)

@@ -222,8 +222,8 @@ def test_validation_plant_reproduces_the_equations() -> None:
 
 
 def _switches(bias, lap) -> np.ndarray:
-    """The spool positions (2, n) where each valve's two pairs of edges open."""
-    return np.array([lap - bias, -lap - bias])
+    """The valve constants (2, n) the batch searches: null offset and lap per joint."""
+    return np.array([bias, lap])
 
 
 def test_the_open_edge_follows_u_plus_the_null_offset() -> None:
