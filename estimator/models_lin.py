@@ -355,6 +355,7 @@ def lin_fluid_model(
             make=lambda valve: lin_fluid_model(params, truth, np.ravel(valve)),
             show=show,
             directions=VALVE_DIRECTIONS,
+            hint=" (the profile's [estimator] valve_null_offset_v and valve_lap_v set them)",
         ),
     )
 

@@ -36,7 +36,7 @@ from estimator.chain import N_SIGNALS, TEMP_SLOT, ModelChain, unmeasured_oil_c
 from estimator.datause import DataUse, blocks, classify
 from estimator.models import LinearModel, load_models
 from estimator.rls import RlsConfig
-from estimator.shape_search import with_configured_shape
+from estimator.shape_search import with_configured_shape, with_configured_switches
 from estimator.spool import SpoolFusion, valve_commands
 
 log = logging.getLogger(__name__)
@@ -391,7 +391,7 @@ def random_walks(models: Sequence[LinearModel], cfg: Any) -> list[np.ndarray]:
 
 
 def _apply_cfg(model: LinearModel, cfg: Any) -> LinearModel:
-    model = with_configured_shape(model, cfg)
+    model = with_configured_switches(with_configured_shape(model, cfg), cfg)
     if model.name == "mechanical":
         return model.with_conditioning(cfg.mech_cutoff_hz, cfg.mech_taps)
     if model.name == "fluid":

@@ -118,6 +118,26 @@ def with_configured_shape(model: LinearModel, cfg: Any) -> LinearModel:
     return replace(shape.make(value), truth=model.truth, prior=model.prior)
 
 
+def with_configured_switches(model: LinearModel, cfg: Any) -> LinearModel:
+    """`model` running the profile's `[estimator] valve_null_offset_v` / `valve_lap_v` (per
+    joint; a model with `switches`, whose value is [b₀; d]); None or absent: the model's own
+    (zeros). The online estimator cannot search; the batch's note says what to put there."""
+    sw = model.switches
+    keys = ("valve_null_offset_v", "valve_lap_v")
+    given = [getattr(cfg, k, None) for k in keys]
+    if sw is None or all(g is None for g in given):
+        return model
+    value = np.array(sw.value, dtype=float)
+    n = value.shape[1]
+    for row, (key, got) in enumerate(zip(keys, given, strict=True)):
+        if got is None:
+            continue
+        if len(got) != n:
+            raise ValueError(f"[estimator] {key} has {len(got)} values; the rig has {n} joints")
+        value[row] = got
+    return replace(sw.make(value), truth=model.truth, prior=model.prior, shape=model.shape)
+
+
 @dataclass(frozen=True)
 class JointSwitches:
     """Per-joint constants that decide where a model's regressor switches (estimator.models_lin:
@@ -137,6 +157,7 @@ class JointSwitches:
     make: Callable[[np.ndarray], LinearModel]
     show: Callable[[np.ndarray], str]
     directions: np.ndarray | None = None
+    hint: str = ""  # where to configure the online estimator's values, for the note
 
 
 @dataclass(frozen=True)
@@ -151,8 +172,9 @@ class SwitchChoice:
         ratio = np.where(self.cost > 0, self.cost_own / np.maximum(self.cost, 1e-300), np.inf)
         text = (
             f"{model}: {sw.label}: {sw.show(self.value)}, chosen by the data (least residual "
-            f"per joint, {self.fits} fits); the model as built, which the online estimator "
-            f"runs, leaves {', '.join(f'{r:.2g}' for r in ratio)}× the residual variance"
+            f"per joint, {self.fits} fits); the values the online estimator ran "
+            f"({sw.show(sw.value)}) leave {', '.join(f'{r:.2g}' for r in ratio)}× the residual "
+            f"variance{sw.hint}"
         )
         return text + ("; at the end of the searched range" if self.at_edge else "")
 

@@ -510,6 +510,11 @@ class Estimator(Strict):
     #: real-rig family, estimator.models_lin; its range 0.2–20 mm/s); the batch chooses it
     #: from the data and its note says which value to put here. None = the model's own.
     coulomb_band_m_s: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    #: Each joint's valve null offset b₀ and lap d (spool V, d < 0 underlap) the online
+    #: estimator runs in a model whose valve has them (the real-rig family; ±0.2 V); the batch
+    #: chooses them from the data and its note says which values to put here. None = 0.
+    valve_null_offset_v: list[Annotated[float, Field(ge=-0.2, le=0.2)]] | None = None
+    valve_lap_v: list[Annotated[float, Field(ge=-0.2, le=0.2)]] | None = None
     #: Estimate messages per second on network.estimates.
     publish_hz: Annotated[float, Field(gt=0.0, le=100.0)] = 4.0
     #: Parameter file written on exit (and read as the prior on restart when `resume`).

@@ -22,7 +22,7 @@ from estimator.models import load_models
 from estimator.models_lin import SMOOTH_SIGN_M_S, lin_plant
 from estimator.online import Estimate, OnlineIdentifier
 from estimator.report.runs import ReportError, RunData, measured
-from estimator.shape_search import with_configured_shape
+from estimator.shape_search import with_configured_shape, with_configured_switches
 from estimator.validation import ValidationResult, validate
 
 log = logging.getLogger(__name__)
@@ -127,8 +127,9 @@ def batch_identify(
             profile_dir,
             prior_params=known_params(rd.profile),
         )
-        # The band the online estimator ran is the batch's "own" value (its note compares).
-        models = [with_configured_shape(m, cfg) for m in models]
+        # The band and valve the online estimator ran are the batch's "own" values (its notes
+        # compare).
+        models = [with_configured_switches(with_configured_shape(m, cfg), cfg) for m in models]
     except ValueError as exc:
         raise ReportError(f"{rd.path.name}: {exc}") from None
     try:

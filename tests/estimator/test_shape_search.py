@@ -116,3 +116,39 @@ def test_switches_are_found_joint_by_joint() -> None:
     assert choice.fits == len(calls) and choice.fits < 120
     assert np.all(choice.cost < choice.cost_own) and not choice.at_edge
     assert "chosen by the data" in choice.note("m", sw)
+
+
+def test_configured_valve_for_the_online_estimator() -> None:
+    """The profile's valve_null_offset_v / valve_lap_v are what the fluid model runs (the
+    regressor changes with them); absent, the model is its own; a list of the wrong length is
+    refused naming the key, and the schema refuses values outside ±0.2 V naming the range."""
+    from types import SimpleNamespace
+
+    from pydantic import ValidationError
+
+    from daq.profile.schema import Estimator
+    from estimator.models import Sample
+    from estimator.shape_search import with_configured_switches
+
+    params, _ = _plant()
+    fluid = lin_models(params)[1]
+    assert fluid.switches is not None
+    cfg = SimpleNamespace(valve_null_offset_v=[0.007, -0.006], valve_lap_v=[-0.007, 0.0])
+    got = with_configured_switches(fluid, cfg)
+    assert got.switches is not None
+    np.testing.assert_allclose(got.switches.value, [[0.007, -0.006], [-0.007, 0.0]])
+    # u = −0.01 on joint 1: inside its configured underlap band both cap edges are open.
+    n = params.n
+    one = np.ones((1, n))
+    p = 0.5 * params.supply_pressure * one
+    x = Sample(q=0.6 * one, qd=0 * one, qdd=0 * one, s=0 * one, sd=0 * one, p_cap=p,
+               pd_cap=0 * one, p_rod=p, pd_rod=0 * one, u=-0.01 * one)  # fmt: skip
+    cols = [fluid.names.index(f"Q0{e}1") for e in ("++", "+-")]
+    assert np.count_nonzero(evaluate(fluid, x)[0][0, 0, cols]) == 1
+    assert np.count_nonzero(evaluate(got, x)[0][0, 0, cols]) == 2
+    none = SimpleNamespace(valve_null_offset_v=None, valve_lap_v=None)
+    assert with_configured_switches(fluid, none) is fluid
+    with pytest.raises(ValueError, match="valve_lap_v has 1 values; the rig has 2 joints"):
+        with_configured_switches(fluid, SimpleNamespace(valve_lap_v=[0.0]))
+    with pytest.raises(ValidationError, match=r"less than or equal to 0\.2"):
+        Estimator(valve_lap_v=[0.3, 0.0])
