@@ -100,8 +100,9 @@ class LinearModel:
     #: A shape constant the model is linear only once it is fixed (e.g. the Coulomb band of
     #: estimator.models_lin), which the batch chooses from the data (estimator.shape_search).
     shape: ShapeSearch | None = field(default=None, compare=False)
-    #: Per-joint points where the regressor switches (e.g. the spool positions where each
-    #: valve's edges open, estimator.models_lin), which the batch chooses from the data.
+    #: Per-joint constants that decide where the regressor switches (e.g. each valve's null
+    #: offset and lap, so which metering edges are open: estimator.models_lin), which the
+    #: batch chooses from the data.
     switches: JointSwitches | None = field(default=None, compare=False)
     #: Parameters referred to the oil law's temperature through `Sample.temp`
     #: (controller.plant.oil): what the batch's notes say was referred.

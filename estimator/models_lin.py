@@ -55,12 +55,12 @@ g_e (the reference regressor's, sign included, so that Cf g u is the chamber's f
     Q0_e = Cf_e (b₀ − s_e (d − a_L)),  QL_e = s_e Cf_e a_L,
 
 linear in Cf, Q0 and QL once b₀ and d (which edges are open) are fixed. The batch chooses
-them per joint by least residual (estimator.shape_search.JointSwitches: where each pair of
-edges starts to open, u > d − b₀ and u < −d − b₀). A fixed point on the estimate's own
-b₀ = mean Q0/Cf, d = a_L − mean s Q0/Cf (a_L = mean s QL/Cf, `valve_shape`) was tried first:
-it holds at the truth but, started from b₀ = d = 0 on the realistic valve, it oscillated
-(b₀ ±0.02 V) or ran to the search's bound. `lin_plant` takes b₀, d and a_L from the estimate
-by `valve_shape`. An underlap as wide as the spool's typical
+them per joint by least residual (estimator.shape_search.JointSwitches, along b₀, d and each
+pair of edges' opening point alone, u > d − b₀ and u < −d − b₀: `VALVE_DIRECTIONS`). A fixed
+point on the estimate's own b₀ = mean Q0/Cf, d = a_L − mean s Q0/Cf (a_L = mean s QL/Cf,
+`valve_shape`) was tried first: it holds at the truth but, started from b₀ = d = 0 on the
+realistic valve, it oscillated (b₀ ±0.02 V) or ran to its bound. `lin_plant` takes b₀, d and
+a_L from the estimate by `valve_shape`. An underlap as wide as the spool's typical
 opening (the realistic valve: 0.007 V against a median opening of 0.008–0.010 V on the
 standard experiment) has both edges of a chamber passing flow around null; without the band
 the gains absorbed it (Cf⁺⁺₂ +28 %). Q0 per edge rather than per chamber: exact whatever the
@@ -312,8 +312,8 @@ def lin_fluid_model(
     valve: np.ndarray | None = None,
 ) -> LinearModel:
     """`valve` = [b₀ per joint, lap d per joint] (spool units), which edges the regressor opens
-    (None: zeros, what the online estimator runs); the batch chooses them from the data
-    (`switches`: where each pair of edges opens, estimator.shape_search.JointSwitches)."""
+    (None: zeros, what the online estimator runs unless the profile sets them); the batch
+    chooses them from the data (`switches`, estimator.shape_search.JointSwitches)."""
     ref = fluid_model(params)
     n = params.n
 
@@ -347,7 +347,6 @@ def lin_fluid_model(
         else (),
         switches=JointSwitches(
             label="valve null offset and lap per joint (which metering edges are open)",
-            unit="spool",
             value=np.array([b0, lap]),
             span=SWITCH_SPAN,
             tol=SWITCH_TOL,

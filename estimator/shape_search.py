@@ -149,7 +149,6 @@ class JointSwitches:
     lines the search moves along in the k-dimensional space (None: each constant alone)."""
 
     label: str  # "valve null offset and lap per joint"
-    unit: str
     value: np.ndarray
     span: float  # the first sweep's grid covers value ± span along each direction
     tol: float  # the golden-section search stops at this interval

@@ -108,7 +108,7 @@ def test_switches_are_found_joint_by_joint() -> None:
         return np.sum(np.abs(value - target) * np.array([[1.0], [3.0]]), axis=0) + 1.0
 
     sw = JointSwitches(
-        label="switches", unit="-", value=np.zeros((2, 3)), span=0.2, tol=3e-4, per_joint=2,
+        label="switches", value=np.zeros((2, 3)), span=0.2, tol=3e-4, per_joint=2,
         make=lambda v: v, show=str,  # type: ignore[arg-type, return-value]
     )  # fmt: skip
     choice = choose_switches(sw, cost)
