@@ -198,11 +198,14 @@ def valve_shape(th: dict[str, float], n: int) -> tuple[np.ndarray, np.ndarray, n
     b0, lap, leak = np.zeros(n), np.zeros(n), np.zeros(n)
     for i in range(1, n + 1):
         cf = np.array([th[f"Cf{e}{i}"] for e in EDGES])
-        r = np.array([th[f"Q0{e}{i}"] for e in EDGES]) / cf
-        a_l = float(np.mean(EDGE_SIGNS * np.array([th[f"QL{e}{i}"] for e in EDGES]) / cf))
-        b0[i - 1] = np.mean(r)
-        lap[i - 1] = a_l - np.mean(EDGE_SIGNS * r)
-        leak[i - 1] = a_l
+        # A gain estimated at exactly 0 (an edge the run never opened) implies nothing: 0.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.array([th[f"Q0{e}{i}"] for e in EDGES]) / cf
+            a_l = float(np.mean(EDGE_SIGNS * np.array([th[f"QL{e}{i}"] for e in EDGES]) / cf))
+            b0[i - 1] = np.mean(r)
+            lap[i - 1] = a_l - np.mean(EDGE_SIGNS * r)
+            leak[i - 1] = a_l
+    b0, lap, leak = (np.nan_to_num(v, nan=0.0, posinf=0.0, neginf=0.0) for v in (b0, lap, leak))
     return b0, lap, leak
 
 

@@ -353,3 +353,18 @@ def test_oil_law_from_the_datasheet() -> None:
     assert float(law.bulk_ratio(50.0)) == pytest.approx(math.exp(-0.058))
     with pytest.raises(ValueError, match="must exceed"):
         OilLaw.from_datasheet(6.8, 46.0, 0.0058)
+
+
+def test_a_gain_estimated_at_zero_implies_no_valve_constants() -> None:
+    """An edge the run never opened can leave its gain at exactly 0: the valve constants it
+    implies are 0 (no division warning, nothing infinite reaches validation)."""
+    params, effects = _plant()
+    mech, fluid = lin_models(params)
+    theta = np.concatenate(_truth(params, effects))
+    names = [*mech.names, *fluid.names]
+    theta[names.index("Cf++2")] = 0.0
+    th = dict(zip(names, theta, strict=True))
+    b0, lap, leak = valve_shape(th, params.n)
+    assert b0[1] == lap[1] == leak[1] == 0.0 and b0[0] == pytest.approx(BIAS[0])
+    plant = lin_plant(params, names, theta)
+    assert plant is not None and plant[1].joints[1].null_bias == 0.0
