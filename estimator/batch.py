@@ -474,7 +474,7 @@ def fit_model(
     w = np.repeat(1.0 / sig_j, r)
     Ww, Yw = W * w[:, None], Y * w
     Zw = None if Z is None else Z * w[:, None]
-    th_w, _, _ = _solve(Ww, Yw, Zw)
+    th_w, _, cov_w = _solve(Ww, Yw, Zw)
     res_w = (Yw - Ww @ th_w).reshape(m, r).T
     kappa = correlation_factor(res_w, block)
     kappa_j = [correlation_factor(res_w[:, j : j + 1], block) for j in range(m)]
@@ -514,7 +514,7 @@ def fit_model(
         # Q0 17–27σ from the truth, their null-leakage twins QL fixed at noise.
         marginal = bool(weak.any()) and prior is None
         if marginal:
-            cov_m = _solve(Ww, Yw, Zw)[2][np.ix_(free, free)]
+            cov_m = cov_w[np.ix_(free, free)]
             short = np.maximum(np.diag(cov_f) - np.diag(cov_m), 0.0)
             cov_f = cov_m + np.diag(short)
         cov_f = kappa * cov_f
