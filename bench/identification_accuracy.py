@@ -118,7 +118,7 @@ def identify_process(
 ) -> tuple[subprocess.CompletedProcess[str], float]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    cmd = [sys.executable, "-m", "daq.rigctl.main", "identify", "--profile", str(profile)]
+    cmd = [sys.executable, "-m", "rigctl.main", "identify", "--profile", str(profile)]
     cmd += ["--json", "--out", str(out)] + (["--virtual-time"] if virtual else [])
     if experiment is not None:
         cmd += ["--experiment", str(experiment)]

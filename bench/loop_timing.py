@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from daq.loop.timing import percentile_from_histogram  # noqa: E402
 from daq.profile.loader import load_profile  # noqa: E402
-from daq.rigctl.session import free_endpoint  # noqa: E402
+from rigctl.session import free_endpoint  # noqa: E402
 
 
 def run_cyclictest(seconds: float, priority: int, cpu: int) -> tuple[np.ndarray, float] | str:

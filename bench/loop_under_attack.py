@@ -144,7 +144,7 @@ def run_phase(
     import subprocess
     import tempfile
 
-    from daq.rigctl.session import free_endpoint
+    from rigctl.session import free_endpoint
 
     mpc = mp.get_context("spawn")
     with tempfile.TemporaryDirectory() as tmp, mpc.Manager() as manager:

@@ -160,7 +160,7 @@ def identified_params(profile_path: Path, params_file: Path | None) -> tuple[obj
     p = load_profile(profile_path)
     if params_file is None:
         out = Path(tempfile.mkdtemp(prefix="bench-tracking-"))
-        cmd = [sys.executable, "-m", "daq.rigctl.main", "identify", "--profile"]
+        cmd = [sys.executable, "-m", "rigctl.main", "identify", "--profile"]
         cmd += [str(profile_path), "--virtual-time", "--no-report", "--no-verify"]
         cmd += ["--out", str(out), "--json"]
         log.info("identifying first: %s", " ".join(cmd))

@@ -1,6 +1,6 @@
 """Experiment files: a sequence of segments (trajectory + control law + duration + repeats).
 
-An experiment file is TOML; the daq/rigctl parse it and hand the dict to `Experiment.from_dict`
+An experiment file is TOML; daq and rigctl parse it and hand the dict to `Experiment.from_dict`
 (this package does no I/O). Angles are degrees in the file (`*_deg`, `*_deg_s`, ...) and radians
 here. The full format, with every trajectory and controller kind, is in docs/controller.md.
 

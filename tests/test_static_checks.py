@@ -33,7 +33,7 @@ def test_ruff_lint_is_clean() -> None:
 
 
 def test_import_layers_hold() -> None:
-    """controller imports nothing of daq/estimator; daq imports no estimator (but rigctl)."""
+    """Layering: controller is pure, daq imports no estimator, nothing imports rigctl."""
     r = _run(_tool("lint-imports"))
     assert r.returncode == 0, r.stdout + r.stderr
 

@@ -16,7 +16,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from daq.rigctl.common import DEFAULT_TELEMETRY
+from daq.profile.schema import DEFAULT_TELEMETRY
 
 log = logging.getLogger("rig-bridge")
 

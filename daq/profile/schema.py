@@ -466,10 +466,16 @@ class Interlocks(Strict):
     service_heartbeat_ms: Annotated[float, Field(ge=100.0, le=10000.0)] = 2000.0
 
 
+#: The endpoints a profile without [network] binds, and clients use without a profile.
+DEFAULT_TELEMETRY = "tcp://127.0.0.1:5555"
+DEFAULT_COMMANDS = "tcp://127.0.0.1:5556"
+DEFAULT_ESTIMATES = "tcp://127.0.0.1:5557"
+
+
 class Network(Strict):
-    telemetry: str = "tcp://127.0.0.1:5555"
-    commands: str = "tcp://127.0.0.1:5556"
-    estimates: str = "tcp://127.0.0.1:5557"
+    telemetry: str = DEFAULT_TELEMETRY
+    commands: str = DEFAULT_COMMANDS
+    estimates: str = DEFAULT_ESTIMATES
     #: Cycles per telemetry message (≤ 20 ms of data at the loop rate by default).
     telemetry_batch: Annotated[int, Field(ge=1, le=1000)] = 20
     #: Directory of CURVE keys; required when any endpoint binds beyond loopback.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from daq.rigctl import cmd_install
+from rigctl import cmd_install
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "hw_profiles/sim-2dof.toml"

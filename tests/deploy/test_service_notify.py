@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from daq.profile import load_profile
-from daq.rigctl.session import free_endpoint
+from rigctl.session import free_endpoint
 from tests.deploy.conftest import NotifyListener
 
 ROOT = Path(__file__).resolve().parents[2]

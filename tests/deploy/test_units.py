@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from daq.rigctl import cmd_install
+from rigctl import cmd_install
 
 ROOT = Path(__file__).resolve().parents[2]
 UNITS = ROOT / "systemd"

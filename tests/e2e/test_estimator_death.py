@@ -20,7 +20,7 @@ import pytest
 import zmq
 
 from daq.recording import read_run
-from daq.rigctl.session import free_endpoint
+from rigctl.session import free_endpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "hw_profiles" / "sim-2dof.toml"

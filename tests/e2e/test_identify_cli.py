@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from daq.profile import load_profile, plant_params
-from daq.rigctl.identify_table import ParameterRow, format_table, rows_from
-from daq.rigctl.main import main
+from rigctl.identify_table import ParameterRow, format_table, rows_from
+from rigctl.main import main
 from tests.conftest import PROFILES
 from tests.report.simrun import record_sim_run
 
@@ -146,7 +146,7 @@ def test_rigctl_does_not_load_the_estimator_for_other_commands() -> None:
     import sys
 
     code = (
-        "import sys; import daq.rigctl.main as m; m.build_parser(); "
+        "import sys; import rigctl.main as m; m.build_parser(); "
         "print(sorted(n for n in sys.modules if n.split('.')[0] == 'estimator'))"
     )
     root = Path(__file__).resolve().parents[2]
@@ -188,7 +188,7 @@ class _FakeSession:
         if cmd == "record_start":
             return {"ok": True, "path": str(self.runs[args["name"]])}
         if cmd == "disarm" and self.experiments > 1:
-            from daq.rigctl.session import SessionError
+            from rigctl.session import SessionError
 
             raise SessionError("disarm refused (invalid_state): FAULT is latched")
         return {"ok": True}
@@ -198,7 +198,7 @@ class _FakeSession:
         return {"ok": True, "state": "FAULT", "fault": {"code": 4}, "seq": 5999, "t": 6.0}
 
     def run_experiment(self, experiment: dict, timeout: float) -> dict:
-        from daq.rigctl.session import SessionError
+        from rigctl.session import SessionError
 
         self.experiments += 1
         which = "identification" if self.experiments == 1 else "validation"
@@ -222,7 +222,7 @@ class _FakeSession:
 
 @pytest.fixture
 def fake_session(monkeypatch: pytest.MonkeyPatch, short_run: Path, tmp_path: Path):
-    import daq.rigctl.cmd_identify as cmd
+    import rigctl.cmd_identify as cmd
 
     faulted = record_sim_run(PROFILE, tmp_path, "faulted", 6.0, fault_at=4.0)
     _FakeSession.runs = {"identification": short_run, "validation": short_run}
@@ -238,7 +238,7 @@ def test_fault_after_the_experiment_keeps_the_identification(
     code = main(
         ["identify", "--profile", str(PROFILE), "--json", "--no-report", "--out", str(tmp_path)]
     )
-    from daq.rigctl.cmd_identify import EXIT_FAULT_AFTER
+    from rigctl.cmd_identify import EXIT_FAULT_AFTER
 
     captured = capsys.readouterr()
     assert code == EXIT_FAULT_AFTER == 4

@@ -40,7 +40,7 @@ def identified(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any]
     out = tmp_path_factory.mktemp("identify") / "out"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    cmd = [sys.executable, "-m", "daq.rigctl.main", "identify", "--profile", str(PROFILE)]
+    cmd = [sys.executable, "-m", "rigctl.main", "identify", "--profile", str(PROFILE)]
     cmd += ["--virtual-time", "--json", "--out", str(out)]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from daq.profile.plant import plant_params
-from daq.rigctl.identify_table import widened_sigma_pct
 from estimator.batch import identify_run
 from estimator.models import load_models
 from estimator.online import OnlineIdentifier
+from rigctl.identify_table import widened_sigma_pct
 
 USER = "estimator.examples.one_joint:models"
 

@@ -82,7 +82,7 @@ def test_table_widens_online_by_its_distance_to_the_refined_value() -> None:
     """Online LS biased like the batch LS (errors in variables), batch refined: the online σ
     covers its distance to the refined value; the refined σ is not widened by a bias the
     refinement removed; the table names the refined rows and shows the LS value beside."""
-    from daq.rigctl.identify_table import format_table, rows_from
+    from rigctl.identify_table import format_table, rows_from
 
     truth = np.array([1.0e-9, 5.0e-7])
     online = (np.array([0.72e-9, 5.0e-7]), np.array([0.3, 0.05]))

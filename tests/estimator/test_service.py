@@ -12,9 +12,9 @@ import msgpack
 import numpy as np
 import zmq
 
-from daq.rigctl.session import free_endpoint
 from estimator.online import OnlineIdentifier
 from estimator.paramfile import read_param_file
+from rigctl.session import free_endpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 import zmq
 
-from daq.rigctl.session import free_endpoint
 from daq.security import (
     ClientKeys,
     CurveConfig,
@@ -26,6 +25,7 @@ from daq.security import (
     release_authenticator,
 )
 from estimator.paramfile import read_param_file
+from rigctl.session import free_endpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "hw_profiles" / "sim-1dof.toml"

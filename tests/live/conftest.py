@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from daq.rigctl.session import RigSession
+from rigctl.session import RigSession
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE_2DOF = ROOT / "hw_profiles" / "sim-2dof.toml"

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from daq.rigctl.session import RigSession
 from daq.telemetry import Meta, SampleBatch, TelemetrySubscriber
+from rigctl.session import RigSession
 from tests.live.conftest import spawn
 
 pytestmark = pytest.mark.slow

@@ -20,8 +20,8 @@ from controller.checks import (
 )
 from controller.experiment import Experiment
 from daq.profile import load_profile
-from daq.rigctl.main import main
 from daq.service.control_api import joint_limits
+from rigctl.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = {1: ROOT / "hw_profiles" / "sim-1dof.toml", 2: ROOT / "hw_profiles" / "sim-2dof.toml"}

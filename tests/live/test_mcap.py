@@ -14,7 +14,7 @@ import pytest
 
 from daq.recording import read_run
 from daq.recording.format import SUFFIX
-from daq.rigctl.main import main
+from rigctl.main import main
 from tests.live.conftest import PROFILE_2DOF, spawn
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from daq.rigctl.session import RigSession
+from rigctl.session import RigSession
 from tests.live.conftest import PROFILE_2DOF, spawn
 
 pytestmark = pytest.mark.slow
@@ -57,7 +57,7 @@ def test_monitor_says_no_data_when_the_service_dies_and_recovers(
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     env_term = {"TERM": "xterm-256color", "COLUMNS": "80", "LINES": "24"}
     mon = spawn(
-        ["-m", "daq.rigctl.main", "monitor", "--endpoint", rig.telemetry, "--timeout", "60"],
+        ["-m", "rigctl.main", "monitor", "--endpoint", rig.telemetry, "--timeout", "60"],
         stdin=slave, stdout=slave, stderr=slave, env_extra=env_term,
     )  # fmt: skip
     os.close(slave)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from daq.rigctl.cmd_check import check_file
-from daq.rigctl.main import main
-from daq.rigctl.session import RigSession
+from rigctl.cmd_check import check_file
+from rigctl.main import main
+from rigctl.session import RigSession
 from tests.live.conftest import PROFILE_2DOF
 from tests.live.test_check import BROKEN, BROKEN_LINES
 from tests.telemetry.conftest import wait_until

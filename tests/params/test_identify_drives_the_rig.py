@@ -25,7 +25,7 @@ MIN_IMPROVEMENT = 10.0
 
 def _identify(args: list[str], cwd: Path, out: Path) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    cmd = [sys.executable, "-m", "daq.rigctl.main", "identify", *args]
+    cmd = [sys.executable, "-m", "rigctl.main", "identify", *args]
     cmd += ["--virtual-time", "--json", "--no-report", "--validation", "none", "--out", str(out)]
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]

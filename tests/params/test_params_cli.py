@@ -10,9 +10,9 @@ import pytest
 
 from daq.backends.factory import make_backend
 from daq.profile import load_profile
-from daq.rigctl.main import main
-from daq.rigctl.session import free_endpoint
 from daq.service import Service
+from rigctl.main import main
+from rigctl.session import free_endpoint
 from tests.conftest import PROFILES
 from tests.params.conftest import write_params
 

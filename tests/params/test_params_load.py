@@ -13,10 +13,10 @@ from daq.commands.errors import CommandError
 from daq.loop.states import State
 from daq.profile import load_profile, plant_params
 from daq.recording import read_run
-from daq.rigctl.cmd_params import check_against_profile
-from daq.rigctl.common import UsageError
 from daq.service import Service
 from estimator.paramfile import write_param_file
+from rigctl.cmd_params import check_against_profile
+from rigctl.common import UsageError
 from tests.conftest import PROFILES
 from tests.params.conftest import write_params
 

@@ -15,7 +15,7 @@ import pytest
 
 from daq.profile import ProfileError, load_profile, parse_profile, plant_params
 from daq.profile.plant import has_identified_values, known_params, sim_plant
-from daq.rigctl.main import main
+from rigctl.main import main
 from tests.conftest import PROFILES
 from tests.report.simrun import record_sim_run
 

@@ -12,8 +12,8 @@ import scipy.io
 
 from daq.recording import Recorder, export_run, read_run
 from daq.recording.export import matlab_names
-from daq.rigctl import cmd_export
 from daq.ring import SampleRing
+from rigctl import cmd_export
 
 from .helpers import layout_2dof, meta, publish_rows
 

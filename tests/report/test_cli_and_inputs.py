@@ -12,11 +12,11 @@ import pytest
 
 from daq.profile import load_profile
 from daq.recording import Recorder
-from daq.rigctl import cmd_report
 from daq.ring import SampleRing
 from daq.sample_layout import SampleLayout
 from estimator.report import ReportError, build_report
 from estimator.report.runs import longest_block
+from rigctl import cmd_report
 from tests.report.conftest import PROFILE
 from tests.report.simrun import record_sim_run
 

@@ -29,9 +29,9 @@ import zmq
 from daq.loop.interlocks import Trip
 from daq.profile import load_profile
 from daq.recording import read_run
-from daq.rigctl.session import free_endpoint
 from daq.sample_layout import SampleLayout
 from daq.telemetry import wire
+from rigctl.session import free_endpoint
 from tests.serial.conftest import COMPOSITE, ROOT
 
 pytestmark = pytest.mark.slow

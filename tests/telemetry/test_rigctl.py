@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from daq.commands import ClientIdentity, CommandError, CommandServer
-from daq.rigctl.main import main
 from daq.security import CurveConfig, generate_client_key
+from rigctl.main import main
 from tests.telemetry.conftest import write_rows
 
 
@@ -158,8 +158,8 @@ def test_endpoint_from_profile_then_environment_then_default(
     assert main(["status", "--json"]) == 0  # from the environment
     capsys.readouterr()
     monkeypatch.delenv("RIG_COMMANDS")
-    from daq.rigctl.common import DEFAULT_COMMANDS, resolve_connection
-    from daq.rigctl.main import build_parser
+    from rigctl.common import DEFAULT_COMMANDS, resolve_connection
+    from rigctl.main import build_parser
 
     args = build_parser().parse_args(["status"])
     resolve_connection(args)
@@ -213,8 +213,8 @@ def test_monitor_live_view_renders_state_channels_and_events() -> None:
     import numpy as np
     from rich.console import Console
 
-    from daq.rigctl.cmd_monitor import View
     from daq.telemetry import Event, Meta, SampleBatch, Status
+    from rigctl.cmd_monitor import View
 
     cols = [
         {"name": "seq", "unit": "1", "role": "header"},
@@ -251,8 +251,8 @@ def test_a_closed_pipe_is_not_a_traceback() -> None:
 
     root = Path(__file__).resolve().parents[2]
     script = (
-        "import sys, daq.rigctl.cmd_status as st\n"
-        "from daq.rigctl.main import main\n"
+        "import sys, rigctl.cmd_status as st\n"
+        "from rigctl.main import main\n"
         "def chatty(args):\n"
         "    for _ in range(100000):\n"
         "        print('x' * 80)\n"

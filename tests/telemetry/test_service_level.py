@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import zmq
 
-from daq.rigctl.session import free_endpoint
+from rigctl.session import free_endpoint
 from tests.telemetry.test_command_fuzz import _random_obj
 
 pytestmark = pytest.mark.slow

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from daq.commands import CommandClient, ProtocolError, ServiceUnreachable
+from daq.profile.schema import DEFAULT_COMMANDS, DEFAULT_TELEMETRY
 from daq.security import ClientKeys, SecurityError, connect_endpoint
 
 #: Exit codes scripts can rely on.
@@ -18,8 +19,6 @@ EXIT_REFUSED = 1  # the service answered {ok: false}
 EXIT_USAGE = 2  # bad command line or bad input file
 EXIT_UNREACHABLE = 3  # no reply within the timeout
 
-DEFAULT_COMMANDS = "tcp://127.0.0.1:5556"
-DEFAULT_TELEMETRY = "tcp://127.0.0.1:5555"
 #: Environment variables naming the endpoints (below --endpoint and --profile, above defaults).
 ENV_ENDPOINT = {"commands": "RIG_COMMANDS", "telemetry": "RIG_TELEMETRY"}
 _DEFAULT_ENDPOINT = {"commands": DEFAULT_COMMANDS, "telemetry": DEFAULT_TELEMETRY}

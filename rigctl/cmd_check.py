@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from daq.rigctl.cmd_run import load_experiment
-from daq.rigctl.common import EXIT_OK, EXIT_USAGE, UsageError, add_json_option
+from rigctl.cmd_run import load_experiment
+from rigctl.common import EXIT_OK, EXIT_USAGE, UsageError, add_json_option
 
 INSTALLED_PROFILE = Path("/etc/rig/profile.toml")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from daq.rigctl.common import add_connection_options, add_json_option, call, simple_command
+from rigctl.common import add_connection_options, add_json_option, call, simple_command
 
 
 def register(subparsers: Any) -> None:

@@ -21,7 +21,7 @@ import zmq
 from daq.commands import CommandClient, ServiceUnreachable
 
 log = logging.getLogger(__name__)
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class SessionError(RuntimeError):

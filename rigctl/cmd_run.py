@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from daq.commands import CommandClient, ServiceUnreachable
-from daq.rigctl.common import (
+from rigctl.common import (
     DEFAULT_TELEMETRY,
     EXIT_OK,
     EXIT_REFUSED,
@@ -116,7 +116,7 @@ def _follow(client: CommandClient, drain: Any, *, json_out: bool) -> dict[str, A
     """Poll `status` until the state leaves RUNNING; show progress; the last status or None."""
     from rich.console import Console
 
-    from daq.rigctl.cmd_monitor import progress, progress_text
+    from rigctl.cmd_monitor import progress, progress_text
 
     console = Console(stderr=True)
     last_line = ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from daq.rigctl.common import add_connection_options, add_json_option, call, fault_text
+from rigctl.common import add_connection_options, add_json_option, call, fault_text
 
 
 def register(subparsers: Any) -> None:

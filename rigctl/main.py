@@ -1,6 +1,6 @@
 """`rigctl` entry point: finds the subcommand modules present and dispatches.
 
-Each `daq.rigctl.cmd_*` module exposes `register(subparsers) -> None`, which adds its parser and
+Each `rigctl.cmd_*` module exposes `register(subparsers) -> None`, which adds its parser and
 sets `func=run(args) -> int`. Modules another branch has not delivered yet are skipped, so the
 branches merge in any order.
 """
@@ -14,25 +14,25 @@ import os
 import sys
 from collections.abc import Sequence
 
-from daq.rigctl.common import EXIT_OK, EXIT_USAGE, UsageError, resolve_connection
+from rigctl.common import EXIT_OK, EXIT_USAGE, UsageError, resolve_connection
 
 log = logging.getLogger(__name__)
 
 SUBCOMMAND_MODULES = (
-    "daq.rigctl.cmd_status",
-    "daq.rigctl.cmd_monitor",
-    "daq.rigctl.cmd_describe",
-    "daq.rigctl.cmd_state",  # arm, disarm, stop, estop, reset
-    "daq.rigctl.cmd_run",
-    "daq.rigctl.cmd_check",
-    "daq.rigctl.cmd_record",
-    "daq.rigctl.cmd_gains",
-    "daq.rigctl.cmd_keys",
-    "daq.rigctl.cmd_export",
-    "daq.rigctl.cmd_install",
-    "daq.rigctl.cmd_identify",
-    "daq.rigctl.cmd_report",
-    "daq.rigctl.cmd_params",
+    "rigctl.cmd_status",
+    "rigctl.cmd_monitor",
+    "rigctl.cmd_describe",
+    "rigctl.cmd_state",  # arm, disarm, stop, estop, reset
+    "rigctl.cmd_run",
+    "rigctl.cmd_check",
+    "rigctl.cmd_record",
+    "rigctl.cmd_gains",
+    "rigctl.cmd_keys",
+    "rigctl.cmd_export",
+    "rigctl.cmd_install",
+    "rigctl.cmd_identify",
+    "rigctl.cmd_report",
+    "rigctl.cmd_params",
 )
 
 

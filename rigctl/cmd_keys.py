@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from daq.rigctl.common import EXIT_OK, UsageError
 from daq.security import CLIENTS_DIR, ROLES, SERVER_NAME, SecurityError, generate_client_key
 from daq.security import read_role as _read_role
+from rigctl.common import EXIT_OK, UsageError
 
 
 def register(subparsers: Any) -> None:

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from daq.rigctl.common import add_connection_options, add_json_option, call
+from rigctl.common import add_connection_options, add_json_option, call
 
 
 def register(subparsers: Any) -> None:

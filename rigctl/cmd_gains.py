@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from daq.commands.spec import GAIN_NAMES
-from daq.rigctl.common import UsageError, add_connection_options, add_json_option, call
+from rigctl.common import UsageError, add_connection_options, add_json_option, call
 
 
 def register(subparsers: Any) -> None:

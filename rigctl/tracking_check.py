@@ -32,7 +32,7 @@ SKIP_S = 1.0 / FREQUENCY_HZ
 
 
 class Session(Protocol):
-    """What the check needs of a connection to the service (`daq.rigctl.session.RigSession`)."""
+    """What the check needs of a connection to the service (`rigctl.session.RigSession`)."""
 
     def command(self, cmd: str, args: dict[str, Any] | None = None) -> dict[str, Any]: ...
 
@@ -78,7 +78,7 @@ def sine_experiment(home_deg: list[float], controller: str) -> dict[str, Any]:
     n = len(home_deg)
     return {
         "name": f"tracking-check-{controller}",
-        "description": "rigctl tracking check (daq/rigctl/tracking_check.py)",
+        "description": "rigctl tracking check (rigctl/tracking_check.py)",
         "home_deg": list(home_deg),
         "segments": [
             {

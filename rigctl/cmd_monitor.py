@@ -27,7 +27,8 @@ from rich.text import Text
 
 from daq.bridge.channels import display
 from daq.loop.states import State
-from daq.rigctl.common import (
+from daq.telemetry import Event, Meta, SampleBatch, Status, TelemetrySubscriber
+from rigctl.common import (
     EXIT_OK,
     EXIT_UNREACHABLE,
     add_connection_options,
@@ -35,7 +36,6 @@ from daq.rigctl.common import (
     client_keys,
     fault_text,
 )
-from daq.telemetry import Event, Meta, SampleBatch, Status, TelemetrySubscriber
 
 #: Seconds without a sample batch after which the view says NO DATA (batches come every 20 ms).
 STALE_S = 0.5

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from daq.rigctl.common import UsageError, add_connection_options, add_json_option, call
+from rigctl.common import UsageError, add_connection_options, add_json_option, call
 
 
 def register(subparsers: Any) -> None:

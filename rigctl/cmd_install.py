@@ -32,7 +32,7 @@ from pathlib import Path
 
 from daq.profile import ProfileError, load_profile
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 UNIT_NAMES = ("rig-daq.service", "rig-estimator.service", "rig.target")
 DEFAULT_PREFIX = "/opt/rig"
 DEFAULT_USER = "rig"

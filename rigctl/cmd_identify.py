@@ -33,10 +33,10 @@ from typing import Any
 import numpy as np
 
 from daq.profile import ProfileError, load_profile
-from daq.rigctl.cmd_run import load_experiment
-from daq.rigctl.common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
-from daq.rigctl.identify_table import ParameterRow, fit_warnings, format_table, rows_from
-from daq.rigctl.session import ROOT, RigSession, SessionError
+from rigctl.cmd_run import load_experiment
+from rigctl.common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
+from rigctl.identify_table import ParameterRow, fit_warnings, format_table, rows_from
+from rigctl.session import ROOT, RigSession, SessionError
 
 EXPERIMENTS = ROOT / "experiments"
 #: Identification complete and written, but the rig faulted after the experiment (see doc).
@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         if result.get("report"):
             print(f"report: {result['report']}")
         if result.get("tracking"):
-            from daq.rigctl.tracking_check import tracking_lines
+            from rigctl.tracking_check import tracking_lines
 
             print("\n".join(tracking_lines(result["tracking"])))
     if result.get("fault_after"):
@@ -377,8 +377,8 @@ def _fault_during(run_path: Path) -> str | None:
 
 def _verify(s: RigSession, progress: Any) -> dict[str, Any]:
     """Load the parameters just identified into the service and measure the tracking with and
-    without them (daq/rigctl/tracking_check.py)."""
-    from daq.rigctl.tracking_check import load_and_check
+    without them (rigctl/tracking_check.py)."""
+    from rigctl.tracking_check import load_and_check
 
     _say(progress, f"loading {s.param_file.name} and checking the tracking with the model")
     return load_and_check(s, s.param_file)
