@@ -277,10 +277,16 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
     out["periodic_max_error_pct"] = max(map(abs, per.values()), default=None)
     out["refined"] = [p["name"] for p in params if p.get("batch_method") == "IV"]
     fit: dict[str, dict[str, float | None]] = {}
+    closed: dict[str, dict[str, float | None]] = {}
     for row in result.get("fit", []):
-        if row["kind"].startswith("FIT"):
-            fit[row["output"]] = {k: _finite(row.get(k)) for k in ("online", "batch", "truth")}
+        table = {"FIT %": fit, "FIT % closed loop": closed}.get(row["kind"])
+        if table is not None:
+            table[row["output"]] = {k: _finite(row.get(k)) for k in ("online", "batch", "truth")}
     out["fit_pct"] = fit
+    out["fit_closed_loop_pct"] = closed
+    for est in ("online", "batch", "truth"):
+        vals = [x for v in closed.values() if (x := v[est]) is not None]
+        out[f"fit_min_closed_loop_{est}_pct"] = min(vals) if vals else None
     for est in ("online", "batch", "truth"):
         for label, prefixes in (("displacement", DISPLACEMENT), ("pressure", PRESSURE)):
             vals = [
@@ -473,7 +479,7 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
     fit = [
         x
         for row in result.get("fit", [])
-        if row["kind"].startswith("FIT")
+        if row["kind"] == "FIT %"
         and row["output"].rstrip("0123456789") in DISPLACEMENT + PRESSURE
         and (x := _finite(row.get("batch"))) is not None
     ]
@@ -500,6 +506,8 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
         "with_truth": len(prof_rows),
         "flagged": sum(not r["identifiable"] for r in prof_rows),
         "fit_min_batch_pct": min(fit) if fit else None,
+        "fit_min_closed_loop_batch_pct": out.get("fit_min_closed_loop_batch_pct"),
+        "fit_min_closed_loop_truth_pct": out.get("fit_min_closed_loop_truth_pct"),
         "reference_warnings": len(out["models"]["reference"]["warnings"]),
     }
     return out

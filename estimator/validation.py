@@ -103,12 +103,12 @@ def smooth_derivatives(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Zero-phase Butterworth (4th order, both directions), then the batch estimator's
     five-point differences: the offline derivative estimate of Gautier et al. §II."""
-    xf = sosfiltfilt(_lowpass(period, cutoff_hz), x, axis=0)
+    xf = sosfiltfilt(lowpass(period, cutoff_hz), x, axis=0)
     xd = derivative(xf, period)
     return xf, xd, derivative(xd, period)
 
 
-def _lowpass(period: float, cutoff_hz: float = 20.0) -> np.ndarray:
+def lowpass(period: float, cutoff_hz: float = 20.0) -> np.ndarray:
     return butter(4, cutoff_hz, fs=1.0 / period, output="sos")
 
 
@@ -151,7 +151,7 @@ def validate(
             except ValueError:
                 notes.append(f"{key}: constant in this run, no FIT")
     # Torques: measured through the moment arm vs the inverse model on filtered kinematics.
-    sos = _lowpass(period)
+    sos = lowpass(period)
     pcf = sosfiltfilt(sos, m.p_cap, axis=0)
     prf = sosfiltfilt(sos, m.p_rod, axis=0)
     tau_meas = dynamics.torque_from_pressures(params, qf, pcf, prf)

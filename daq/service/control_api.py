@@ -227,6 +227,16 @@ class ControlApi:
         except (ExperimentError, ValueError) as exc:
             raise CommandError("rejected", f"run: {exc}") from None
         out = self._call_loop("run", runner)
+        if self.recorder is not None:
+            # What drove the run, for closed-loop validation (estimator.validation_closed_loop):
+            # the experiment as sent and the gains it was run over.
+            self.recorder.event(
+                "experiment",
+                name=getattr(exp, "name", ""),
+                experiment=args["experiment"],
+                gains=[dataclasses.asdict(g) for g in self.gains],
+                params_sha256=None if self.param_set is None else self.param_set.sha256,
+            )
         out["experiment"] = getattr(exp, "name", "")
         out["duration_s"] = float(getattr(runner, "total_duration", 0.0))
         stats = self.recorder.stats if self.recorder is not None else None

@@ -21,9 +21,16 @@ from estimator.datause import STATE_RUNNING
 from estimator.models import load_models
 from estimator.models_lin import SMOOTH_SIGN_M_S, lin_plant
 from estimator.online import Estimate, OnlineIdentifier
-from estimator.report.runs import ReportError, RunData, measured
+from estimator.report.runs import ReportError, RunData, measured, recorded_experiment
 from estimator.shape_search import with_configured_shape, with_configured_switches
 from estimator.validation import ValidationResult, validate
+from estimator.validation_closed_loop import (
+    VELOCITY_FIT_S,
+    ClosedLoopResult,
+    control_setup,
+    initial_velocity,
+    validate_closed_loop,
+)
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +49,7 @@ OUTPUT_INFO = {
     "p_cap": ("cap-side pressure", "MPa", 1e-6),
     "p_rod": ("rod-side pressure", "MPa", 1e-6),
     "q": ("joint angle", "deg", 180.0 / np.pi),
+    "u": ("spool (LVDT)", "V", 1.0),
 }
 
 
@@ -74,6 +82,8 @@ class ReportData:
     #: Validation per parameter set: "batch", "online", and "truth" on the simulator.
     validation: dict[str, ValidationResult]
     notes: list[str] = field(default_factory=list)
+    #: Closed-loop validation (DIDIM) per parameter set, where the run recorded its experiment.
+    closed_loop: dict[str, ClosedLoopResult] = field(default_factory=dict)
 
     @property
     def names(self) -> list[str]:
@@ -209,6 +219,48 @@ def run_validation(
         return None
 
 
+def _velocity_before(rd: RunData) -> np.ndarray | None:
+    """The joints' velocity at the analysed segment's first row from the rows recorded before
+    it (the arm held ARMED before `run`), where they are continuous; else None."""
+    k0 = rd.segment.start
+    k = round(VELOCITY_FIT_S / rd.period)
+    if k0 + 1 < k or np.any(np.diff(rd.run.seq[k0 - k + 1 : k0 + 1]) != 1):
+        return None
+    chans = [rd.profile.joint_channel(j.name, "resolver") for j in rd.profile.joints]
+    if any(c is None or f"eng.{c.name}" not in rd.run.columns for c in chans):
+        return None
+    q = np.stack([rd.run.column(f"eng.{c.name}")[: k0 + 1] for c in chans if c], axis=1)
+    return initial_velocity(q, k0, rd.period)
+
+
+def run_closed_loop_validation(
+    rd: RunData, plant: Plant, label: str, notes: list[str]
+) -> ClosedLoopResult | None:
+    """Closed-loop validation (`estimator.validation_closed_loop`) of `plant` on the validation
+    run, with the experiment and gains the run recorded; None (and a note) where it cannot."""
+    event = recorded_experiment(rd)
+    if event is None:
+        notes.append(
+            f"{rd.path.name} recorded no experiment event: no closed-loop validation (runs "
+            "recorded by an older service, or rows not driven by `run`)"
+        )
+        return None
+    params, effects = plant
+    m = measured(rd)
+    temp = rd.profile.oil_temperature
+    oil_c = None
+    if effects is not None and effects.thermal and temp is not None:
+        oil_c = float(rd.columns[f"eng.{temp.name}"][0])
+    try:
+        setup = control_setup(rd.profile, event["experiment"], event.get("gains"))
+        qd0 = _velocity_before(rd)
+        with np.errstate(all="ignore"):  # a poor estimate may diverge: FIT shows it, no crash
+            return validate_closed_loop(params, rd.period, m, setup, effects, oil_c, qd0)
+    except (ValueError, TypeError, KeyError, FloatingPointError) as exc:
+        notes.append(f"closed-loop validation with the {label} parameters failed: {exc}")
+        return None
+
+
 def parameter_table(data: ReportData) -> list[dict[str, Any]]:
     """One row per parameter (Sakai Table III form): batch and online estimate and %σ, and on
     the simulator the truth and each estimate's relative error in %."""
@@ -252,6 +304,16 @@ def fit_table(data: ReportData) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"output": k, "kind": "FIT %"}
         for s in sets:
             row[s] = data.validation[s].fit.get(k)
+        rows.append(row)
+    closed: list[str] = []
+    for cl in data.closed_loop.values():
+        closed += [k for k in cl.fit if k not in closed]
+    closed.sort(key=lambda k: (order.get(k.rstrip("0123456789"), 99), k))
+    for k in closed:
+        row = {"output": k, "kind": "FIT % closed loop"}
+        for s in sets:
+            found = data.closed_loop.get(s)
+            row[s] = None if found is None else found.fit.get(k)
         rows.append(row)
     nj = len(data.valid.profile.joints)
     for i in range(nj):

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from daq.profile.plant import sim_plant
 from daq.profile.schema import Profile
 from estimator.batch import BatchResult
 from estimator.report import figures, html
@@ -30,6 +31,7 @@ from estimator.report.analysis import (
     identified_params,
     online_replay,
     parameter_table,
+    run_closed_loop_validation,
     run_validation,
 )
 from estimator.report.runs import ReportError, load_run
@@ -178,6 +180,11 @@ def build_report(
             r = run_validation(valid, params, label, notes)
             if r is not None:
                 data.validation[label] = r
+            if label == "truth":  # closed loop: the simulator's whole plant, every effect on
+                params = sim_plant(valid.profile)
+            cl = run_closed_loop_validation(valid, params, label, notes)
+            if cl is not None:
+                data.closed_loop[label] = cl
             prog.step(f"validation ({label} θ)", 1)
         if "batch" not in data.validation:
             data.validation.clear()  # every figure and table is anchored on the batch estimate

@@ -14,6 +14,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -185,3 +186,13 @@ def measured(rd: RunData) -> Measured:
     q, pc, pr, u = (block(r, True) for r in ("resolver", "pressure_cap", "pressure_rod", "lvdt"))
     assert q is not None and pc is not None and pr is not None and u is not None
     return Measured(t, q, pc, pr, u, block("potentiometer", False))
+
+
+def recorded_experiment(rd: RunData) -> dict[str, Any] | None:
+    """The `experiment` event (what the service ran: the experiment as sent, the gains it ran
+    over) of the analysed segment: the one recorded nearest its first row, None if none was."""
+    start = int(rd.run.seq[rd.segment.start]) if len(rd.run.seq) else 0
+    found = [e for e in rd.run.events if e.get("kind") == "experiment" and "experiment" in e]
+    if not found:
+        return None
+    return min(found, key=lambda e: abs(int(e.get("seq", 0)) - start))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from daq.recording import read_run
 from rigctl.cmd_check import check_file
 from rigctl.main import main
 from rigctl.session import RigSession
@@ -84,3 +85,12 @@ def test_run_wait_returns_with_the_experiments_exit_status(
     assert "stopped before its end" in capsys.readouterr().err
     stats = rig.command("record_stop")
     assert Path(stats["path"]).is_absolute()
+    # Each run leaves what drove it in the recording, for closed-loop validation: the
+    # experiment as sent and the gains it ran over.
+    recorded = read_run(stats["path"])
+    started = [e for e in recorded.events if e["kind"] == "experiment"]
+    assert [e["name"] for e in started] == ["short", "short"]
+    assert started[0]["experiment"]["segments"] == tomllib.loads(SHORT)["segments"]
+    assert started[1]["experiment"]["segments"][0]["repeats"] == 600
+    gains = rig.request("describe")["joints"]
+    assert [g["p"] for g in started[0]["gains"]] == [j["pid"]["p"] for j in gains]

@@ -1,0 +1,388 @@
+"""Closed-loop validation: DIDIM's simulation (seed 003, Gautier et al., "identification by
+direct and inverse dynamic models": the model is judged by simulating it *with the same control
+law and the same reference* as the experiment, and comparing its outputs with the measured ones).
+
+Why not only the open-loop replay (`estimator.validation.validate`): a hydraulic joint integrates
+its valve's flow, so a replay driven by the measured spool accumulates every small flow error into
+a position drift, and the pressures that follow from that drift are wrong too. On the realistic
+plant the simulator's *own true plant* replayed open loop scores −480 % FIT — a yardstick that
+cannot score its own truth measures nothing. In closed loop the controller corrects the drift as
+it did on the rig, so what is left is the model's error, not the record's length.
+
+What is simulated, cycle by cycle, in the loop's order (`daq.loop.cycle.Loop._cycle`):
+
+    feedback from the simulated state  ►  runner.step (the run's experiment, gains, limits)
+    ►  the interlocks' amplitude clamp  ►  the D/A's quantisation  ►  the plant over one period
+
+- the runner is the one the service built for the run (`controller.runner.ExperimentRunner` from
+  the recorded experiment, gains and limits), enabled on the simulated state at the first RUNNING
+  row, as the loop enabled it on the measured one;
+- the feedback is the simulated state as the channels would report it without noise but with
+  their converters' resolution (the profile's bits and scaling, `daq.scaling`): joint angle, both
+  pressures, the spool (LVDT volts are the spool state), the piston through the cylinder
+  geometry. The resolution matters: a 14-bit resolver reads in steps of 0.38 mrad, which at
+  p = 1.5 V/rad moves the command across the 12-bit D/A's 4.9 mV codes; a controller fed exact
+  angles commands other codes from the first cycles on, and the joints' stiction turns those
+  differences into other stick-slip histories;
+- the plant is the identified one (`PlantParams`, and the effects of its model family when it
+  has them) integrated by the simulator's own code (`dynamics.integrate_fx`), 4 RK4 substeps per
+  period like the simulator, from the measured initial state (angle, pressures, spool as measured;
+  velocity from the rows around the first, `initial_velocity`; the oil temperature channel
+  where the model refers it).
+
+Compared: every joint's angle, spool, both pressures and (with a potentiometer) the piston; FIT by
+`estimator.validation.fit_ratio`, from `SETTLE_S` after the first row on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+from scipy.optimize import minimize
+
+from controller.experiment import Experiment
+from controller.feedback import Feedback
+from controller.limits import JointLimits
+from controller.pid import PidParams
+from controller.plant import dynamics
+from controller.plant.jit import njit
+from controller.plant.params import PlantEffects, PlantParams
+from controller.runner import ExperimentRunner
+from estimator.validation import Measured, fit_ratio
+
+#: RK4 substeps per loop period: the simulator's own (daq.backends.sim.backend.SUBSTEPS).
+SUBSTEPS = 4
+#: Span of the straight-line fit that gives the first row's velocity (`initial_velocity`), s.
+VELOCITY_FIT_S = 0.05
+#: Seconds at the start of the replay left out of the FIT. The initial state is known only as
+#: well as one row measures it (the angle to a resolver step, the velocity from 50 ms of
+#: angles), and a run may start with the arm swinging in its hold (1 rad/s, chamber pressures
+#: crossing 5 MPa in 40 ms on the reference rig): that error is not the model's, and the closed
+#: loop damps it within its own time constants (~0.1 s). System identification's simulation
+#: FIT leaves such an initial transient out the same way.
+SETTLE_S = 0.5
+#: Scales of the initial-velocity fit's residuals: a resolver step (rad) and ~3 pressure
+#: transducer noise σ (Pa), so that angles and pressures weigh alike.
+ANGLE_SCALE = 4e-4
+PRESSURE_SCALE = 1.5e4
+#: The initial-velocity fit: its first step (rad/s) and the rows it follows (s).
+VELOCITY_STEP = 0.05
+VELOCITY_WINDOW_S = 0.25
+#: Nominal oil temperature (°C) when the run measured none: the effects' own reference.
+NOMINAL_OIL_C = 40.0
+
+
+@dataclass(frozen=True)
+class ControlSetup:
+    """What drove the validation run: the experiment, the gains and limits the service built,
+    the parameters its model-based segments used, and the valve outputs' bounds and D/A step."""
+
+    experiment: Experiment
+    gains: Sequence[PidParams]
+    limits: Sequence[JointLimits]
+    v_lo: np.ndarray  # per joint, V: the interlocks' amplitude clamp
+    v_hi: np.ndarray
+    v_min: np.ndarray  # per joint, V: the D/A's range start and step (profile's converter)
+    v_lsb: np.ndarray
+    #: Per feedback field (q, p_cap, p_rod, spool, piston): the joints' input channels at their
+    #: converters' resolution (`Resolution`).
+    sensing: Mapping[str, Resolution] = field(default_factory=dict)
+    controller_params: PlantParams | None = None
+
+    def runner(self, period: float) -> ExperimentRunner:
+        """A fresh runner, built as the service builds it for `run` (checked there already)."""
+        return ExperimentRunner(
+            self.experiment, self.gains, self.limits, period, self.controller_params, check=False
+        )
+
+
+@dataclass
+class ClosedLoopResult:
+    t: np.ndarray
+    measured: dict[str, np.ndarray]
+    simulated: dict[str, np.ndarray]
+    fit: dict[str, float]
+    reference: np.ndarray
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def worst(self) -> tuple[str, float]:
+        key = min(self.fit, key=lambda k: self.fit[k])
+        return key, self.fit[key]
+
+
+def simulate_closed_loop(
+    params: PlantParams,
+    period: float,
+    x0: np.ndarray,
+    setup: ControlSetup,
+    steps: int,
+    effects: PlantEffects | None = None,
+    oil_c: float | None = None,
+    sensor_noise: Mapping[str, np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """States (steps, 5n) [q, q̇, p⁺, p⁻, u], references (steps, n) and valve volts (steps, n):
+    row k is the state the loop read at cycle k and what it commanded from it."""
+    n = params.n
+    P = params.pack()
+    E = None if effects is None else effects.pack(params)
+    x = np.empty(5 * n + 1)
+    x[: 5 * n] = x0[: 5 * n]
+    x[5 * n] = NOMINAL_OIL_C if oil_c is None else oil_c
+    work = np.zeros((5, x.shape[0])) if E is not None else np.zeros((5, 5 * n))
+    fb = Feedback(n)
+    ref, volts = np.zeros(n), np.zeros(n)
+    states, refs, cmds = np.empty((steps, 5 * n)), np.empty((steps, n)), np.empty((steps, n))
+    runner = setup.runner(period)
+
+    noise = [(getattr(fb, name), e) for name, e in (sensor_noise or {}).items()]
+    resolutions = [
+        (getattr(fb, name), res)
+        for name, res in setup.sensing.items()
+        if name not in (sensor_noise or {})  # the measured residual holds the resolution's error
+    ]
+
+    def sense(k: int) -> None:
+        fb.t = k * period
+        fb.q[:] = x[:n]
+        fb.p_cap[:] = x[2 * n : 3 * n]
+        fb.p_rod[:] = x[3 * n : 4 * n]
+        fb.spool[:] = x[4 * n : 5 * n]
+        for j in range(n):
+            fb.piston[j], _ = dynamics.piston(P, j, x[j])
+        for arr, e in noise:
+            arr += e[k]
+        for arr, res in resolutions:
+            res.apply(arr)
+
+    sense(0)
+    runner.enable(fb)
+    for k in range(steps):
+        states[k] = x[: 5 * n]
+        if k:
+            sense(k)
+        runner.step(fb, ref, volts)
+        np.clip(volts, setup.v_lo, setup.v_hi, out=volts)
+        # The D/A writes whole codes (the simulator's write(), the profile's converter).
+        np.floor((volts - setup.v_min) / setup.v_lsb + 0.5, out=volts)
+        volts *= setup.v_lsb
+        volts += setup.v_min
+        refs[k], cmds[k] = ref, volts
+        if E is None:
+            dynamics.integrate(x[: 5 * n], volts, P, period, SUBSTEPS, work)
+        else:
+            dynamics.integrate_fx(x, volts, P, E, period, SUBSTEPS, work)
+    runner.disable()
+    return states, refs, cmds
+
+
+def validate_closed_loop(
+    params: PlantParams,
+    period: float,
+    m: Measured,
+    setup: ControlSetup,
+    effects: PlantEffects | None = None,
+    oil_c: float | None = None,
+    qd0: np.ndarray | None = None,
+    settle_s: float = SETTLE_S,
+) -> ClosedLoopResult:
+    """Simulate `params` in closed loop from the first measured state with the run's controller
+    and compare with the measured outputs (FIT per output and joint). `qd0`: the joints'
+    velocity at the first row, where the caller has rows before it (`initial_velocity`);
+    `settle_s`: the first seconds left out of the FIT (`SETTLE_S`)."""
+    n = params.n
+    # The initial state: angle, pressures and spool as the channels read them (their converter
+    # step is the one the live controller saw too); the velocity from `initial_velocity`.
+    if qd0 is None:
+        qd0 = initial_velocity(m.q, 0, period)
+    x0 = np.concatenate([m.q[0], qd0, m.p_cap[0], m.p_rod[0], m.spool[0]])
+    window = min(settle_s, VELOCITY_WINDOW_S)
+    x0[n : 2 * n] = fit_initial_velocity(params, period, m, setup, x0, effects, oil_c, window)
+    states, refs, _ = simulate_closed_loop(params, period, x0, setup, m.q.shape[0], effects, oil_c)
+    measured = {"q": m.q, "u": m.spool, "p_cap": m.p_cap, "p_rod": m.p_rod}
+    simulated = {
+        "q": states[:, :n],
+        "u": states[:, 4 * n : 5 * n],
+        "p_cap": states[:, 2 * n : 3 * n],
+        "p_rod": states[:, 3 * n : 4 * n],
+    }
+    if m.piston is not None:
+        measured["s"] = m.piston
+        simulated["s"], _ = dynamics.cylinder(params, simulated["q"])
+    fit: dict[str, float] = {}
+    notes: list[str] = []
+    k = min(round(settle_s / period), m.q.shape[0] - 2)
+    for label, y in measured.items():
+        for i in range(n):
+            key = f"{label}{i + 1}"
+            try:
+                fit[key] = fit_ratio(y[k:, i], simulated[label][k:, i])
+            except ValueError:
+                notes.append(f"{key}: constant in this run, no FIT")
+    return ClosedLoopResult(m.t, measured, simulated, fit, refs, notes)
+
+
+def control_setup(
+    profile: Any,
+    experiment: Mapping[str, Any],
+    gains: Sequence[Mapping[str, float]] | None = None,
+    controller_params: PlantParams | None = None,
+) -> ControlSetup:
+    """The controller the service builds for `run` of `experiment` on `profile` (its gains and
+    limits, `daq.service.control_api`), with `gains` (the recorded per-joint PID values, if the
+    run's were not the profile's) over them."""
+    from daq.loop.feedback_map import FIELDS  # the loop's field ↔ role map
+    from daq.sim_closed_loop import gains_limits  # the service's own builders
+
+    exp = Experiment.from_dict(dict(experiment))
+    base, limits = gains_limits(profile)
+    if gains is not None:
+        base = [replace(b, **dict(g)) for b, g in zip(base, gains, strict=True)]
+    joints = [j.name for j in profile.joints]
+    amp_of = {j.name: j.limits.valve_max_v for j in profile.joints}
+    lo, hi = np.full(len(joints), -np.inf), np.full(len(joints), np.inf)
+    vmin, vlsb = np.zeros(len(joints)), np.ones(len(joints))
+    for c in profile.outputs:
+        j = joints.index(str(c.joint))
+        amp = amp_of[str(c.joint)]  # the interlocks' clamp (daq.loop.interlocks)
+        lo[j] = max(c.null_volts - amp, c.converter.min)
+        hi[j] = min(c.null_volts + amp, c.converter.max)
+        vmin[j] = c.converter.min
+        vlsb[j] = (c.converter.max - c.converter.min) / (1 << c.converter.bits)
+    sensing = {
+        name: Resolution([profile.joint_channel(j, role) for j in joints]) for name, role in FIELDS
+    }
+    return ControlSetup(exp, base, limits, lo, hi, vmin, vlsb, sensing, controller_params)
+
+
+def fit_initial_velocity(
+    params: PlantParams,
+    period: float,
+    m: Measured,
+    setup: ControlSetup,
+    x0: np.ndarray,
+    effects: PlantEffects | None,
+    oil_c: float | None,
+    window_s: float,
+) -> np.ndarray:
+    """The initial velocities that make the replay follow the measured angles and pressures
+    best over the first `window_s` (the rows the FIT then leaves out): the initial condition
+    estimated as a nuisance parameter, as an output-error comparison does. One row gives the
+    velocity only to ~0.01 rad/s (a resolver step over 50 ms), and a stiction or cavitating
+    plant carries the pressure error that follows for seconds. Starts from `x0`'s velocities;
+    Nelder–Mead over n values, each cost a replay of `window_s`."""
+    n = params.n
+    k = max(2, min(round(window_s / period), m.q.shape[0]))
+    y = np.concatenate(
+        [m.q[:k] / ANGLE_SCALE, m.p_cap[:k] / PRESSURE_SCALE, m.p_rod[:k] / PRESSURE_SCALE], axis=1
+    )
+    x = x0.copy()
+
+    def cost(qd: np.ndarray) -> float:
+        x[n : 2 * n] = qd
+        with np.errstate(all="ignore"):
+            st, _, _ = simulate_closed_loop(params, period, x, setup, k, effects, oil_c)
+        yh = np.concatenate(
+            [
+                st[:, :n] / ANGLE_SCALE,
+                st[:, 2 * n : 3 * n] / PRESSURE_SCALE,
+                st[:, 3 * n : 4 * n] / PRESSURE_SCALE,
+            ],
+            axis=1,
+        )
+        c = float(np.mean((y - yh) ** 2))
+        return c if np.isfinite(c) else np.inf
+
+    start = np.asarray(x0[n : 2 * n], dtype=float)
+    res = minimize(
+        cost,
+        start,
+        method="Nelder-Mead",
+        options={
+            "initial_simplex": _simplex(start),
+            "xatol": 1e-4,
+            "fatol": 1e-9,
+            "maxfev": 30 * n,
+        },
+    )
+    return np.asarray(res.x if res.fun <= cost(start) else start, dtype=float)
+
+
+def _simplex(start: np.ndarray) -> np.ndarray:
+    """Nelder–Mead's first simplex: the start and a step of `VELOCITY_STEP` along each joint."""
+    out = np.repeat(start[None, :], start.size + 1, axis=0)
+    out[1:] += VELOCITY_STEP * np.eye(start.size)
+    return out
+
+
+def initial_velocity(q: np.ndarray, k0: int, period: float) -> np.ndarray:
+    """The joints' velocity at row `k0` of the angles `q` (N, n): the slope of a straight line
+    through the rows up to it where there are such rows (what the arm did before the run: its
+    state at the first row is the outcome of that past), else through the first rows after it.
+    A zero-phase derivative is no good here: its edge transient at a record's first row, and
+    the jerk of a runner taking over smeared back into it, read an arm at rest as moving at
+    0.02–0.2 rad/s, and the replay of a stiction plant is sensitive to it (0.2 rad/s costs
+    200 kPa of pressure error in the first 20 ms)."""
+    k = max(3, round(VELOCITY_FIT_S / period))
+    before = k0 + 1 >= k
+    rows = q[k0 - k + 1 : k0 + 1] if before else q[k0 : k0 + k]
+    t = np.arange(rows.shape[0]) * period
+    t -= t[-1] if before else 0.0  # the fit's derivative at t = 0 is the one at row k0
+    return np.asarray(np.polyfit(t, rows, 2)[1], dtype=float)
+
+
+class Resolution:
+    """The joints' input channels of one feedback field at their converters' resolution: eng →
+    counts → eng as the loop sees them (`daq.scaling`; linear scalings vectorised, others per
+    value); NaN where a joint has no such channel, as in the loop's Feedback."""
+
+    def __init__(self, channels: Sequence[Any]) -> None:
+        from daq.profile.schema import LinearScaling
+
+        self.channels = list(channels)
+        self.missing = np.array([c is None for c in channels])
+        lin = [c is not None and isinstance(c.scaling, LinearScaling) for c in channels]
+        self.linear = np.array(lin)
+        self.other = [j for j, c in enumerate(channels) if c is not None and not lin[j]]
+
+        def arr(f: Callable[[Any], float], default: float) -> np.ndarray:
+            return np.array([f(c) if ok else default for c, ok in zip(channels, lin, strict=True)])
+
+        self.gain = arr(lambda c: c.scaling.gain, 1.0)
+        self.offset = arr(lambda c: c.scaling.offset, 0.0)
+        self.cmin = arr(lambda c: c.converter.min, 0.0)
+        self.lsb = arr(lambda c: (c.converter.max - c.converter.min) / (1 << c.converter.bits), 1.0)
+        self.full = arr(lambda c: float(1 << c.converter.bits), 1.0)
+        self.wraps = arr(lambda c: float(c.converter.wraps), 0.0).astype(bool)
+
+    def apply(self, y: np.ndarray) -> None:
+        """`y` (per joint, eng) in place as the channels report it."""
+        _quantise(
+            y, self.gain, self.offset, self.cmin, self.lsb, self.full, self.wraps, self.linear
+        )
+        if self.other:
+            from daq.scaling import counts_to_units, eng_to_counts, to_eng
+
+            for j in self.other:
+                c = self.channels[j]
+                y[j] = to_eng(c.scaling, counts_to_units(c.converter, eng_to_counts(c, y[j])))
+        y[self.missing] = np.nan
+
+
+@njit
+def _quantise(y, gain, offset, cmin, lsb, full, wraps, linear):
+    """Linear channels: eng → nearest code (wrapped or saturated, `daq.scaling.units_to_counts`)
+    → eng, in place; one compiled pass, as the replay calls it every simulated cycle."""
+    for j in range(y.shape[0]):
+        if not linear[j]:
+            continue
+        code = math.floor(((y[j] - offset[j]) / gain[j] - cmin[j]) / lsb[j] + 0.5)
+        if wraps[j]:
+            code = code % full[j]
+        else:
+            code = min(max(code, 0.0), full[j] - 1.0)
+        y[j] = gain[j] * (cmin[j] + code * lsb[j]) + offset[j]
