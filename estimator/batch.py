@@ -217,6 +217,10 @@ def _conditioned(raw: np.ndarray, sos: np.ndarray, fs: float, nj: int) -> Sample
     return sample_from(raw, nj, np.stack([xf, d1, d2], axis=1))
 
 
+#: One block's instruments for a given θ (physical units): Z (r_j, m, n), conditioned as Φ.
+Instruments = Callable[[np.ndarray], np.ndarray]
+
+
 def observation(
     model: LinearModel,
     raw: np.ndarray,
@@ -225,14 +229,14 @@ def observation(
     cutoff_hz: float,
     nd: int,
     trim: int,
-    theta: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """Normalised, filtered, decimated (Φ (r_j, m, n), y (r_j, m), Z) of one model.
-
-    With `theta` (physical units), Z (r_j, m, n) are the instruments of the output-error
-    refinement (`estimator.refine`): Φ with the pressure rates the model predicts with θ in
-    place of the measured ones, through the same filters, decimation and row selection; None
-    without `theta` or for a model with no pressure rate in its regressor."""
+    instruments: bool = False,
+) -> tuple[np.ndarray, np.ndarray, Instruments | None]:
+    """Normalised, filtered, decimated (Φ (r_j, m, n), y (r_j, m)) of one model, and with
+    `instruments` the θ → Z map of the output-error refinement (`estimator.refine`): Φ with the
+    pressure rates the model predicts with θ in place of the measured ones, through the same
+    filters, decimation and row selection; None for a model with no pressure rate in its
+    regressor. Everything in Z but the predicted rates is built here once: the refinement's
+    iterations then redo only the prediction (`_instruments_of`)."""
     sos = butter(4, cutoff_hz, fs=fs, output="sos")
     x = _conditioned(raw, sos, fs, nj)
     Phi, y = evaluate(model, x)
@@ -241,11 +245,6 @@ def observation(
         Phis, ys = evaluate(model, sample_from(raw, nj))
         Phi = Phi - Phi0 + _nonzero_columns(lambda a: sosfiltfilt(sos, a, axis=0), Phis)
         y = y - y0 + sosfiltfilt(sos, ys, axis=0)
-    Z = None
-    if theta is not None:
-        channels = rate_channels(model, x)
-        if channels:
-            Z = _instruments_of(model, raw, fs, nj, cutoff_hz, theta, channels)
     keep = _valid_rows(model, raw, nj, int(3 * fs / cutoff_hz) + 4 * nd)
     k = max(1, trim // max(nd, 1))
     keep = keep[::nd][k:-k]
@@ -257,11 +256,16 @@ def observation(
         return a[k:-k][keep]
 
     pscale = model.param_scale[None, None, :] / model.output_scale[None, :, None]
-    return (
-        condition(Phi, pscale),
-        condition(y, 1.0 / model.output_scale[None, :]),
-        None if Z is None else condition(Z, pscale),
-    )
+    Z = None
+    if instruments:
+        channels = rate_channels(model, x)
+        if channels:
+            predict = _instruments_of(model, raw, fs, nj, cutoff_hz, channels)
+
+            def Z(theta: np.ndarray) -> np.ndarray:
+                return condition(predict(theta), pscale)
+
+    return condition(Phi, pscale), condition(y, 1.0 / model.output_scale[None, :]), Z
 
 
 def _nonzero_columns(linear: Callable[[np.ndarray], np.ndarray], a: np.ndarray) -> np.ndarray:
@@ -293,12 +297,12 @@ def _instruments_of(
     fs: float,
     nj: int,
     cutoff_hz: float,
-    theta: np.ndarray,
     channels: list[tuple[str, int]],
-) -> np.ndarray:
-    """Z (N, m, n) before normalisation: the regressor evaluated on the signals low-passed at
-    INSTRUMENT_CORNER × the model's corner (static part filtered the same way), with the
-    pressure rates the model predicts with θ from them in place of the measured ones.
+) -> Callable[[np.ndarray], np.ndarray]:
+    """θ → Z (N, m, n) before normalisation: the regressor evaluated on the signals low-passed
+    at INSTRUMENT_CORNER × the model's corner (static part filtered the same way), with the
+    pressure rates the model predicts with θ from them in place of the measured ones. The
+    filtered signals and the static part do not depend on θ: built once, here.
 
     Every column, not only the rate ones: the h·u columns of Φ carry the LVDT's noise, which
     biases the flow gains by ≈ −0.05 % (errors in variables again); from the lower corner
@@ -313,8 +317,12 @@ def _instruments_of(
         Phis, ys = evaluate(model, sample_from(raw, nj))
         rest_i = sosfiltfilt(sos, Phis, axis=0) - Phi0
         yrest_i = sosfiltfilt(sos, ys, axis=0) - y0
-    xp = predicted_rates(model, xi, rest_i, yrest_i, theta, channels)
-    return rest_i + evaluate(model, xp)[0]
+
+    def instruments(theta: np.ndarray) -> np.ndarray:
+        xp = predicted_rates(model, xi, rest_i, yrest_i, theta, channels)
+        return rest_i + evaluate(model, xp)[0]
+
+    return instruments
 
 
 def _valid_rows(model: LinearModel, raw: np.ndarray, nj: int, halfwidth: int) -> np.ndarray:
@@ -889,17 +897,13 @@ def fit_blocks(
     `rows_used` (bool, len(raw)) is marked with the rows that went in. `linkwise`: also Lin's
     link-by-link estimate (`ModelFit.linkwise`) for a model with one equation per joint."""
 
-    def stack(theta: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
-        out = []
-        for b in blks:
-            obs = observation(mdl, raw[b], fs, nj, cutoff_hz, nd, trim, theta)
-            if obs[0].shape[0] > 0:
-                if rows_used is not None:
-                    rows_used[b.start + trim : b.stop - trim] = True
-                out.append(obs)
-        return out
-
-    parts = stack(None)
+    parts = []
+    for b in blks:
+        obs = observation(mdl, raw[b], fs, nj, cutoff_hz, nd, trim, instruments=refine)
+        if obs[0].shape[0] > 0:
+            if rows_used is not None:
+                rows_used[b.start + trim : b.stop - trim] = True
+            parts.append(obs)
     if not parts:
         return None
     Phi = np.concatenate([p[0] for p in parts])
@@ -922,7 +926,7 @@ def fit_blocks(
     fit = fit_with(None)
     notes: list[str] = []
     if refine:
-        refined = refine_fit(fit, lambda th: _instruments(stack(th)), fit_with)
+        refined = refine_fit(fit, lambda th: _instruments(parts, th), fit_with)
         if refined is not None:
             chosen, notes, warns = choose(fit, refined)
             chosen.theta_wls, chosen.sigma_pct_wls = fit.theta, fit.sigma_pct
@@ -982,10 +986,10 @@ def _periodic(
 
 
 def _instruments(
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]],
+    parts: Sequence[tuple[np.ndarray, np.ndarray, Instruments | None]], theta: np.ndarray
 ) -> np.ndarray | None:
-    """The stacked instruments of `stack`'s blocks; None when the model has none."""
-    zs = [p[2] for p in parts if p[2] is not None]
+    """The stacked instruments of the blocks `parts` for θ; None when the model has none."""
+    zs = [p[2](theta) for p in parts if p[2] is not None]
     return np.concatenate(zs) if len(zs) == len(parts) else None
 
 
