@@ -53,8 +53,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -377,57 +375,19 @@ def run_case(case: str, profile: Path, seeds: Sequence[int], base: Path) -> dict
     return {"case": case, "runs": runs, "pass": judge(case, runs)}
 
 
-def true_mean_oil_c(columns: dict[str, Any], prof: Any) -> float:
-    """Mean true oil temperature over the RUNNING rows: the oil_temp reading with the channel's
-    simulated error (reading = (1 + gain_error) T + offset + drift t) taken out — the bench
-    may read the simulator's truth, the estimator may not."""
-    from estimator.datause import STATE_RUNNING
-
-    ch = prof.oil_temperature
-    reading = np.asarray(columns[f"eng.{ch.name}"], dtype=float)
-    running = np.asarray(columns["state"]) == STATE_RUNNING
-    err = ch.sim_error
-    t = np.asarray(columns["t"], dtype=float)
-    if err is not None:
-        reading = (reading - err.offset - err.drift_per_hour * t / 3600.0) / (1.0 + err.gain_error)
-    return float(np.mean(reading[running]))
-
-
 def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
     """The family the profile chooses against the simulator's plant, and the reference models
     on the same recording (batch), for the `realistic` case."""
     from daq.profile import load_profile
-    from daq.profile.plant import known_params, sim_plant
+    from daq.profile.plant import known_params
     from estimator.batch import identify_run
     from estimator.models import load_models, reference_models
-    from estimator.models_lin import EDGES, valve_coefficients
+    from estimator.sim_truth import family_truth
 
     prof = load_profile(profile)
     known = known_params(prof)
-    true, eff = sim_plant(prof)
     run = load_run(result["identification_run"], prof)
-    # The null offsets are the run temperature's (null shift with T not modelled; the batch
-    # says so): their truth is the valve's bias at the run's mean true oil temperature.
-    shift_k = true_mean_oil_c(run.columns, prof) - eff.reference_c if eff.thermal else 0.0
-    truth: dict[str, float] = dict(zip(true.mech_names(), true.theta_mech(), strict=True))
-    truth.update(zip(true.fluid_names(), true.theta_fluid(), strict=True))
-    for i, j in enumerate(eff.joints, 1):
-        cf, b = true.flow_gains[i - 1], true.bulk_modulus
-        v0c, v0r = j.dead_volumes(float(true.dead_volume[i - 1]))
-        b0 = j.null_bias + j.null_shift_per_k * shift_k
-        q0, ql = valve_coefficients(cf, b0, j.lap, j.null_leak_opening)
-        truth.update(
-            {
-                f"Fc+{i}": j.coulomb_pos,
-                f"Fc-{i}": j.coulomb_neg,
-                f"V0+/b{i}": v0c / b,
-                f"V0-/b{i}": v0r / b,
-                f"Cint{i}": j.leak_internal,
-                **{f"Q0{e}{i}": v for e, v in zip(EDGES, q0, strict=True)},
-                **{f"QL{e}{i}": v for e, v in zip(EDGES, ql, strict=True)},
-            }
-        )
-    truth["air"] = eff.air_content
+    truth = family_truth(prof, run.columns)
     spec = None if prof.estimator is None else prof.estimator.model
     online = {p["name"]: p for p in result["parameters"]}
     out: dict[str, Any] = {"models": {}}

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -33,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from daq.profile import ProfileError, load_profile
+from estimator.sim_truth import family_truth
 from rigctl.cmd_run import load_experiment
 from rigctl.common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 from rigctl.identify_table import ParameterRow, fit_warnings, format_table, rows_from
@@ -414,12 +416,20 @@ def _say(stream: Any, text: str) -> None:
 def _table_rows(batch: Any, data: Any, online: Any) -> list[ParameterRow]:
     """The parameter table's rows: the batch estimate (and least squares beside a refined
     value), the online one if given, and the simulator's truth where there is one."""
+    truth = None
+    if data.is_simulated:
+        # The reference models carry their truth; every other family's (the real-rig one)
+        # is derived from the simulator's plant (estimator.sim_truth).
+        truth = batch.truth
+        if truth is None:
+            known = family_truth(data.profile, data.columns)
+            truth = np.array([known.get(n, math.nan) for n in batch.names]) if known else None
     return rows_from(
         batch.names,
         online,
         batch.theta,
         batch.sigma_pct,
-        batch.truth if data.is_simulated else None,
+        truth,
         identifiable=batch.identifiable,
         methods=batch.methods,
         batch_ls=(batch.theta_wls, batch.sigma_pct_wls),

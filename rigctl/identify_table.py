@@ -59,7 +59,8 @@ def rows_from(
     methods: Sequence[str] | None = None,
     batch_ls: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> list[ParameterRow]:
-    """One row per parameter; `truth` in the same order (the simulator's, or None);
+    """One row per parameter; `truth` in the same order (the simulator's, or None; NaN where a
+    parameter has none);
     `identifiable` (batch analysis of the same data; None = all): a parameter the run did not
     excite has no %σ, online or batch — it is the profile's value, not a measurement.
     `methods` ("WLS"/"IV" per parameter) and `batch_ls` (θ, %σ of the batch least squares):
@@ -90,7 +91,7 @@ def rows_from(
         rows.append(
             ParameterRow(
                 name=name,
-                truth=None if truth is None else float(truth[i]),
+                truth=None if truth is None or not math.isfinite(truth[i]) else float(truth[i]),
                 # A parameter the run did not excite is the batch's flagged value (the prior,
                 # if the profile gives one) in both columns: the online
                 # RLS's number for it is whatever its diffuse start drifted to, not a measurement.

@@ -1,0 +1,71 @@
+"""The simulator's truth for every family's parameters (estimator.sim_truth): what `rigctl
+identify` prints beside the real-rig family's estimates. Checked against the profile's own
+[backend.sim.plant] values and the valve's null shift at the run's true oil temperature."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from daq.profile import load_profile
+from daq.profile.plant import sim_plant
+from estimator.datause import STATE_RUNNING
+from estimator.models_lin import EDGES, lin_fluid_names, lin_mech_names, valve_coefficients
+from estimator.sim_truth import family_truth, true_mean_oil_c
+from rigctl.identify_table import rows_from
+from tests.conftest import PROFILES
+
+REALISTIC = PROFILES / "sim-2dof-realistic.toml"
+
+
+def _columns(profile: object, true_c: np.ndarray) -> dict[str, np.ndarray]:
+    """A run whose oil channel reads `true_c` through the channel's simulated error."""
+    ch = profile.oil_temperature  # type: ignore[attr-defined]
+    err = ch.sim_error
+    t = np.arange(true_c.size) * 1e-3
+    reading = (1.0 + err.gain_error) * true_c + err.offset + err.drift_per_hour * t / 3600.0
+    state = np.full(true_c.size, STATE_RUNNING, dtype=float)
+    state[:10] = 0.0  # idle rows: not averaged
+    return {"t": t, "state": state, f"eng.{ch.name}": reading}
+
+
+def test_the_oil_reading_loses_its_simulated_error() -> None:
+    prof = load_profile(REALISTIC)
+    true_c = np.linspace(24.0, 27.0, 1000)
+    true_c[:10] = 90.0  # an idle stretch that must not count
+    expected = float(np.mean(true_c[10:]))
+    assert true_mean_oil_c(_columns(prof, true_c), prof) == pytest.approx(expected, abs=1e-9)
+
+
+def test_every_real_rig_parameter_has_the_simulators_value() -> None:
+    prof = load_profile(REALISTIC)
+    true, eff = sim_plant(prof)
+    truth = family_truth(prof, _columns(prof, np.full(1000, 30.0)))
+    n = true.n
+    # The family's joint viscous Fv± have no single true value: the simulator's viscous
+    # friction acts at the piston, in proportion to the moment arm squared (lin_plant).
+    viscous = {f"Fv{s}{i}" for s in "+-" for i in range(1, n + 1)}
+    for name in lin_mech_names(n) + lin_fluid_names(n):
+        assert (name in truth and math.isfinite(truth[name])) == (name not in viscous), name
+    for i, j in enumerate(eff.joints, 1):
+        assert truth[f"Fc+{i}"] == j.coulomb_pos and truth[f"Fc-{i}"] == j.coulomb_neg
+        assert truth[f"Cint{i}"] == j.leak_internal
+        # The null offsets: the valve's bias moved by its shift per K to the run's 30 °C.
+        b0 = j.null_bias + j.null_shift_per_k * (30.0 - eff.reference_c)
+        q0, _ = valve_coefficients(true.flow_gains[i - 1], b0, j.lap, j.null_leak_opening)
+        for e, v in zip(EDGES, q0, strict=True):
+            assert truth[f"Q0{e}{i}"] == pytest.approx(v, rel=1e-12)
+    assert truth["air"] == eff.air_content
+
+
+def test_no_truth_off_the_simulator() -> None:
+    prof = load_profile(PROFILES / "ni-serial-2dof.toml")
+    assert family_truth(prof, {}) == {}
+
+
+def test_a_parameter_without_a_truth_has_no_error_column() -> None:
+    rows = rows_from(["a", "b"], None, np.array([1.0, 2.0]), np.ones(2), np.array([1.1, np.nan]))
+    assert rows[0].truth == 1.1 and rows[1].truth is None
+    assert rows[1].error_pct(2.0) is None and rows[0].error_pct(1.0) is not None
