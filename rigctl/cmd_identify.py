@@ -251,6 +251,8 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
                 tracking = _verify(s, progress)
             except SessionError as exc:
                 fault_after = f"during the tracking check: {exc}"
+            except ValueError as exc:  # the prediction says the check cannot run safely
+                warnings.append(str(exc))
         try:
             s.command("disarm")
         except SessionError as exc:
@@ -383,7 +385,7 @@ def _verify(s: RigSession, progress: Any) -> dict[str, Any]:
     from rigctl.tracking_check import load_and_check
 
     _say(progress, f"loading {s.param_file.name} and checking the tracking with the model")
-    return load_and_check(s, s.param_file)
+    return load_and_check(s, s.param_file, load_profile(s.profile))
 
 
 def _online_vectors(online: dict[str, Any], names: list[str]) -> tuple[list[float], list[float]]:

@@ -235,7 +235,10 @@ def fit_warnings(fit_table: Sequence[dict[str, object]]) -> list[str]:
                 continue
             ref = floor if isinstance(floor, float | int) and math.isfinite(floor) else None
             if (ref is not None and v < ref - FIT_SHORTFALL) or (ref is None and v < FIT_MIN):
-                low.append(f"{row['output']} {v:.1f} %" + (f" (floor {ref:.1f} %)" if ref else ""))
+                closed = " closed loop" if "closed loop" in str(row.get("kind")) else ""
+                low.append(
+                    f"{row['output']}{closed} {v:.1f} %" + (f" (floor {ref:.1f} %)" if ref else "")
+                )
         if low:
             out.append(
                 f"the {est} model does not explain the validation data: FIT {', '.join(low)}; "

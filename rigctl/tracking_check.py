@@ -9,6 +9,14 @@ the ratio PID / model. Both runs use the same gains, so the ratio is the model's
 
 Needs a service in IDLE or ARMED with parameters loaded (`rigctl params load`) and a recorder
 writing to a directory this process can read (as `rigctl identify`'s session does).
+
+A healthy rig must not fault on its own demonstration: where the rig's plant is far from the
+reference (a softer oil, other flow gains) the PID-only sine's following error can cross the
+interlock's limit (base + per-velocity·|reference velocity|) and end the check with a trip.
+So before anything moves, the PID run is simulated in closed loop with the loaded model
+(`predicted_margin`: the service's own runner, gains and limits through
+`estimator.validation_closed_loop`), and the sine's amplitude is lowered until the predicted
+peak error is at most `MARGIN` of its limit; the result says what ran and why.
 """
 
 from __future__ import annotations
@@ -27,6 +35,14 @@ from daq.recording.reader import read_run
 AMPLITUDE_DEG = 5.0
 FREQUENCY_HZ = 1.0
 DURATION_S = 5.0
+#: The largest predicted peak following error, as a fraction of the interlock's limit, that
+#: the check runs at. The reference rig's own PID-only 5° sine peaks at 0.86 of it (its p = 2
+#: V/rad hold rings on the oil column), so the margin left for the model's error is thin: the
+#: check lowers the amplitude where the model predicts worse, and refuses to run where no
+#: amplitude is predicted inside it.
+MARGIN = 0.9
+#: The smallest amplitude the check lowers to, degrees; below it the check is not run.
+MIN_AMPLITUDE_DEG = 0.5
 #: The first period is left out of the RMS (see the module doc).
 SKIP_S = 1.0 / FREQUENCY_HZ
 
@@ -45,6 +61,9 @@ class TrackingResult:
     pid_rms_deg: list[float]
     model_rms_deg: list[float]
     runs: list[str]
+    amplitude_deg: float = AMPLITUDE_DEG
+    #: Why the amplitude is not AMPLITUDE_DEG (the prediction), or "".
+    why: str = ""
 
     @property
     def improvement(self) -> list[float]:
@@ -61,11 +80,15 @@ class TrackingResult:
             "model_rms_deg": self.model_rms_deg,
             "improvement": self.improvement,
             "runs": self.runs,
-            "trajectory": f"{FREQUENCY_HZ:g} Hz {AMPLITUDE_DEG:g}° sine, {DURATION_S:g} s",
+            "amplitude_deg": self.amplitude_deg,
+            "why": self.why,
+            "trajectory": f"{FREQUENCY_HZ:g} Hz {self.amplitude_deg:.3g}° sine, {DURATION_S:g} s",
         }
 
     def lines(self) -> list[str]:
-        out = [f"tracking ({FREQUENCY_HZ:g} Hz {AMPLITUDE_DEG:g}° sine), RMS error:"]
+        out = [f"tracking ({FREQUENCY_HZ:g} Hz {self.amplitude_deg:.3g}° sine), RMS error:"]
+        if self.why:
+            out.append(f"  ({self.why})")
         for j, name in enumerate(self.joints):
             out.append(
                 f"  {name}: PID {self.pid_rms_deg[j]:.3f}°, PID + model "
@@ -74,7 +97,9 @@ class TrackingResult:
         return out
 
 
-def sine_experiment(home_deg: list[float], controller: str) -> dict[str, Any]:
+def sine_experiment(
+    home_deg: list[float], controller: str, amplitude_deg: float = AMPLITUDE_DEG
+) -> dict[str, Any]:
     n = len(home_deg)
     return {
         "name": f"tracking-check-{controller}",
@@ -86,7 +111,7 @@ def sine_experiment(home_deg: list[float], controller: str) -> dict[str, Any]:
                 "duration_s": DURATION_S,
                 "trajectory": {
                     "kind": "sine",
-                    "amplitude_deg": [AMPLITUDE_DEG] * n,
+                    "amplitude_deg": [amplitude_deg] * n,
                     "frequency_hz": [FREQUENCY_HZ] * n,
                 },
                 "controller": {"kind": controller},
@@ -125,7 +150,53 @@ def rms_errors_deg(run_path: Path, ref_cols: list[str], q_cols: list[str]) -> li
     return out
 
 
-def run_tracking_check(session: Session, timeout: float = 600.0) -> TrackingResult:
+def predicted_margin(profile: Any, params: Any, amplitude_deg: float) -> list[float]:
+    """Per joint, the peak of |reference − angle| over the limit the following-error interlock
+    applies (`daq.loop.interlocks`: base + per_velocity·|reference velocity|), for the PID-only
+    sine at `amplitude_deg` simulated in closed loop with `params` (PlantParams: the loaded
+    model) from rest at home."""
+    from controller.plant import dynamics
+    from estimator.validation_closed_loop import control_setup, simulate_closed_loop
+
+    home = [j.home_deg for j in profile.joints]
+    setup = control_setup(profile, sine_experiment(home, "pid", amplitude_deg))
+    period = profile.period
+    steps = round(setup.runner(period).total_duration / period) + round(0.5 / period)
+    x0 = dynamics.equilibrium_state(params, np.radians(home))
+    with np.errstate(all="ignore"):
+        states, refs, _ = simulate_closed_loop(params, period, x0, setup, steps)
+    err = np.abs(refs - states[:, : params.n])
+    ref_vel = np.abs(np.diff(refs, axis=0, prepend=refs[:1])) / period
+    base = np.radians([j.limits.following_error_deg for j in profile.joints])
+    per_v = np.array([j.limits.following_error_per_velocity_s for j in profile.joints])
+    ratio = err / (base + per_v * ref_vel)
+    return [float(r) if np.isfinite(r) else math.inf for r in np.max(ratio, axis=0)]
+
+
+def safe_amplitude(profile: Any, params: Any) -> tuple[float, str]:
+    """The largest amplitude ≤ AMPLITUDE_DEG whose predicted margin is ≤ MARGIN on every joint
+    (bisection on the prediction), and why it is not AMPLITUDE_DEG ("" when it is)."""
+    first = max(predicted_margin(profile, params, AMPLITUDE_DEG))
+    if first <= MARGIN:
+        return AMPLITUDE_DEG, ""
+    lo, hi = 0.0, AMPLITUDE_DEG
+    for _ in range(6):
+        mid = 0.5 * (lo + hi)
+        if max(predicted_margin(profile, params, mid)) <= MARGIN:
+            lo = mid
+        else:
+            hi = mid
+    why = (
+        f"the loaded model predicts the PID-only {AMPLITUDE_DEG:g}° sine at "
+        f"{100 * first:.0f} % of the following-error limit; run at {lo:.2f}°, predicted "
+        f"≤ {100 * MARGIN:.0f} %"
+    )
+    return lo, why
+
+
+def run_tracking_check(
+    session: Session, timeout: float = 600.0, amplitude_deg: float = AMPLITUDE_DEG, why: str = ""
+) -> TrackingResult:
     """Run both sines and measure them (the service must have parameters loaded)."""
     describe = session.command("describe")
     joints, ref_cols, q_cols = joint_columns(describe)
@@ -136,20 +207,37 @@ def run_tracking_check(session: Session, timeout: float = 600.0) -> TrackingResu
         name = f"tracking-{controller}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
         path = Path(session.command("record_start", {"name": name})["path"])
         try:
-            session.run_experiment(sine_experiment(home, controller), timeout=timeout)
+            session.run_experiment(
+                sine_experiment(home, controller, amplitude_deg), timeout=timeout
+            )
         finally:
             session.command("record_stop")
         runs.append(str(path))
         rms[controller] = rms_errors_deg(path, ref_cols, q_cols)
-    return TrackingResult(joints, rms["pid"], rms["pid_ff"], runs)
+    return TrackingResult(joints, rms["pid"], rms["pid_ff"], runs, amplitude_deg, why)
 
 
-def load_and_check(session: Session, param_file: Path, timeout: float = 600.0) -> dict[str, Any]:
+def load_and_check(
+    session: Session, param_file: Path, profile: Any = None, timeout: float = 600.0
+) -> dict[str, Any]:
     """`rigctl identify`'s last step: load the parameters it found into the service
-    (`load_params`, as `rigctl params load` does) and run the tracking check with them."""
+    (`load_params`, as `rigctl params load` does) and run the tracking check with them, at the
+    amplitude the loaded model predicts safe on `profile` (`safe_amplitude`; without a profile,
+    AMPLITUDE_DEG)."""
     text = param_file.read_text(encoding="utf-8")
     loaded = session.command("load_params", {"text": text, "source": str(param_file)[-256:]})
-    out = run_tracking_check(session, timeout).to_dict()
+    amplitude, why = AMPLITUDE_DEG, ""
+    if profile is not None:
+        from daq.param_set import parse_param_set
+
+        params = parse_param_set(text, str(param_file), profile).params
+        amplitude, why = safe_amplitude(profile, params)
+        if amplitude < MIN_AMPLITUDE_DEG:
+            raise ValueError(
+                f"tracking check not run: {why}; below {MIN_AMPLITUDE_DEG:g}° the check "
+                "measures the sensors, not the model"
+            )
+    out = run_tracking_check(session, timeout, amplitude, why).to_dict()
     out["params"] = loaded["params"]
     return out
 
@@ -157,5 +245,10 @@ def load_and_check(session: Session, param_file: Path, timeout: float = 600.0) -
 def tracking_lines(tracking: dict[str, Any]) -> list[str]:
     """The check's dict (`TrackingResult.to_dict`) as printed lines."""
     return TrackingResult(
-        tracking["joints"], tracking["pid_rms_deg"], tracking["model_rms_deg"], tracking["runs"]
+        tracking["joints"],
+        tracking["pid_rms_deg"],
+        tracking["model_rms_deg"],
+        tracking["runs"],
+        tracking.get("amplitude_deg", AMPLITUDE_DEG),
+        tracking.get("why", ""),
     ).lines()
