@@ -40,7 +40,7 @@ def _measured_margin(prof: object, amplitude_deg: float) -> list[float]:
     setup = control_setup(prof, sine_experiment(home, "pid", amplitude_deg))
     loop = SimLoop(prof)  # type: ignore[arg-type]
     runner = setup.runner(prof.period)  # type: ignore[attr-defined]
-    t, ref, q = loop.run(runner, runner.total_duration + 0.5)
+    _, ref, q = loop.run(runner, runner.total_duration + 0.5)
     period = prof.period  # type: ignore[attr-defined]
     vel = np.abs(np.diff(ref, axis=0, prepend=ref[:1])) / period
     lim = [j.limits for j in prof.joints]  # type: ignore[attr-defined]
