@@ -10,7 +10,7 @@ fixed ones' part moved to the left-hand side. What the sequence costs is propaga
 covariance of a stage adds the fixed parameters' covariance carried through the stage's
 least-squares map (the outer link's error does enter the inner link's estimate).
 
-Works in the batch's normalised units (`estimator.batch.observation`); returns physical θ.
+Works in the batch's normalised units (`estimator.observation.observation`); returns physical θ.
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ class LinearModel:
     #: True values if known (simulator), for reports only; never used by the estimator.
     truth: np.ndarray | None = field(default=None, compare=False)
     #: The rig engineer's values (the profile's initial guesses), if complete: what a parameter
-    #: the run cannot resolve is fixed at (estimator.batch.fit_model). Never the simulator's
+    #: the run cannot resolve is fixed at (estimator.wls.fit_model). Never the simulator's
     #: truth — the simulator is an adversary, not an accomplice.
     prior: np.ndarray | None = field(default=None, compare=False)
     #: For a model whose parameters are the reference physics under names of its own: the

@@ -177,7 +177,7 @@ class OnlineIdentifier:
                     raise ValueError(f"telemetry layout has no column '{col}' (joint {j.name})")
                 idx[slot * self.nj + ji] = names.index(col)
         # The oil temperature, repeated per joint, where an oil law uses it (as batch:
-        # estimator.batch.signals_from_columns); unmapped slots hold `_fill`.
+        # estimator.observation.signals_from_columns); unmapped slots hold `_fill`.
         oil = profile.oil_temperature if self.params.oil is not None else None
         if oil is not None:
             col = f"eng.{oil.name}"

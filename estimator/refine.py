@@ -45,7 +45,7 @@ MAX_ITERATIONS = 8
 
 
 class ModelFitLike(Protocol):
-    """What `refine` needs of a fit (estimator.batch.ModelFit)."""
+    """What `refine` needs of a fit (estimator.wls.ModelFit)."""
 
     name: str
     names: list[str]
@@ -165,11 +165,11 @@ def refine(
 
 
 #: A parameter whose 3σ exceeds this fraction of its value is not measured
-#: (estimator.batch.RESOLVE_FRACTION, not imported: batch imports this module).
+#: (estimator.wls.RESOLVE_FRACTION, not imported: wls imports this module).
 RESOLVE_FRACTION = 0.05
 #: LS and IV differing by more than this many σ of their difference: LS is biased (Hausman).
 HAUSMAN_Z = 3.0
-#: Equations disagreeing by more than this many σ (estimator.batch.DISAGREEMENT_Z).
+#: Equations disagreeing by more than this many σ (estimator.wls.DISAGREEMENT_Z).
 AGREEMENT_Z = 4.0
 #: The refinement replaces least squares only when the bias it reveals is material: LS and IV
 #: apart by more than this fraction of the value. Below it the instruments' own bias (they are
@@ -199,7 +199,7 @@ def choose(wls: F, iv: F) -> tuple[F, list[str], list[str]]:
     (MATERIAL_FRACTION) and IV's output equations agree on their shared parameters (an
     unbiased estimate of a model that holds makes them agree); LS otherwise — where the two
     still differ beyond their σ, the difference is bias the data reveal and LS's σ is widened
-    by half of it (as for disagreeing equations, estimator.batch.fit_model): with the truth
+    by half of it (as for disagreeing equations, estimator.wls.fit_model): with the truth
     anywhere between the two, LS's ±3σ then covers it. A note says so when both estimates are
     sound or differ immaterially; a warning names the parameters when they differ materially
     and the refinement is not trusted."""

@@ -16,7 +16,7 @@ from scipy.signal import butter, sosfiltfilt
 
 from controller.plant import dynamics
 from controller.plant.params import NE_GLOBAL, NE_JOINT, PlantEffects, PlantParams
-from estimator.batch import derivative
+from estimator.observation import derivative
 
 #: Outputs compared, as (label, state block): block k of the state [q, q̇, p⁺, p⁻, u].
 OUTPUTS = (("q", 0), ("p_cap", 2), ("p_rod", 3))

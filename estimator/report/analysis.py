@@ -277,7 +277,7 @@ def parameter_table(data: ReportData) -> list[dict[str, Any]]:
             "online_sigma_pct": None if j is None else float(o.sigma_pct[j]),
             "identifiable": bool(b.identifiable[i]),
         }
-        if not row["identifiable"]:  # the prior in both columns (estimator.batch.fit_model)
+        if not row["identifiable"]:  # the prior in both columns (estimator.wls.fit_model)
             row["online"], row["online_sigma_pct"] = row["batch"], None
         if data.truth is not None:
             tr = float(data.truth[i])

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from estimator.batch import fit_blocks
+from estimator.model_fit import fit_blocks
 from estimator.models import LinearModel, Sample
 
 FS = 1000.0

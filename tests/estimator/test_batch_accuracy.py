@@ -9,8 +9,10 @@ import pytest
 from controller.plant.dynamics import cylinder, joint_from_piston
 from daq.profile.plant import plant_params
 from estimator.angles import AngleFusion
-from estimator.batch import correlation_factor, derivative, identify_run
+from estimator.batch import identify_run
+from estimator.observation import derivative
 from estimator.online import OnlineIdentifier
+from estimator.wls import correlation_factor
 from tests.conftest import PROFILES
 
 

@@ -69,7 +69,7 @@ def test_filtering_skips_only_the_all_zero_columns() -> None:
     joint's fluid columns live in its own rows): the same numbers as filtering them all."""
     from scipy.signal import butter, decimate, sosfiltfilt
 
-    from estimator.batch import _nonzero_columns
+    from estimator.observation import nonzero_columns
 
     rng = np.random.default_rng(3)
     a = rng.standard_normal((3000, 4, 6))
@@ -80,4 +80,4 @@ def test_filtering_skips_only_the_all_zero_columns() -> None:
         lambda b: sosfiltfilt(sos, b, axis=0),
         lambda b: decimate(b, 10, axis=0, zero_phase=True),
     ):
-        np.testing.assert_allclose(_nonzero_columns(f, a), f(a), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(nonzero_columns(f, a), f(a), rtol=0, atol=1e-12)

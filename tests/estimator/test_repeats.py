@@ -30,7 +30,7 @@ def test_ml_fit_on_averaged_repeats_divides_the_errors_in_variables_bias() -> No
     """The chamber of test_refine (periodic in 10 s), six repeats, noisy pressure: averaging
     five repeats (the first dropped) cuts the regressor's noise variance, hence least
     squares' bias, about five-fold."""
-    from estimator.batch import _valid_rows, observation
+    from estimator.observation import observation, valid_rows
     from estimator.repeats import Repeats, periodic_fit
     from tests.estimator.chamber import MODEL, THETA, chamber_run, fit
 
@@ -43,7 +43,7 @@ def test_ml_fit_on_averaged_repeats_divides_the_errors_in_variables_bias() -> No
         return observation(m, block, 1000.0, 1, 40.0, nd, trim)[:2]
 
     def valid(m, block):
-        return _valid_rows(m, block, 1, 100)[::nd][P // nd : -(P // nd)]
+        return valid_rows(m, block, 1, 100)[::nd][P // nd : -(P // nd)]
 
     res = periodic_fit(MODEL, raw, rep, observe, nd, valid)
     assert res is not None and res.repeats.count == 5

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 from daq.profile.plant import plant_params
-from estimator.batch import fit_model, identify_run
+from estimator.batch import identify_run
 from estimator.models import LinearModel
 from estimator.online import OnlineIdentifier
 from estimator.simdata import excite
+from estimator.wls import fit_model
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = ("a", "b", "c")
