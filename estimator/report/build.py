@@ -170,11 +170,11 @@ def build_report(
                 notes.append(f"{label} parameters: {why}")
             else:
                 sets[label] = params
-        if truth is not None and "batch" in sets:
-            sets["truth"] = (
-                valid.params,
-                None,
-            )  # the simulator's plant: checks the validation path
+        if ident.is_simulated and "batch" in sets:
+            # The simulator's plant, a check of the validation path: the reference models'
+            # parameters where they are the family identified, else its whole plant (every
+            # effect on) — the real-rig family describes the effects too.
+            sets["truth"] = (valid.params, None) if truth is not None else sim_plant(valid.profile)
         for label, params in sets.items():
             prog.step(f"validation ({label} θ)")
             r = run_validation(valid, params, label, notes)
