@@ -51,10 +51,11 @@ def _point(t: np.ndarray, p: tuple[float, float, float] | np.ndarray) -> np.ndar
 def jack_pins(chain: Chain, q: np.ndarray) -> list[tuple[int, Jack, np.ndarray, np.ndarray]]:
     """(joint index, jack, pin A, pin B) in frame 0 for every jack."""
     frames = joint_frames(chain, q)
+    dh_frames = link_frames(chain, q)
     out = []
     for i, jack in chain.jacks():
-        parent = np.eye(4) if i == 0 else frames[i - 1]
-        out.append((i, jack, _point(parent, jack.pin_parent), _point(frames[i], jack.pin_child)))
+        a = _point(dh_frames[i], jack.pin_parent)
+        out.append((i, jack, a, _point(frames[i], jack.pin_child)))
     return out
 
 

@@ -3,8 +3,8 @@ dynamics take.
 
 Frames (thesis §3.4, eq. 3.8): frame i−1 → frame i is
 A_i = Trans(z, d_i) Rot(z, θ_i) Trans(x, a_i) Rot(x, α_i) Rot(y, β_i), θ_i = q_i + θoff_i.
-Joint i turns about z of frame i−1. Each link's own quantities (centre of mass, inertia, jack
-pins) are given in its *joint frame* F_i = frame_{i−1}·Rot(z, θ_i): origin on the joint axis
+Joint i turns about z of frame i−1. Each link's own quantities (centre of mass, inertia, the
+jack pins on it) are given in its *joint frame* F_i = frame_{i−1}·Rot(z, θ_i): origin on the joint axis
 at frame i−1's origin, z along the axis, x at θoff from frame i−1's x at q = 0. F_i moves with
 link i, so the dynamics propagate F_{i−1} → F_i through the constant
 C_{i−1} = Trans(z, d) Trans(x, a) Rot(x, α) Rot(y, β) of the previous link followed by Rot(z, θ_i).
@@ -58,7 +58,7 @@ L_STRIDE = 29
 DRIVE_NONE, DRIVE_JACKS, DRIVE_MOTOR = 0, 1, 2
 
 #: Per jack row of the jack array J (pins: A on the parent link in G_i = frame i−1, B on the
-#: child link in F_i; both in the plane of the joint's rotation, A_z = B_z).
+#: child link in F_i; both in one plane across the joint axis, A_z = B_z).
 K_A = 0  # 3 entries
 K_B = 3  # 3 entries
 K_CLOSED = 6  # pin-to-pin length fully retracted, m
@@ -126,8 +126,10 @@ class Body:
 
 @dataclass(frozen=True)
 class Jack:
-    """A linear jack between two links: cylinder pinned at `pin_parent` (parent's joint frame
-    F_{i−1}, or frame 0 for joint 1), piston rod at `pin_child` (F_i)."""
+    """A linear jack driving joint i: cylinder pinned at `pin_parent` on link i−1, given in
+    frame i−1 (the D-H frame whose z is joint i's axis; frame 0 for joint 1), piston rod at
+    `pin_child` on link i, given in F_i. Both pins lie in one plane across the joint axis
+    (equal z): the thesis's triangle DA, DC of §2.4 is |A_xy|, |B_xy|."""
 
     pin_parent: tuple[float, float, float]
     pin_child: tuple[float, float, float]
@@ -212,11 +214,10 @@ class Chain:
         for i, j in enumerate(self.joints):
             if isinstance(j.drive, tuple):
                 for jack in j.drive:
-                    a = self._pin_in_g(i, jack)
-                    if abs(a[2] - jack.pin_child[2]) > 1e-9:
+                    if abs(jack.pin_parent[2] - jack.pin_child[2]) > 1e-9:
                         raise ValueError(
                             f"joint {j.link.name!r}: a jack's pins must lie in one plane across "
-                            f"the joint axis (axial coordinates {a[2]:.6g} and "
+                            f"the joint axis (axial coordinates {jack.pin_parent[2]:.6g} and "
                             f"{jack.pin_child[2]:.6g} m differ)"
                         )
             if j.drive is not None and j.valve is None:
@@ -235,10 +236,6 @@ class Chain:
         if i == 0:
             return np.eye(3), np.zeros(3)
         return self.joints[i - 1].link.dh.constant()
-
-    def _pin_in_g(self, i: int, jack: Jack) -> np.ndarray:
-        r, p = self._c_prev(i)
-        return np.asarray(r.T @ (np.asarray(jack.pin_parent, dtype=float) - p))
 
     def jacks(self) -> list[tuple[int, Jack]]:
         """(joint index, jack) of every jack, in joint order."""
@@ -289,7 +286,7 @@ class Chain:
                 row[L_NJACK] = len(j.drive)
                 for jack in j.drive:
                     jr = jack_rows[k]
-                    jr[K_A : K_A + 3] = self._pin_in_g(i, jack)
+                    jr[K_A : K_A + 3] = jack.pin_parent
                     jr[K_B : K_B + 3] = jack.pin_child
                     jr[K_CLOSED] = jack.closed_length
                     jr[K_STROKE] = jack.stroke

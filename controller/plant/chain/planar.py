@@ -52,12 +52,10 @@ def chain_from_planar(p: PlantParams) -> Chain:
             spool_max=float(p.spool_max[i]),
             dead_volume=float(p.dead_volume[i]),
         )
-        # Pin A on the parent along its joint frame's x, B on the child at θ0 from its x
-        # (the parent's joint frame F_{i-1} has link i-1's length a along x).
-        parent_a = links[i - 1][0] if i > 0 else 0.0
+        # Pin A on the parent along frame i−1's x, B on the child at θ0 from its x.
         pa, pb, th0 = float(p.pin_a[i]), float(p.pin_b[i]), float(p.theta0[i])
         jack = Jack(
-            pin_parent=(parent_a + pa, 0.0, 0.0),
+            pin_parent=(pa, 0.0, 0.0),
             pin_child=(pb * math.cos(th0), pb * math.sin(th0), 0.0),
             closed_length=float(p.closed_length[i]),
             stroke=float(p.stroke[i]),
