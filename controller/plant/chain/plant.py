@@ -102,4 +102,62 @@ def pack_effects(chain: Chain, effects: PlantEffects | None) -> np.ndarray:
     return effects.pack(_FluidShape(chain))  # type: ignore[arg-type]
 
 
-__all__ = ["WS_STRIDE", "ChainPlant", "pack_effects"]
+
+
+
+def equilibrium_state(plant: ChainPlant, q: np.ndarray, p_low: float) -> np.ndarray:
+    """A state at rest at q holding against gravity: each joint's lower chamber pressure is
+    `p_low` and the other follows from τ_g = T⁺p⁺ − T⁻p⁻ (`drive_state`'s torque per
+    pressure). Raises if a joint cannot hold within 0 … supply pressure."""
+    q = plant._q(q)
+    n = plant.n
+    tau_g = plant.gravity_torque(q)
+    fx = plant.E[0] > 0.5
+    pc = np.full(n, p_low)
+    pr = np.full(n, p_low)
+    ps = plant.chain.supply_pressure
+    for i in range(n):
+        _, _, tc, tr = drive_state(plant.L, plant.J, plant.F, plant.E, i, q[i], fx)
+        if tc == 0.0:
+            continue
+        # The rod side at p_low unless that leaves the cap side lower: then the cap side.
+        pc[i] = (tau_g[i] + tr * p_low) / tc
+        if pc[i] < p_low:
+            pc[i] = p_low
+            pr[i] = (tc * p_low - tau_g[i]) / tr
+        if not (0.0 <= pc[i] <= ps and 0.0 <= pr[i] <= ps):
+            raise ValueError(
+                f"joint {plant.chain.names[i]!r} cannot hold {tau_g[i]:.4g} N·m at q = {q[i]:.4g} "
+                f"rad within 0 … {ps:.4g} Pa"
+            )
+    return np.concatenate([q, np.zeros(n), pc, pr, np.zeros(n)])
+
+
+def stroke_limits(plant: ChainPlant, q_ref: np.ndarray) -> np.ndarray:
+    """(n, 2): the joint-angle range around q_ref that every jack's stroke allows (±inf for a
+    motor). Each jack's length is monotonic between its triangle's flat positions, so the
+    limits are where ℓ reaches ℓc and ℓc + L walking out from q_ref."""
+    from scipy.optimize import brentq
+
+    q_ref = plant._q(q_ref)
+    out = np.tile([-np.inf, np.inf], (plant.n, 1))
+    for k, (i, jack) in enumerate(plant.chain.jacks()):
+
+        def length(t: float, k: int = k, i: int = i) -> float:
+            return float(jack_geometry(plant.J, k, t + plant.L[i, L_OFF])[0])
+
+        lo, hi = jack.closed_length, jack.closed_length + jack.stroke
+        if not lo <= length(float(q_ref[i])) <= hi:
+            raise ValueError(f"joint {plant.chain.names[i]!r}: q_ref puts a jack off its stroke")
+        for side, direction in ((0, -1.0), (1, 1.0)):
+            step = 1e-3 * direction
+            t0 = float(q_ref[i])
+            t1 = t0
+            while abs(t1 - t0) < np.pi and lo <= length(t1) <= hi:
+                t1 += step
+            if abs(t1 - t0) >= np.pi:
+                continue
+            target = lo if length(t1) < lo else hi
+            edge = brentq(lambda t, target=target: length(t) - target, t1 - step, t1, xtol=1e-14)
+            out[i, side] = max(out[i, side], edge) if side == 0 else min(out[i, side], edge)
+    return out
