@@ -8,6 +8,7 @@ and the key.
 
 from __future__ import annotations
 
+import difflib
 import math
 import tomllib
 from dataclasses import dataclass
@@ -70,7 +71,9 @@ class _Table:
     def raw(self, key: str, default: Any = ...) -> Any:
         if key not in self.data:
             if default is ...:
-                raise self._fail(key, "missing")
+                near = difflib.get_close_matches(key, list(self.data), n=1)
+                hint = f" (is {near[0]!r} a misspelling of it?)" if near else ""
+                raise self._fail(key, "missing" + hint)
             return default
         return self.data.pop(key)
 
@@ -151,16 +154,20 @@ def _body(t: _Table, key: str) -> Body:
 
 
 def _jack(t: _Table) -> Jack:
-    jack = Jack(
-        pin_parent=_pin(t, "pin_parent"),
-        pin_child=_pin(t, "pin_child"),
-        closed_length=t.number("closed_length", lo=0.0, lo_open=True),
-        stroke=t.number("stroke", lo=0.0, lo_open=True),
-        area_cap=t.number("area_cap", lo=0.0, lo_open=True),
-        area_rod=t.number("area_rod", lo=0.0, lo_open=True),
-        cylinder=_body(t, "cylinder"),
-        piston=_body(t, "piston"),
-    )
+    fields = {
+        "pin_parent": _pin(t, "pin_parent"),
+        "pin_child": _pin(t, "pin_child"),
+        "closed_length": t.number("closed_length", lo=0.0, lo_open=True),
+        "stroke": t.number("stroke", lo=0.0, lo_open=True),
+        "area_cap": t.number("area_cap", lo=0.0, lo_open=True),
+        "area_rod": t.number("area_rod", lo=0.0, lo_open=True),
+        "cylinder": _body(t, "cylinder"),
+        "piston": _body(t, "piston"),
+    }
+    try:
+        jack = Jack(**fields)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise ChainProfileError(f"{t.path}: {t.where}: {exc}") from exc
     t.done()
     return jack
 
