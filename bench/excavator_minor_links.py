@@ -26,8 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller.plant import dynamics
 from controller.plant.chain.model import Chain, Motor
@@ -36,6 +35,7 @@ from controller.plant.chain.profile import load_chain_profile
 from daq.profile import load_profile
 from daq.profile.plant import sim_plant
 
+ROOT = Path(__file__).resolve().parents[1]
 PROFILE = ROOT / "hw_profiles" / "sim-excavator.toml"
 #: Figures 30-32: the swing turns ≈ ±20°, the boom ≈ ±15°, the stick ≈ ±30° (peak stick rate
 #: ≈ 1.5 rad/s), all at once; the bucket (when present) ±30°. Amplitude (deg), frequency (Hz).
@@ -96,7 +96,9 @@ def compare(chain: Chain, home: np.ndarray, seconds: float) -> dict[str, dict[st
             "error_peak_rel": float(np.max(np.abs(err)) / rms),
             "underestimated_share": float(np.mean(np.abs(reduced[:, i]) < np.abs(full[:, i]))),
             # The same error as a joint torque, comparable across joints.
-            "joint_torque_error_rms_nm": float(np.sqrt(np.mean((tau_full[:, i] - tau_reduced[:, i]) ** 2))),
+            "joint_torque_error_rms_nm": float(
+                np.sqrt(np.mean((tau_full[:, i] - tau_reduced[:, i]) ** 2))
+            ),
         }
     return out
 
@@ -140,7 +142,9 @@ def step_timing(repeats: int = 2000) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seconds", type=float, default=5.0, help="trajectory length (Figures 30-32: 5 s)")
+    ap.add_argument(
+        "--seconds", type=float, default=5.0, help="trajectory length (Figures 30-32: 5 s)"
+    )
     args = ap.parse_args()
     profile = load_chain_profile(PROFILE)
     thesis = dataclasses.replace(profile.chain, joints=profile.chain.joints[:3])

@@ -16,7 +16,9 @@ import sympy.physics.mechanics as me
 from controller.plant.chain.model import Chain
 
 
-def lagrange_inverse_dynamics(chain: Chain) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+def lagrange_inverse_dynamics(
+    chain: Chain,
+) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
     n = chain.n
     t = me.dynamicsymbols._t
     q = me.dynamicsymbols(f"q0:{n}")
@@ -24,7 +26,10 @@ def lagrange_inverse_dynamics(chain: Chain) -> Callable[[np.ndarray, np.ndarray,
     world = me.ReferenceFrame("W")
     origin = me.Point("O")
     origin.set_vel(world, 0)
-    g = sum((c * v for c, v in zip(chain.gravity, (world.x, world.y, world.z), strict=True)), sp.S(0) * world.x)
+    g = sum(
+        (c * v for c, v in zip(chain.gravity, (world.x, world.y, world.z), strict=True)),
+        sp.S(0) * world.x,
+    )
     bodies = []
     parent_frame, parent_point = world, origin
 
@@ -43,7 +48,9 @@ def lagrange_inverse_dynamics(chain: Chain) -> Callable[[np.ndarray, np.ndarray,
         fi = me.ReferenceFrame(f"F{i}")
         fi.orient_axis(parent_frame, parent_frame.z, q[i] + lk.dh.theta_offset)
         fi.set_ang_vel(parent_frame, qd[i] * parent_frame.z)
-        com = moving_point(f"C{i}", parent_point, lk.com[0] * fi.x + lk.com[1] * fi.y + lk.com[2] * fi.z)
+        com = moving_point(
+            f"C{i}", parent_point, lk.com[0] * fi.x + lk.com[1] * fi.y + lk.com[2] * fi.z
+        )
         ixx, iyy, izz, ixy, ixz, iyz = lk.inertia
         add_body(f"link{i}", fi, com, lk.mass, me.inertia(fi, ixx, iyy, izz, ixy, iyz, ixz))
         if isinstance(joint.drive, tuple):
@@ -62,7 +69,10 @@ def lagrange_inverse_dynamics(chain: Chain) -> Callable[[np.ndarray, np.ndarray,
                 jf = me.ReferenceFrame(f"J{i}{k}")
                 # The jack turns about the joint axis: its x along u (pins in one plane).
                 jf.orient_axis(parent_frame, parent_frame.z, sp.atan2(d[1], d[0]))
-                for tag, body, at, sign in (("cyl", jack.cylinder, a, 1.0), ("pis", jack.piston, b, -1.0)):
+                for tag, body, at, sign in (
+                    ("cyl", jack.cylinder, a, 1.0),
+                    ("pis", jack.piston, b, -1.0),
+                ):
                     if body.mass == 0.0 and body.inertia_transverse == 0.0:
                         continue
                     p = moving_point(f"{tag}{i}{k}", at, sign * body.distance * u)
@@ -101,6 +111,8 @@ def lagrange_inverse_dynamics(chain: Chain) -> Callable[[np.ndarray, np.ndarray,
     return tau
 
 
-def _in_frame_before(chain: Chain, i: int, frame: me.ReferenceFrame, p: tuple[float, float, float]) -> me.Vector:
+def _in_frame_before(
+    chain: Chain, i: int, frame: me.ReferenceFrame, p: tuple[float, float, float]
+) -> me.Vector:
     """A point given in frame i−1 (the D-H frame whose z is joint i's axis)."""
     return p[0] * frame.x + p[1] * frame.y + p[2] * frame.z

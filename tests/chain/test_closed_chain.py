@@ -84,5 +84,8 @@ def test_stroke_limits_are_where_the_jacks_bottom_out(excavator: ChainProfile) -
         for edge in limits[i]:
             q = excavator.home.copy()
             q[i] = edge
-            assert min(abs(plant.jack_lengths(q)[k, 0] - lo), abs(plant.jack_lengths(q)[k, 0] - hi)) < 1e-9
+            assert (
+                min(abs(plant.jack_lengths(q)[k, 0] - lo), abs(plant.jack_lengths(q)[k, 0] - hi))
+                < 1e-9
+            )
         assert limits[i, 0] < excavator.home[i] < limits[i, 1]

@@ -11,7 +11,12 @@ import pytest
 
 from controller.plant.chain.model import Motor
 from controller.plant.chain.plant import ChainPlant
-from controller.plant.chain.profile import ChainProfile, ChainProfileError, actuator_errors, load_chain_profile
+from controller.plant.chain.profile import (
+    ChainProfile,
+    ChainProfileError,
+    actuator_errors,
+    load_chain_profile,
+)
 from tests.chain.conftest import EXCAVATOR
 
 
@@ -65,7 +70,11 @@ def _edited(tmp_path: Path, old: str, new: str) -> Path:
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [
-        ("gear_ratio = 307.0", "gear_rato = 307.0", "gear_ratio: missing (is 'gear_rato' a misspelling"),
+        (
+            "gear_ratio = 307.0",
+            "gear_rato = 307.0",
+            "gear_ratio: missing (is 'gear_rato' a misspelling",
+        ),
         ("tau_s = 0.02  ", "tau_s = 0.02\nspeed = 1  ", "unknown key(s) speed"),
         ("mass = 1830.0", "mass = -1830.0", "mass: -1830.0 is outside the allowed range"),
         ("stroke = 0.90", 'stroke = "long"', "stroke: must be a number"),
@@ -78,7 +87,9 @@ def _edited(tmp_path: Path, old: str, new: str) -> Path:
         ("area_rod = 9.1161e-3", "area_rod = 9.1161e-1", "area_rod"),
     ],
 )
-def test_bad_input_is_refused_naming_file_and_key(tmp_path: Path, old: str, new: str, message: str) -> None:
+def test_bad_input_is_refused_naming_file_and_key(
+    tmp_path: Path, old: str, new: str, message: str
+) -> None:
     path = _edited(tmp_path, old, new)
     with pytest.raises(ChainProfileError) as exc:
         load_chain_profile(path)

@@ -22,7 +22,11 @@ from controller.plant.chain.profile import ChainProfile
 def _random_states(home: np.ndarray, k: int, seed: int):  # type: ignore[no-untyped-def]
     rng = np.random.default_rng(seed)
     for _ in range(k):
-        yield home + rng.uniform(-0.3, 0.3, len(home)), rng.normal(0, 1, len(home)), rng.normal(0, 2, len(home))
+        yield (
+            home + rng.uniform(-0.3, 0.3, len(home)),
+            rng.normal(0, 1, len(home)),
+            rng.normal(0, 2, len(home)),
+        )
 
 
 @pytest.mark.slow
@@ -43,20 +47,29 @@ def test_gravity_is_the_gradient_of_the_potential_energy(excavator: ChainProfile
     plant = ChainPlant(excavator.chain)
     h = 1e-6
     for q, _, _ in _random_states(excavator.home, 10, 4):
-        grad = np.array(
-            [(potential_energy(excavator.chain, q + h * e) - potential_energy(excavator.chain, q - h * e)) / (2 * h)
-             for e in np.eye(plant.n)]
-        )  # fmt: skip
+        energy = [
+            (
+                potential_energy(excavator.chain, q + h * e),
+                potential_energy(excavator.chain, q - h * e),
+            )
+            for e in np.eye(plant.n)
+        ]
+        grad = np.array([(up - down) / (2 * h) for up, down in energy])
         g = plant.gravity_torque(q)
         # Central differences: error ~h² · V''' (V ~ 1e5 J); relative to the largest torque.
         assert np.max(np.abs(g - grad)) < 1e-6 * np.max(np.abs(g))
 
 
-def test_velocity_terms_are_the_christoffel_symbols_of_the_mass_matrix(excavator: ChainProfile) -> None:
+def test_velocity_terms_are_the_christoffel_symbols_of_the_mass_matrix(
+    excavator: ChainProfile,
+) -> None:
     plant = ChainPlant(excavator.chain)
     n, h = plant.n, 1e-6
     for q, qd, _ in _random_states(excavator.home, 10, 5):
-        dm = [(plant.mass_matrix(q + h * e) - plant.mass_matrix(q - h * e)) / (2 * h) for e in np.eye(n)]
+        dm = [
+            (plant.mass_matrix(q + h * e) - plant.mass_matrix(q - h * e)) / (2 * h)
+            for e in np.eye(n)
+        ]
         c = np.array(
             [sum(0.5 * (dm[i][k, j] + dm[j][k, i] - dm[k][i, j]) * qd[i] * qd[j]
                  for i in range(n) for j in range(n)) for k in range(n)]
@@ -78,7 +91,9 @@ def test_minor_links_change_the_torques(excavator: ChainProfile) -> None:
     # With every jack body massless, the chain is its major links only.
     no_jacks = dataclasses.replace(
         excavator.chain.without_minor_links(),
-        joints=tuple(dataclasses.replace(j, drive=None, valve=None) for j in excavator.chain.joints),
+        joints=tuple(
+            dataclasses.replace(j, drive=None, valve=None) for j in excavator.chain.joints
+        ),
     )
     q = excavator.home
     np.testing.assert_allclose(

@@ -17,7 +17,6 @@ which has `PlantParams.pack`'s layout; the effects array E has `PlantEffects.pac
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from controller.plant.chain.model import (
@@ -73,7 +72,7 @@ from controller.plant.params import (
 
 
 @njit
-def drive_state(  # type: ignore[no-untyped-def]
+def drive_state(
     L: np.ndarray, J: np.ndarray, F: np.ndarray, E: np.ndarray, i: int, q: float, fx: bool
 ):
     """Chamber volumes V⁺, V⁻ (true dead volumes with the effects on), the displacement rates
@@ -107,9 +106,7 @@ def drive_state(  # type: ignore[no-untyped-def]
 
 
 @njit
-def drive_friction(  # type: ignore[no-untyped-def]
-    L: np.ndarray, J: np.ndarray, E: np.ndarray, i: int, q: float, qd: float
-):
+def drive_friction(L: np.ndarray, J: np.ndarray, E: np.ndarray, i: int, q: float, qd: float):
     """Joint torque of the effects' actuator friction: Σ ℓ′_k F(ℓ′_k q̇) over the jacks (Lin's
     law per piston), N F(N q̇) for a motor (the law at the motor shaft)."""
     e = NE_GLOBAL + NE_JOINT * i
@@ -128,7 +125,7 @@ def drive_friction(  # type: ignore[no-untyped-def]
 
 
 @njit
-def derivative_chain(  # type: ignore[no-untyped-def]
+def derivative_chain(
     x: np.ndarray,
     v: np.ndarray,
     C: np.ndarray,
@@ -145,7 +142,7 @@ def derivative_chain(  # type: ignore[no-untyped-def]
 
 
 @njit
-def _derivative(  # type: ignore[no-untyped-def]
+def _derivative(
     x: np.ndarray,
     v: np.ndarray,
     C: np.ndarray,
@@ -219,7 +216,7 @@ def _stop_angle(L: np.ndarray, J: np.ndarray, i: int, k: int, q: float, target: 
 
 
 @njit
-def constrain_chain(x: np.ndarray, C: np.ndarray, L: np.ndarray, J: np.ndarray, F: np.ndarray):  # type: ignore[no-untyped-def]
+def constrain_chain(x: np.ndarray, C: np.ndarray, L: np.ndarray, J: np.ndarray, F: np.ndarray):
     """Inelastic end stops of the jacks, spool travel and the pressure guard (as the 2-DOF
     plant's `_constrain`): a jack past its stroke is put back on its stop and the joint loses
     the velocity that drove it there."""
@@ -248,7 +245,7 @@ def constrain_chain(x: np.ndarray, C: np.ndarray, L: np.ndarray, J: np.ndarray, 
 
 
 @njit
-def integrate_chain(  # type: ignore[no-untyped-def]
+def integrate_chain(
     x: np.ndarray,
     v: np.ndarray,
     C: np.ndarray,
@@ -288,5 +285,3 @@ def integrate_chain(  # type: ignore[no-untyped-def]
             x[j] += h / 6.0 * (k1[j] + 2.0 * k2[j] + 2.0 * k3[j] + k4[j])
         if constrain:
             constrain_chain(x, C, L, J, F)
-
-

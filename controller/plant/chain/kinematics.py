@@ -61,7 +61,9 @@ def jack_pins(chain: Chain, q: np.ndarray) -> list[tuple[int, Jack, np.ndarray, 
 
 def link_coms(chain: Chain, q: np.ndarray) -> list[np.ndarray]:
     """Centres of mass of the major links in frame 0."""
-    return [_point(f, j.link.com) for f, j in zip(joint_frames(chain, q), chain.joints, strict=True)]
+    return [
+        _point(f, j.link.com) for f, j in zip(joint_frames(chain, q), chain.joints, strict=True)
+    ]
 
 
 def minor_coms(chain: Chain, q: np.ndarray) -> list[tuple[float, np.ndarray]]:

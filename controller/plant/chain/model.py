@@ -4,10 +4,10 @@ dynamics take.
 Frames (thesis §3.4, eq. 3.8): frame i−1 → frame i is
 A_i = Trans(z, d_i) Rot(z, θ_i) Trans(x, a_i) Rot(x, α_i) Rot(y, β_i), θ_i = q_i + θoff_i.
 Joint i turns about z of frame i−1. Each link's own quantities (centre of mass, inertia, the
-jack pins on it) are given in its *joint frame* F_i = frame_{i−1}·Rot(z, θ_i): origin on the joint axis
-at frame i−1's origin, z along the axis, x at θoff from frame i−1's x at q = 0. F_i moves with
-link i, so the dynamics propagate F_{i−1} → F_i through the constant
-C_{i−1} = Trans(z, d) Trans(x, a) Rot(x, α) Rot(y, β) of the previous link followed by Rot(z, θ_i).
+jack pins on it) are given in its *joint frame* F_i = frame_{i−1}·Rot(z, θ_i): origin on the
+joint axis at frame i−1's origin, z along the axis, x at θoff from frame i−1's x at q = 0.
+F_i moves with link i, so the dynamics propagate F_{i−1} → F_i through the constant
+C_{i−1} = Trans(z, d) Trans(x, a) Rot(x, α) Rot(y, β) of the previous link, then Rot(z, θ_i).
 The base is frame 0 (C of link 0 is the identity).
 """
 
@@ -211,7 +211,7 @@ class Chain:
     def __post_init__(self) -> None:
         if not self.joints:
             raise ValueError("a chain needs at least one joint")
-        for i, j in enumerate(self.joints):
+        for j in self.joints:
             if isinstance(j.drive, tuple):
                 for jack in j.drive:
                     if abs(jack.pin_parent[2] - jack.pin_child[2]) > 1e-9:

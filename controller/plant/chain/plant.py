@@ -6,7 +6,7 @@ import numpy as np
 
 from controller.plant.chain.hydraulics import derivative_chain, drive_state, integrate_chain
 from controller.plant.chain.model import L_OFF, Chain
-from controller.plant.chain.rnea import WS_STRIDE, jack_geometry, mass_matrix, rnea, workspace
+from controller.plant.chain.rnea import jack_geometry, mass_matrix, rnea, workspace
 from controller.plant.params import NE_GLOBAL, NE_JOINT, PlantEffects
 
 
@@ -100,9 +100,6 @@ def pack_effects(chain: Chain, effects: PlantEffects | None) -> np.ndarray:
         out.setflags(write=False)
         return out
     return effects.pack(_FluidShape(chain))  # type: ignore[arg-type]
-
-
-
 
 
 def equilibrium_state(plant: ChainPlant, q: np.ndarray, p_low: float) -> np.ndarray:

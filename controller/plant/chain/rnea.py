@@ -70,12 +70,12 @@ def workspace(n: int) -> np.ndarray:
 
 
 @njit
-def cross(a0: float, a1: float, a2: float, b0: float, b1: float, b2: float):  # type: ignore[no-untyped-def]
+def cross(a0: float, a1: float, a2: float, b0: float, b1: float, b2: float):
     return a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
 
 
 @njit
-def mat_vec(m: np.ndarray, o: int, v0: float, v1: float, v2: float):  # type: ignore[no-untyped-def]
+def mat_vec(m: np.ndarray, o: int, v0: float, v1: float, v2: float):
     """m[o:o+9] (row-major 3×3) times v."""
     return (
         m[o] * v0 + m[o + 1] * v1 + m[o + 2] * v2,
@@ -85,7 +85,7 @@ def mat_vec(m: np.ndarray, o: int, v0: float, v1: float, v2: float):  # type: ig
 
 
 @njit
-def mat_t_vec(m: np.ndarray, o: int, v0: float, v1: float, v2: float):  # type: ignore[no-untyped-def]
+def mat_t_vec(m: np.ndarray, o: int, v0: float, v1: float, v2: float):
     """The transpose of m[o:o+9] times v."""
     return (
         m[o] * v0 + m[o + 3] * v1 + m[o + 6] * v2,
@@ -98,7 +98,7 @@ def mat_t_vec(m: np.ndarray, o: int, v0: float, v1: float, v2: float):  # type: 
 
 
 @njit
-def jack_geometry(J: np.ndarray, k: int, theta: float):  # type: ignore[no-untyped-def]
+def jack_geometry(J: np.ndarray, k: int, theta: float):
     """Length ℓ and its derivatives ℓ′, ℓ″ in the joint angle, the turn rates ψ′, ψ″ of the
     jack about the joint axis, and its unit direction u (in G_i, in the rotation plane).
 
@@ -122,7 +122,7 @@ def jack_geometry(J: np.ndarray, k: int, theta: float):  # type: ignore[no-untyp
 
 
 @njit
-def _minor_body(  # type: ignore[no-untyped-def]
+def _minor_body(
     J: np.ndarray,
     k: int,
     off: int,
@@ -190,7 +190,7 @@ def _minor_body(  # type: ignore[no-untyped-def]
 
 
 @njit
-def rnea(  # type: ignore[no-untyped-def]
+def rnea(
     C: np.ndarray,
     L: np.ndarray,
     J: np.ndarray,
@@ -312,7 +312,7 @@ def rnea(  # type: ignore[no-untyped-def]
 
 
 @njit
-def mass_matrix(  # type: ignore[no-untyped-def]
+def mass_matrix(
     C: np.ndarray, L: np.ndarray, J: np.ndarray, q: np.ndarray, ws: np.ndarray, M: np.ndarray
 ):
     """M(q), column by column: τ at q̇ = 0, q̈ = e_j, without gravity (ws[:, W_ZERO] and
@@ -328,7 +328,7 @@ def mass_matrix(  # type: ignore[no-untyped-def]
 
 
 @njit
-def forward_dynamics(  # type: ignore[no-untyped-def]
+def forward_dynamics(
     C: np.ndarray, L: np.ndarray, J: np.ndarray, q: np.ndarray, qd: np.ndarray, ws: np.ndarray
 ):
     """q̈ = M⁻¹ (τ − c − g) with τ in ws[:, W_TAU]; q̈ left in ws[:, W_RHS]. The mass matrix
