@@ -40,6 +40,7 @@ def test_jack_length_is_the_pin_distance(excavator: ChainProfile) -> None:
             origin = frames[i][:3, 3]
             u = (b - a) / np.linalg.norm(b - a)
             assert abs(lengths[k, 1] - u @ np.cross(axis, b - origin)) < 1e-9
+    print(f"jack length vs pin distance: worst {worst:.3g} m")
     assert worst < 1e-9, worst
     # Every joint really moved (a frozen arm would prove nothing).
     assert np.all(moved > 0.01), moved
@@ -68,6 +69,7 @@ def test_sealed_chambers_track_the_jack_length(excavator: ChainProfile) -> None:
             # The joint's jacks are identical (the boom's pair), so each has the same length.
             ell_oil = jack.closed_length + (v_oil[i] - jack_dead(plant, i)) / cap_area[i]
             worst = max(worst, abs(ell_oil - lengths[k, 0]))
+    print(f"oil-implied vs geometric jack length: worst {worst:.3g} m")
     assert worst < 1e-9, worst
 
 
