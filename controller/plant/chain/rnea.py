@@ -221,28 +221,23 @@ def rnea(
         k0 = int(L[i, L_JACK0])
         for k in range(k0, k0 + int(L[i, L_NJACK])):
             ell, l1, l2, p1, p2, ux, uy = jack_geometry(J, k, th)
-            a, b, c, d, e, f, t = _minor_body(
-                J, k, K_CYL, J[k, K_CYL + B_DIST], 0.0, 0.0, ux, uy, p1, p2, wg, dwg, ag,
-                qd[i], qdd[i],
-            )  # fmt: skip
-            fj0 += a
-            fj1 += b
-            fj2 += c
-            nj0 += d
-            nj1 += e
-            nj2 += f
-            tx += t
-            a, b, c, d, e, f, t = _minor_body(
-                J, k, K_PIS, ell - J[k, K_PIS + B_DIST], l1, l2, ux, uy, p1, p2, wg, dwg, ag,
-                qd[i], qdd[i],
-            )  # fmt: skip
-            fj0 += a
-            fj1 += b
-            fj2 += c
-            nj0 += d
-            nj1 += e
-            nj2 += f
-            tx += t
+            for body in range(2):
+                # The cylinder's centre is fixed along the jack from A; the piston's slides
+                # with the length (s = ℓ − c, s′ = ℓ′, s″ = ℓ″).
+                if body == 0:
+                    off, s0, s1, s2 = K_CYL, J[k, K_CYL + B_DIST], 0.0, 0.0
+                else:
+                    off, s0, s1, s2 = K_PIS, ell - J[k, K_PIS + B_DIST], l1, l2
+                a, b, c, d, e, f, t = _minor_body(
+                    J, k, off, s0, s1, s2, ux, uy, p1, p2, wg, dwg, ag, qd[i], qdd[i]
+                )
+                fj0 += a
+                fj1 += b
+                fj2 += c
+                nj0 += d
+                nj1 += e
+                nj2 += f
+                tx += t
         ws[i, W_FJ], ws[i, W_FJ + 1], ws[i, W_FJ + 2] = fj0, fj1, fj2
         ws[i, W_NJ], ws[i, W_NJ + 1], ws[i, W_NJ + 2] = nj0, nj1, nj2
         ws[i, W_TX] = tx
