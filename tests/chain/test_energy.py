@@ -10,6 +10,7 @@ from controller.plant.chain.kinematics import potential_energy
 from controller.plant.chain.model import Motor
 from controller.plant.chain.plant import ChainPlant, equilibrium_state
 from controller.plant.chain.profile import ChainProfile
+from controller.plant.params import JointEffects, PlantEffects
 
 
 def chamber_energy(p0: float, v0: float, v: float, bulk: float) -> float:
@@ -65,3 +66,27 @@ def test_passive_arm_conserves_energy_over_ten_seconds(excavator: ChainProfile) 
     # The arm moved: energy really was exchanged.
     assert max(kinetic) > 50.0
     assert min(kinetic) < 0.5 * max(kinetic)
+
+
+def test_actuator_friction_only_dissipates(excavator: ChainProfile) -> None:
+    """The 2-DOF plant's effects act per actuator on the chain: with viscous and Coulomb
+    friction on every jack and on the swing motor's shaft, the sealed arm's energy only falls."""
+    fx = PlantEffects(
+        tuple(
+            JointEffects(coulomb_pos=200.0, coulomb_neg=200.0, viscous_pos=2e4, viscous_neg=2e4)
+            for _ in excavator.chain.joints
+        )
+    )
+    plant = ChainPlant(excavator.chain, fx)
+    n = plant.n
+    x = equilibrium_state(plant, excavator.home, 5.0e6)
+    x[n : 2 * n] = [0.03, -0.04, 0.15, -0.3]
+    x0 = x.copy()
+    v0 = plant.chamber_volumes(x0[:n])
+    energies = [total_energy(plant, x, x0, v0)]
+    for _ in range(40):
+        plant.integrate(x, np.zeros(n), 0.05, 500, constrain=False)
+        energies.append(total_energy(plant, x, x0, v0))
+    steps = np.diff(energies)
+    assert np.all(steps < 1e-6), steps.max()
+    assert energies[0] - energies[-1] > 0.5 * 60.0  # most of the ≈ 60 J of motion is gone
