@@ -34,7 +34,6 @@ from typing import Any
 import numpy as np
 
 from daq.profile import ProfileError, load_profile
-from estimator.sim_truth import family_truth
 from rigctl.cmd_run import load_experiment
 from rigctl.common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 from rigctl.identify_table import ParameterRow, fit_warnings, format_table, rows_from
@@ -424,6 +423,8 @@ def _table_rows(batch: Any, data: Any, online: Any) -> list[ParameterRow]:
         # is derived from the simulator's plant (estimator.sim_truth).
         truth = batch.truth
         if truth is None:
+            from estimator.sim_truth import family_truth  # rigctl's other commands skip it
+
             known = family_truth(data.profile, data.columns)
             truth = np.array([known.get(n, math.nan) for n in batch.names]) if known else None
     return rows_from(
