@@ -53,6 +53,11 @@ log = logging.getLogger(__name__)
 
 #: Messages queued per subscriber before it starts losing them (≈ 1 s of batches at 1 kHz/20).
 SNDHWM = 50
+#: A backlog of more than this many batches (the publisher was stalled: a stopped or starved
+#: service process) goes out in messages of several batches, so that a whole ring fits in
+#: half of a subscriber's queue (`catch_up_rows`): a subscriber that keeps up sees no gap after
+#: any stall the ring outlasts, instead of losing what overflows SNDHWM in the burst.
+CATCH_UP_BATCHES = 4
 STATUS_INTERVAL = 1.0
 META_INTERVAL = 1.0
 EVENT_QUEUE = 1024
@@ -132,6 +137,10 @@ class TelemetryPublisher:
         self.status_fn = status_fn
         self.auth = auth
         self.layout_id = layout_id(layout)
+        #: Rows per message while catching up: a multiple of `batch`, so that the ring's
+        #: capacity goes out in at most SNDHWM / 2 messages.
+        per_message = -(-ring.capacity // batch // (SNDHWM // 2))
+        self.catch_up_rows = batch * max(1, per_message)
         self._seq_col = layout.index("seq")
         self._t_col = layout.index("t")
         #: The `meta` message's header (the `describe` reply carries it too).
@@ -257,7 +266,7 @@ class TelemetryPublisher:
         self._meta_wanted = True
 
     def _serve(self, sock: zmq.Socket) -> None:
-        buf = np.empty((self.batch, self.ring.width), dtype=np.float64)
+        buf = np.empty((self.catch_up_rows, self.ring.width), dtype=np.float64)
         now = time.monotonic()
         next_status = now  # first status at once: clients learn the state immediately
         next_meta = now + META_INTERVAL
@@ -272,12 +281,16 @@ class TelemetryPublisher:
                 self._send(sock, [TOPIC_META, self._meta], samples=False)
             self._send_events(sock)
             # Full batches always (at most a ring's worth per wake-up, so that meta, status
-            # and stop are served even when the loop outruns us); a partial one once its oldest
-            # row has waited a batch span (slow loop, or the run ended) or when stopping.
+            # and stop are served even when the loop outruns us), several per message after a
+            # stall; a partial one once its oldest row has waited a batch span (slow loop, or
+            # the run ended) or when stopping.
             budget = self.ring.capacity
-            while budget > 0 and self._cursor.available() >= self.batch:
-                self._send_rows(sock, buf, self.batch)
-                budget -= self.batch
+            while budget > 0 and (available := self._cursor.available()) >= self.batch:
+                want = self.batch
+                if available > CATCH_UP_BATCHES * self.batch:
+                    want = min(available // self.batch * self.batch, self.catch_up_rows)
+                self._send_rows(sock, buf, want)
+                budget -= want
                 pending_since = None
             left = min(self._cursor.available(), self.batch)
             if left > 0:
