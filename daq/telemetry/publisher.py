@@ -67,6 +67,7 @@ RESTART_MAX_S = 5.0
 #: A publisher that has served this long since its last restart starts over at RESTART_MIN_S.
 RESTART_RESET_S = 10.0
 
+
 @dataclass
 class TelemetryStats:
     batches_sent: int = 0

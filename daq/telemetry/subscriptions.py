@@ -201,8 +201,7 @@ class SubscriptionGuard:
             if now - self._last_log >= LOG_INTERVAL_S:  # a reconnecting flooder: not every time
                 self._last_log = now
                 log.warning(
-                    "telemetry: a subscriber sent %s; its connection is closed "
-                    "(%d cut off so far)",
+                    "telemetry: a subscriber sent %s; its connection is closed (%d cut off so far)",
                     why,
                     self.cut_off,
                 )

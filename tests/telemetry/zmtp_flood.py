@@ -179,5 +179,7 @@ if __name__ == "__main__":
     if sys.argv[1] == "--libzmq":
         res = flood_libzmq(sys.argv[2], float(sys.argv[3]))
     else:
-        res = flood(sys.argv[1], float(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 10**6)
+        res = flood(
+            sys.argv[1], float(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 10**6
+        )
     print(json.dumps(asdict(res)), flush=True)
