@@ -38,8 +38,8 @@ def test_rows_reach_the_file_once_flush_rows_are_buffered(tmp_path: Path, flush_
             published = ring.published
             # Once the writer has taken the rows (its cursor reached them), all but fewer than
             # flush_rows of them are in the file.
-            assert wait_until(lambda: rec.position == published, WAIT_S)
-            assert wait_until(lambda: _rows_on_file(path) > published - flush_rows, WAIT_S), (
+            assert wait_until(lambda p=published: rec.position == p, WAIT_S)
+            assert wait_until(lambda p=published: _rows_on_file(path) > p - flush_rows, WAIT_S), (
                 f"{_rows_on_file(path)} of {published} rows on file (flush_rows {flush_rows})"
             )
             run = read_run(path)
