@@ -1,4 +1,4 @@
-"""Safety of the service against a subscription flood, a stall and kill -9 (issue 25, items 2 and 5).
+"""The service against a subscription flood, a stall and kill -9 (issue 25, items 2 and 5).
 
 Each part starts `rig-daq` on the simulator (sim-2dof) as a subprocess and looks at it from
 outside, as a client or the operating system sees it:
@@ -366,7 +366,9 @@ def kill9(n: int = 20, *, virtual: bool = False, seed: int = 25) -> dict[str, An
             1 for k in kills if k["gaps_in_file"] or k["corrupt_chunks"]
         ),
         # docs/recording.md: < FLUSH_ROWS buffered + the rows since the writer's last pass.
-        "documented_bound_rows": f"{FLUSH_ROWS - 1} + rows published in the last {POLL_S * 1e3:.0f} ms pass",
+        "documented_bound_rows": (
+            f"{FLUSH_ROWS - 1} + rows published in the last {POLL_S * 1e3:.0f} ms pass"
+        ),
     }
 
 
