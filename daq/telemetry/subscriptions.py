@@ -34,6 +34,7 @@ import ctypes.util
 import logging
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import zmq
@@ -66,7 +67,7 @@ TRIM_INTERVAL_S = 1.0
 _EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_CLOSED
 
 
-def _load_malloc_trim() -> ctypes._CFuncPtr | None:
+def _load_malloc_trim() -> Callable[[int], int] | None:
     name = ctypes.util.find_library("c")
     if name is None:
         return None
