@@ -2,11 +2,11 @@
 an outside tester would: no libzmq on its side, so nothing throttles or reconnects for it.
 
     python -m tests.telemetry.zmtp_flood tcp://127.0.0.1:PORT SECONDS [MAX_CONNECTIONS]
-    python -m tests.telemetry.zmtp_flood --libzmq tcp://127.0.0.1:PORT SECONDS
 
 floods subscribe/unsubscribe pairs (a new topic each time), reconnecting whenever the service
 closes the connection, and prints one JSON line: connections opened, connections the service
 closed, messages sent, and whether the last connection was still open when the time was up.
+(The fastest flooder, a libzmq XSUB, is `bench/safety_flood_kill.py --flooder`.)
 """
 
 from __future__ import annotations
@@ -125,61 +125,6 @@ def flood(endpoint: str, seconds: float, max_connections: int = 1_000_000) -> Fl
     return res
 
 
-def flood_libzmq(endpoint: str, seconds: float) -> FloodResult:
-    """The same flood from a libzmq XSUB with no send limit (libzmq keeps the TCP connection
-    full, and reconnects 100 ms after each close): the fastest flooder at hand."""
-    import zmq
-    from zmq.utils.monitor import recv_monitor_message
-
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.XSUB)
-    sock.sndhwm = 0
-    sock.linger = 0
-    mon = sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
-    sock.connect(endpoint)
-    res = FloodResult()
-    connected = False
-
-    def events() -> None:
-        nonlocal connected
-        while mon.poll(0):
-            ev = recv_monitor_message(mon)["event"]
-            if ev == zmq.EVENT_CONNECTED:
-                res.connections += 1
-                connected = True
-            elif ev == zmq.EVENT_DISCONNECTED:
-                res.closed_by_service += 1
-                connected = False
-
-    end = time.monotonic() + seconds
-    n = 0
-    while time.monotonic() < end:
-        for i in range(n, n + 500):
-            topic = b"flood-%d" % i
-            sock.send(b"\x01" + topic)
-            sock.send(b"\x00" + topic)
-        n += 500
-        res.sent += 1000
-        events()
-    sock.disconnect(endpoint)  # no reconnection from here on
-    give_up = time.monotonic() + CLOSE_WAIT_S
-    events()
-    while connected and time.monotonic() < give_up:
-        mon.poll(100)
-        events()
-    res.open_at_end = connected
-    sock.disable_monitor()
-    mon.close()
-    sock.close()
-    ctx.term()
-    return res
-
-
 if __name__ == "__main__":
-    if sys.argv[1] == "--libzmq":
-        res = flood_libzmq(sys.argv[2], float(sys.argv[3]))
-    else:
-        res = flood(
-            sys.argv[1], float(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 10**6
-        )
-    print(json.dumps(asdict(res)), flush=True)
+    cap = int(sys.argv[3]) if len(sys.argv) > 3 else 1_000_000
+    print(json.dumps(asdict(flood(sys.argv[1], float(sys.argv[2]), cap))), flush=True)
