@@ -82,3 +82,33 @@ def test_sigkill_as_recording_starts_leaves_no_run_file_or_one_that_reads(
         assert run.meta["rig"] == "sim-2dof" and run.meta["first_seq"] == 0
         assert not run.complete and not run.corrupt_chunks
         np.testing.assert_array_equal(run.seq, np.arange(len(run.data)))
+
+
+@pytest.mark.parametrize("rows", [1234, 2047])
+def test_sigkill_loses_fewer_than_flush_rows_once_the_writer_has_taken_the_rows(
+    tmp_path: Path, rows: int
+) -> None:
+    """The kill -9 bound of docs/recording.md with the writer caught up: the writer appends all
+    but fewer than flush_rows rows, whatever the chunk size (500) and with no fsync due, and a
+    kill -9 loses nothing it appended."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("record_child.py")), str(tmp_path),
+         "publish-then-idle", str(rows)],
+        stdout=subprocess.PIPE, env=env, text=True,
+    )  # fmt: skip
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        assert line.startswith("taken"), line
+        flush_rows = int(line.split()[2])
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+        if child.stdout is not None:
+            child.stdout.close()
+    assert child.returncode == -signal.SIGKILL
+    run = read_run(tmp_path / "killed.rigrun")
+    n = len(run.data)
+    assert rows - flush_rows < n <= rows, f"{rows - n} rows lost (flush_rows {flush_rows})"
+    np.testing.assert_array_equal(run.data, expected_rows(0, n, layout_2dof().width))
