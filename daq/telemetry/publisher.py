@@ -12,6 +12,12 @@ subscriber without telling us until it reads again, so the count is of stall ons
 also tells us when a subscriber joins, and we answer with `meta` at once, so a new client
 never waits for the 1 s repeat.
 
+After a stall of the publisher (its process stopped or starved while the loop, in its own
+process, ran on) the backlog in the ring goes out in messages of several batches (`catch_up_rows`,
+a whole ring in SNDHWM / 2 messages), so a subscriber that keeps up sees no gap after any stall
+shorter than the ring. What subscribers send is bounded per connection by
+`daq.telemetry.subscriptions` (rate, topics, size; a cut-off connection is really closed).
+
 The publisher never dies while the service runs. Being lapped by the loop is normal under load:
 the rows overwritten before it could copy them are counted (`lost_rows`, `lapped`) and it
 carries on from the oldest intact row (a read may return no row at all; nothing is sent then).
