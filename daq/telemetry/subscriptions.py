@@ -4,7 +4,7 @@ subscription size; a connection past a bound is closed, and memory goes back aft
 Why this is needed. libzmq's XPUB reads every (un)subscription from its peers' pipes into one
 internal queue that has no bound (`xpub_t::_pending_data`) whenever the application touches the
 socket, and keeps each until the application `recv`s it. A local client sending
-subscribe/unsubscribe in a tight loop fills that queue at I/O speed (≈ 50 MB/s here) while the
+subscribe/unsubscribe in a tight loop fills that queue at I/O speed (tens of MB/s) while the
 publisher, whose job is sending, reads a bounded number per wake-up. The bounds that hold it:
 
 - `rcvhwm` of the XPUB (`SUBSCRIPTION_RCVHWM`): libzmq stops reading a connection whose pipe
@@ -12,15 +12,16 @@ publisher, whose job is sending, reads a bounded number per wake-up. The bounds 
   enter the internal queue;
 - `maxmsgsize` (`MAX_SUBSCRIPTION_BYTES`): a larger subscription (a topic of megabytes would be
   a megabyte-deep trie in libzmq) makes libzmq drop the connection before queueing it;
-- the publisher drains the queue with a budget (`SUBSCRIPTIONS_PER_WAKE`) larger than what can
-  enter it per wake-up, and counts per connection (`ZMQ_SRCFD`, the connection's descriptor):
+- the publisher drains the queue with a budget per wake-up (`SUBSCRIPTIONS_PER_WAKE`, so a flood
+  cannot keep it from sending) and counts per connection (`ZMQ_SRCFD`, the connection's descriptor):
   more than `SUBSCRIPTION_FLOOD_PER_S` messages in one second, or more than
   `MAX_TOPICS_PER_CONNECTION` topics held at once, and the connection is cut off:
   `shutdown(SHUT_RDWR)` under libzmq, whose engine then sees end-of-file, closes the descriptor
   and drops the peer with its subscriptions;
 - a socket monitor tells which connection a descriptor number belongs to: `ACCEPTED(fd)` starts a
   new connection on that number (a flooder that reconnects gets the same number back at once, and
-  is judged afresh, so it is cut off again), and `DISCONNECTED(fd)` confirms that a cut-off
+  is judged afresh, so it is cut off again — without this, its second connection went unjudged
+  and flooded for ever), and `DISCONNECTED(fd)` confirms that a cut-off
   connection is really gone (`flooders_closed`). Messages still queued from a cut-off connection
   are discarded unread until its number is accepted again;
 - once a flood's backlog is drained, `malloc_trim(0)` gives the freed heap back to the system
