@@ -34,6 +34,10 @@ MAX_REQUEST_BYTES = 1 << 20
 #: Larger messages are not even received: libzmq drops the connection that sends one (no
 #: reply; the frame is never buffered whole). Between the two the answer is `too_large`.
 MAX_MESSAGE_BYTES = 4 * MAX_REQUEST_BYTES
+#: Requests libzmq reads ahead per client connection before it stops reading it (TCP
+#: back-pressure then holds the rest in the client's kernel buffers): with MAX_MESSAGE_BYTES,
+#: what one client can make the service hold is ≤ 4 × 4 MiB, not 100 × 4 MiB.
+REQUESTS_QUEUED = 4
 _POLL_MS = 50
 
 
@@ -97,7 +101,7 @@ class CommandServer:
         sock = self.ctx.socket(zmq.ROUTER)
         sock.linger = 0
         sock.router_mandatory = False  # a client that went away just loses its reply
-        sock.rcvhwm = 100
+        sock.rcvhwm = REQUESTS_QUEUED
         sock.sndhwm = 100
         sock.maxmsgsize = MAX_MESSAGE_BYTES
         if self.auth is not None:

@@ -2,7 +2,9 @@
 
 The loop never waits for the recorder: the recorder is one more `RingCursor` on the
 `SampleRing`. Its thread copies the published rows into a preallocated chunk buffer and appends
-each full chunk (and, every `fsync_interval_s`, the partial one) as a checksummed record. If the
+it as a checksummed record once it holds `flush_rows` rows (a `write`, no fsync: what is written
+survives a `kill -9` of this process), and the partial one every `fsync_interval_s` before the
+fsync (what is fsynced survives a power cut). If the
 loop laps it, the cursor counts the overwritten rows; the recorder logs them, writes a
 `rows_lost` event where the gap is and marks the run incomplete. A full disk, an exhausted quota
 or any I/O error stops the recording (loudly: `stats.error`, a log line, an event and an
@@ -41,6 +43,11 @@ MAX_PENDING_EVENTS = 4096
 TEMP_SUFFIX = ".rigrun-new"
 #: How often the writer thread wakes to drain the ring (the ring must hold many times this).
 POLL_S = 0.005
+#: Rows buffered before they are appended to the file. A `kill -9` of the service loses the
+#: rows not yet appended: fewer than this many in the buffer, plus the rows published since the
+#: writer's last pass (`POLL_S`: ≈ 5 rows at 1 kHz while the writer gets the CPU). 50 rows is
+#: 50 ms at 1 kHz: 20 records a second, each with its 28-byte header.
+FLUSH_ROWS = 50
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,9 @@ class RecorderStats:
     chunks_written: int = 0
     events_written: int = 0
     events_dropped: int = 0
+    #: The most rows that were published but not yet appended to the file at the start of a
+    #: writer pass: what a `kill -9` at that moment would have lost (docs/recording.md).
+    max_unwritten: int = 0
 
 
 class Recorder:
@@ -71,11 +81,18 @@ class Recorder:
         profile_text: str | None = None,
         chunk_rows: int = 500,
         fsync_interval_s: float = 1.0,
+        flush_rows: int | None = None,
     ) -> None:
+        """`flush_rows`: rows buffered before they are appended (default `FLUSH_ROWS`, at most
+        `chunk_rows`); `chunk_rows`: the most rows one record holds."""
         if layout.width != ring.width:
             raise ValueError(f"layout has {layout.width} columns but the ring {ring.width}")
         if chunk_rows < 1:
             raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
+        if flush_rows is None:
+            flush_rows = min(FLUSH_ROWS, chunk_rows)
+        if not 1 <= flush_rows <= chunk_rows:
+            raise ValueError(f"flush_rows must be in 1…chunk_rows ({chunk_rows}), got {flush_rows}")
         if not fsync_interval_s > 0:
             raise ValueError(f"fsync_interval_s must be > 0, got {fsync_interval_s}")
         if not isinstance(meta.get("rig"), str) or not meta["rig"]:
@@ -90,6 +107,7 @@ class Recorder:
         self.profile_text = profile_text
         self.chunk_rows = chunk_rows
         self.fsync_interval_s = fsync_interval_s
+        self.flush_rows = flush_rows
         self._guard = DiskGuard(self.directory, quota_bytes, min_free_bytes)
         self._buf = np.zeros((chunk_rows, ring.width), dtype=fmt.DTYPE)
         self._events: collections.deque[dict[str, Any]] = collections.deque()
@@ -105,6 +123,7 @@ class Recorder:
         self._fill = 0
         self._first = 0  # ring index of the row in self._buf[0]
         self._rows = self._lost = self._chunks = 0
+        self._max_unwritten = 0
         self._events_written = self._events_dropped = 0
         self._error: str | None = None
         self._closed = False  # trailer written and synced
@@ -257,6 +276,7 @@ class Recorder:
                 chunks_written=self._chunks,
                 events_written=self._events_written,
                 events_dropped=self._events_dropped,
+                max_unwritten=self._max_unwritten,
             )
 
     def _lossless(self) -> bool:
@@ -271,7 +291,10 @@ class Recorder:
             next_sync = time.monotonic() + self.fsync_interval_s
             while True:
                 stopping = self._stop.is_set()  # read first: rows published before stop() drain
+                self._note_unwritten()
                 self._drain()
+                if self._fill >= self.flush_rows:
+                    self._flush_chunk()
                 self._write_events()
                 now = time.monotonic()
                 if stopping or now >= next_sync:
@@ -291,6 +314,14 @@ class Recorder:
             self._fail(file, f"{type(exc).__name__}: {exc}")
         finally:
             file.close()
+
+    def _note_unwritten(self) -> None:
+        """Rows published but not in the file yet (buffered or still in the ring)."""
+        assert self._cursor is not None
+        unwritten = self.ring.published - self._cursor.position + self._fill
+        if unwritten > self._max_unwritten:
+            with self._lock:
+                self._max_unwritten = unwritten
 
     def _drain(self) -> None:
         cursor = self._cursor

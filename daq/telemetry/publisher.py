@@ -12,6 +12,12 @@ subscriber without telling us until it reads again, so the count is of stall ons
 also tells us when a subscriber joins, and we answer with `meta` at once, so a new client
 never waits for the 1 s repeat.
 
+After a stall of the publisher (its process stopped or starved while the loop, in its own
+process, ran on) the backlog in the ring goes out in messages of several batches (`catch_up_rows`,
+a whole ring in SNDHWM / 2 messages), so a subscriber that keeps up sees no gap after any stall
+shorter than the ring. What subscribers send is bounded per connection by
+`daq.telemetry.subscriptions` (rate, topics, size; a cut-off connection is really closed).
+
 The publisher never dies while the service runs. Being lapped by the loop is normal under load:
 the rows overwritten before it could copy them are counted (`lost_rows`, `lapped`) and it
 carries on from the oldest intact row (a read may return no row at all; nothing is sent then).
@@ -25,7 +31,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +43,7 @@ import zmq
 from daq.ring import RingCursor, SampleRing
 from daq.sample_layout import SampleLayout
 from daq.security import CurveConfig, acquire_authenticator, check_bind, release_authenticator
+from daq.telemetry.subscriptions import SubscriptionGuard
 from daq.telemetry.wire import (
     PAYLOAD_DTYPE,
     SCHEMA_VERSION,
@@ -53,6 +59,11 @@ log = logging.getLogger(__name__)
 
 #: Messages queued per subscriber before it starts losing them (≈ 1 s of batches at 1 kHz/20).
 SNDHWM = 50
+#: A backlog of more than this many batches (the publisher was stalled: a stopped or starved
+#: service process) goes out in messages of several batches, so that a whole ring fits in
+#: half of a subscriber's queue (`catch_up_rows`): a subscriber that keeps up sees no gap after
+#: any stall the ring outlasts, instead of losing what overflows SNDHWM in the burst.
+CATCH_UP_BATCHES = 4
 STATUS_INTERVAL = 1.0
 META_INTERVAL = 1.0
 EVENT_QUEUE = 1024
@@ -61,12 +72,6 @@ RESTART_MIN_S = 0.05
 RESTART_MAX_S = 5.0
 #: A publisher that has served this long since its last restart starts over at RESTART_MIN_S.
 RESTART_RESET_S = 10.0
-#: Subscription messages handled per wake-up; the rest wait for the next one, so a flood of
-#: (un)subscriptions cannot keep the publisher from sending.
-SUBSCRIPTIONS_PER_WAKE = 256
-#: A connection that sends more (un)subscriptions than this within one second is cut off (its
-#: TCP/IPC connection shut down): an honest client subscribes to a few topics when it connects.
-SUBSCRIPTION_FLOOD_PER_S = 200
 
 
 @dataclass
@@ -94,8 +99,11 @@ class TelemetryStats:
     restarts: int = 0
     #: The last such exception, "Type: message".
     last_error: str | None = None
-    #: Subscriber connections cut off for flooding (un)subscriptions.
+    #: Subscriber connections cut off for flooding (un)subscriptions or holding too many topics
+    #: (`daq.telemetry.subscriptions`).
     flooders_cut_off: int = 0
+    #: Of those, the ones libzmq has since closed (socket monitor: DISCONNECTED).
+    flooders_closed: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -136,6 +144,10 @@ class TelemetryPublisher:
         self.status_fn = status_fn
         self.auth = auth
         self.layout_id = layout_id(layout)
+        #: Rows per message while catching up: a multiple of `batch`, so that the ring's
+        #: capacity goes out in at most SNDHWM / 2 messages.
+        per_message = -(-ring.capacity // batch // (SNDHWM // 2))
+        self.catch_up_rows = batch * max(1, per_message)
         self._seq_col = layout.index("seq")
         self._t_col = layout.index("t")
         #: The `meta` message's header (the `describe` reply carries it too).
@@ -161,14 +173,7 @@ class TelemetryPublisher:
         self._sock: zmq.Socket | None = None
         self._cursor = RingCursor(ring)
         self._auth_held = False
-        #: (un)subscription messages per source connection (file descriptor) this second.
-        self._sub_counts: collections.Counter[int] = collections.Counter()
-        self._sub_window_end = 0.0
-        #: Connections cut off → when a message tagged with their fd was last seen. libzmq may
-        #: still hold messages the flooder queued before the cut, tagged with its old fd, while
-        #: the fd number is reused by a new connection: those are dropped and never cause a
-        #: second shutdown of that fd until it has been quiet for a second.
-        self._cut: dict[int, float] = {}
+        self._subs = SubscriptionGuard(TOPIC_META)
 
     # ------------------------------------------------------------------ public API
 
@@ -180,6 +185,7 @@ class TelemetryPublisher:
         sock.linger = 100  # let the final flush out on stop, but never hang shutdown
         sock.setsockopt(zmq.XPUB_NODROP, 1)
         sock.setsockopt(zmq.XPUB_VERBOSE, 1)  # every subscribe, so each newcomer gets meta
+        SubscriptionGuard.configure(sock)
         if self.auth is not None:
             acquire_authenticator(self.ctx, self.auth)
             self._auth_held = True
@@ -191,6 +197,8 @@ class TelemetryPublisher:
             self._release_auth()
             raise OSError(f"telemetry: cannot bind {self.endpoint}: {e}") from e
         self.endpoint = sock.last_endpoint.decode()
+        self._subs = SubscriptionGuard(TOPIC_META)
+        self._subs.attach(sock)
         self._sock = sock
         self._cursor = RingCursor(self.ring)
         self._stop.clear()
@@ -254,6 +262,7 @@ class TelemetryPublisher:
                 self._resume()
         finally:
             self.stats.alive = False
+            self._subs.close(sock)
             sock.close()
             self._sock = None
 
@@ -264,7 +273,7 @@ class TelemetryPublisher:
         self._meta_wanted = True
 
     def _serve(self, sock: zmq.Socket) -> None:
-        buf = np.empty((self.batch, self.ring.width), dtype=np.float64)
+        buf = np.empty((self.catch_up_rows, self.ring.width), dtype=np.float64)
         now = time.monotonic()
         next_status = now  # first status at once: clients learn the state immediately
         next_meta = now + META_INTERVAL
@@ -279,12 +288,16 @@ class TelemetryPublisher:
                 self._send(sock, [TOPIC_META, self._meta], samples=False)
             self._send_events(sock)
             # Full batches always (at most a ring's worth per wake-up, so that meta, status
-            # and stop are served even when the loop outruns us); a partial one once its oldest
-            # row has waited a batch span (slow loop, or the run ended) or when stopping.
+            # and stop are served even when the loop outruns us), several per message after a
+            # stall; a partial one once its oldest row has waited a batch span (slow loop, or
+            # the run ended) or when stopping.
             budget = self.ring.capacity
-            while budget > 0 and self._cursor.available() >= self.batch:
-                self._send_rows(sock, buf, self.batch)
-                budget -= self.batch
+            while budget > 0 and (available := self._cursor.available()) >= self.batch:
+                want = self.batch
+                if available > CATCH_UP_BATCHES * self.batch:
+                    want = min(available // self.batch * self.batch, self.catch_up_rows)
+                self._send_rows(sock, buf, want)
+                budget -= want
                 pending_since = None
             left = min(self._cursor.available(), self.batch)
             if left > 0:
@@ -301,54 +314,11 @@ class TelemetryPublisher:
                 return
 
     def _drain_subscriptions(self, sock: zmq.Socket) -> None:
-        now = time.monotonic()
-        if now >= self._sub_window_end:
-            self._sub_counts.clear()
-            self._sub_window_end = now + 1.0
-            self._cut = {fd: seen for fd, seen in self._cut.items() if now - seen < 1.0}
-        for _ in range(SUBSCRIPTIONS_PER_WAKE):
-            try:
-                frame = sock.recv(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
-                return
-            # The connection it came on (libzmq's ZMQ_SRCFD; −1 on inproc, which cannot flood
-            # from outside the process).
-            try:
-                fd = frame.get(zmq.SRCFD)
-            except zmq.ZMQError:  # no source connection (inproc, or a message made locally)
-                fd = -1
-            if fd >= 0:
-                if fd in self._cut:  # the flooder's backlog (or a newcomer on its fd number)
-                    self._cut[fd] = now
-                    continue
-                self._sub_counts[fd] += 1
-                if self._sub_counts[fd] > SUBSCRIPTION_FLOOD_PER_S:
-                    self._cut_off(fd)  # not served: no meta for it
-                    self._cut[fd] = now
-                    continue
-            msg = frame.bytes
-            if msg[:1] == b"\x01" and TOPIC_META.startswith(msg[1:]):
-                self._meta_wanted = True
-
-    def _cut_off(self, fd: int) -> None:
-        """Shut the flooding connection down under libzmq, which then drops that peer (and its
-        queued subscriptions); its fd stays libzmq's to close. A client that reconnects and
-        floods again is cut off again."""
-        self.stats.flooders_cut_off += 1
-        log.warning(
-            "telemetry: a subscriber sent > %d (un)subscriptions in 1 s; cut off",
-            SUBSCRIPTION_FLOOD_PER_S,
-        )
-        try:
-            conn = socket.socket(fileno=fd)
-        except OSError:
-            return
-        try:
-            conn.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        finally:
-            conn.detach()
+        got = self._subs.drain(sock)
+        if got.meta_wanted:
+            self._meta_wanted = True
+        self.stats.flooders_cut_off = self._subs.cut_off
+        self.stats.flooders_closed = self._subs.closed
 
     @staticmethod
     def _send_frames(sock: zmq.Socket, frames: list[Any]) -> None:

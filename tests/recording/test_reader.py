@@ -22,7 +22,10 @@ CHUNK = 100
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bytes, int]:
     layout = layout_2dof()
     ring = SampleRing(4096, layout.width)
-    rec = Recorder(ring, layout, tmp_path_factory.mktemp("rec"), meta(), chunk_rows=CHUNK)
+    # Full chunks only (flush_rows = chunk_rows): the damage tests pick chunks by their rows.
+    rec = Recorder(
+        ring, layout, tmp_path_factory.mktemp("rec"), meta(), chunk_rows=CHUNK, flush_rows=CHUNK
+    )
     path = rec.start("damage")
     for i in range(N // CHUNK + 1):  # an event between chunks: records of every kind
         publish_rows(ring, min(CHUNK, N - i * CHUNK))

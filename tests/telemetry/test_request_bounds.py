@@ -16,7 +16,7 @@ from daq.commands.bounds import MAX_ARRAY_LEN, MAX_DEPTH, MAX_ITEMS, MAX_MAP_LEN
 from daq.commands.errors import CommandError
 from daq.commands.server import MAX_MESSAGE_BYTES
 from daq.telemetry import TelemetrySubscriber
-from daq.telemetry.publisher import SUBSCRIPTION_FLOOD_PER_S
+from daq.telemetry.subscriptions import SUBSCRIPTION_FLOOD_PER_S
 from tests.telemetry.conftest import wait_until, write_rows
 
 WAIT_S = 30.0
