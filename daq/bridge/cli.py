@@ -15,6 +15,7 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from daq.profile.schema import DEFAULT_TELEMETRY
 
@@ -29,6 +30,7 @@ def _connectable(endpoint: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from daq.bridge.auth import DEFAULT_ORIGINS
     from daq.bridge.server import DEFAULT_PORT, DEFAULT_RATE_HZ
 
     p = argparse.ArgumentParser(prog="rig-bridge", description=__doc__.split("\n\n")[0])
@@ -39,7 +41,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--estimates", help="estimator endpoint (default the profile's; 'none': off)")
     p.add_argument("--key", help="client key NAME in the profile's keys_dir (CURVE)")
     p.add_argument("--keys-dir", help="CURVE keys directory (default the profile's)")
-    p.add_argument("--host", default="127.0.0.1", help="WebSocket bind address (loopback)")
+    p.add_argument(
+        "--host", default="127.0.0.1",
+        help="WebSocket bind address (loopback; anything else needs CURVE keys and tokens)",
+    )  # fmt: skip
+    p.add_argument(
+        "--allow-origin", action="append", default=None, metavar="ORIGIN",
+        help=f"browser Origin allowed to connect (repeatable; '*': any; default "
+        f"{' '.join(DEFAULT_ORIGINS)})",
+    )  # fmt: skip
+    p.add_argument(
+        "--make-token", metavar="NAME",
+        help="create the WebSocket token of the listed key NAME in the keys directory, print "
+        "it, exit",
+    )  # fmt: skip
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}; 0: any")
     p.add_argument(
         "--rate", type=float, default=DEFAULT_RATE_HZ, help="rows per second sent (decimation)"
@@ -72,9 +87,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     estimates = args.estimates or estimates
     if estimates == "none":
         estimates = None
+    from daq.bridge.auth import DEFAULT_ORIGINS, TokenStore, check_bind, make_token
+    from daq.security import SecurityError
+
+    if args.make_token:
+        if keys_dir is None:
+            print("rig-bridge: --make-token needs the keys directory (--profile with "
+                  "network.keys_dir, or --keys-dir)", file=sys.stderr)  # fmt: skip
+            return 2
+        try:
+            print(make_token(keys_dir, args.make_token))
+        except SecurityError as e:
+            print(f"rig-bridge: {e}", file=sys.stderr)
+            return 2
+        return 0
     keys = None
     if keys_dir is not None or args.key is not None:
-        from daq.security import ClientKeys, SecurityError
+        from daq.security import ClientKeys
 
         if args.key is None:
             print(
@@ -88,8 +117,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SecurityError as e:
             print(f"rig-bridge: {e}", file=sys.stderr)
             return 2
-    if args.host not in ("127.0.0.1", "::1", "localhost"):
-        log.warning("serving on %s: anyone who reaches it sees the rig's telemetry", args.host)
+    # With CURVE on the telemetry, WebSocket clients need a token standing for a listed key
+    # (daq/bridge/auth.py); without, only loopback is served, as the service itself does.
+    tokens = None
+    if keys is not None:
+        tokens = TokenStore(keys_dir if keys_dir is not None else Path(str(args.key)).parent)
+    try:
+        check_bind(args.host, tokens is not None)
+    except SecurityError as e:
+        print(f"rig-bridge: {e}", file=sys.stderr)
+        return 2
+    if tokens is not None and not len(tokens):
+        log.warning("no WebSocket tokens in %s/clients: every client will be refused (create "
+                    "one with rig-bridge --make-token NAME)", keys_dir)  # fmt: skip
     try:
         from daq.bridge.server import Bridge
     except ImportError as e:  # pragma: no cover - depends on the install
@@ -98,7 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         bridge = Bridge(telemetry, estimates=estimates, keys=keys, host=args.host,
-                        port=args.port, rate_hz=args.rate)  # fmt: skip
+                        port=args.port, rate_hz=args.rate, tokens=tokens,
+                        origins=tuple(args.allow_origin or DEFAULT_ORIGINS))  # fmt: skip
     except (RuntimeError, OSError) as e:
         print(f"rig-bridge: cannot serve on {args.host}:{args.port}: {e}", file=sys.stderr)
         return 1

@@ -22,6 +22,7 @@ import msgpack
 import numpy as np
 import zmq
 
+from daq.bridge.auth import DEFAULT_ORIGINS, TokenStore
 from daq.bridge.channels import (
     TOPIC_ESTIMATES,
     TOPIC_EVENTS,
@@ -31,6 +32,7 @@ from daq.bridge.channels import (
     dumps,
     jsonable,
 )
+from daq.bridge.wsserver import FoxgloveServer
 from daq.security import ClientKeys
 from daq.telemetry import Event, Meta, SampleBatch, Status, TelemetrySubscriber
 
@@ -38,6 +40,20 @@ log = logging.getLogger(__name__)
 
 DEFAULT_RATE_HZ = 100.0
 DEFAULT_PORT = 8765
+
+
+class _Channel:
+    """One advertised topic of the WebSocket server."""
+
+    def __init__(self, server: FoxgloveServer, topic: str, schema: dict[str, Any]) -> None:
+        self.server, self.topic = server, topic
+        self.id = server.add_channel(topic, schema)
+
+    def log(self, payload: bytes, log_time: int | None = None) -> None:
+        self.server.log(self.id, payload, time.time_ns() if log_time is None else log_time)
+
+    def close(self) -> None:
+        self.server.remove_channels([self.id])
 
 
 class Bridge:
@@ -53,14 +69,15 @@ class Bridge:
         port: int = DEFAULT_PORT,
         rate_hz: float = DEFAULT_RATE_HZ,
         name: str = "hydrig",
+        tokens: TokenStore | None = None,
+        origins: tuple[str, ...] = DEFAULT_ORIGINS,
     ) -> None:
-        import foxglove  # the `live` extra; imported here so `daq` imports without it
-
+        """`tokens`: required WebSocket credentials (None: none, loopback only, checked by
+        the caller with `auth.check_bind`)."""
         decimation_step(1e-3, rate_hz)  # validates the rate
-        self._fox = foxglove
         self.rate_hz = rate_hz
-        self.context = foxglove.Context()
-        self.server = foxglove.start_server(name=name, host=host, port=port, context=self.context)
+        self.server = FoxgloveServer(name=name, host=host, port=port, tokens=tokens,
+                                     origins=origins)  # fmt: skip
         self.port: int = self.server.port
         self._zctx = zmq.Context()
         self.sub = TelemetrySubscriber(telemetry, keys=keys, ctx=self._zctx)
@@ -86,8 +103,8 @@ class Bridge:
 
     # ------------------------------------------------------------------ channels
 
-    def _channel(self, topic: str, schema: dict[str, Any]) -> Any:
-        return self._fox.Channel(topic, schema=schema, context=self.context)
+    def _channel(self, topic: str, schema: dict[str, Any]) -> _Channel:
+        return _Channel(self.server, topic, schema)
 
     def _on_meta(self, meta: Meta) -> None:
         if meta.layout_id == self._layout:
