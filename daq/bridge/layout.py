@@ -3,7 +3,8 @@
 
 - positions vs references per joint (deg), tracking errors;
 - chamber pressures (bar);
-- valve commands (V) and spool positions;
+- valve commands (V) and spool positions; the other sensors (pistons, oil temperature), one
+  plot per unit;
 - parameter convergence: each estimated parameter with its θ ± 3σ band (`/estimator/estimates`);
 - loop state transitions and timing; the raw status and events.
 
@@ -22,6 +23,7 @@ from daq.bridge.channels import (
     TOPIC_EVENTS,
     TOPIC_JOINTS,
     TOPIC_PRESSURES,
+    TOPIC_SENSORS,
     TOPIC_STATE,
     TOPIC_STATUS,
     TOPIC_TIMING,
@@ -63,6 +65,13 @@ def build_layout(cs: ChannelSet, parameters: Sequence[str]) -> Any:
         *((f"{TOPIC_VALVES}.command.{v}", v) for v in fields(TOPIC_VALVES, "command")),
         *((f"{TOPIC_VALVES}.spool.{s}", s) for s in fields(TOPIC_VALVES, "spool")),
     ])  # fmt: skip
+    by_unit: dict[str, list[str]] = {}
+    for name in fields(TOPIC_SENSORS, "values"):
+        by_unit.setdefault(name.rpartition("_")[2], []).append(name)
+    sensors = [
+        _plot(fl, f"sensors ({unit})", [(f"{TOPIC_SENSORS}.values.{n}", n) for n in names])
+        for unit, names in by_unit.items()
+    ]
     convergence = [
         _plot(fl, f"{name}: estimate ± 3σ", [
             (f"{TOPIC_ESTIMATES}.theta.{field_name(name)}", "θ"),
@@ -97,7 +106,9 @@ def build_layout(cs: ChannelSet, parameters: Sequence[str]) -> Any:
                 direction="row",
                 items=[
                     fl.SplitItem(proportion=2, content=column([*joints, errors])),
-                    fl.SplitItem(proportion=2, content=column([pressures, valves])),
+                    fl.SplitItem(
+                        proportion=2, content=column([pressures, valves, *sensors])
+                    ),
                     fl.SplitItem(proportion=1, content=column([state, timing])),
                 ],
             ),

@@ -49,6 +49,11 @@ def test_shipped_layout_is_current_and_every_path_exists() -> None:
         node = schemas[topic]
         for f in fields:
             node = node["properties"][f]
+    # Every field of every row channel is shown somewhere (pistons and oil temperature too).
+    for topic in ("/rig/joints", "/rig/pressures", "/rig/valves", "/rig/sensors"):
+        for group, node in schemas[topic]["properties"].items():
+            for f in node.get("properties", {}):
+                assert f"{topic}.{group}.{f}" in paths, f"{topic}.{group}.{f} is in no panel"
     # Parameter convergence with bands: θ, θ − 3σ, θ + 3σ of every parameter.
     assert {p for p in paths if p.startswith(TOPIC_ESTIMATES + ".low_3sigma.")} == {
         f"{TOPIC_ESTIMATES}.low_3sigma.{k}"

@@ -65,3 +65,38 @@ def test_recorded_run_exports_to_mcap_with_every_row_and_unit(
     # Units: every column's SI unit, as in the run file.
     assert units == dict(zip(run.columns, run.units, strict=True))
     assert math.isclose(times[0] * 1e-9, run.meta["start_wall"], abs_tol=1e-6)
+
+
+@pytest.mark.parametrize("virtual", [True, False])
+def test_exported_events_sit_on_their_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], virtual: bool
+) -> None:
+    """A recorded experiment (state changes, experiment_done, recorder events): in the MCAP
+    every event is within one cycle of its row, in virtual time and in real time."""
+    import tomllib
+
+    from rigctl.session import RigSession
+    from tests.live.test_run import SHORT
+
+    with RigSession(PROFILE_2DOF, tmp_path / "rig", virtual_time=virtual, estimator=False) as s:
+        path = Path(s.command("record_start", {"name": "events"})["path"])
+        s.run_experiment(tomllib.loads(SHORT), timeout=300)
+        s.command("disarm")
+        s.command("record_stop")
+    run = read_run(path)
+    kinds = {e["kind"] for e in run.events}
+    assert {"state", "experiment_done"} <= kinds, kinds
+    assert main(["export", str(path), "--format", "mcap"]) == 0
+    with Path(capsys.readouterr().out.strip()).open("rb") as f:
+        reader = mcap_reader.make_reader(f)
+        rows = {json.loads(m.data)["seq"]: m.log_time
+                for _, _, m in reader.iter_messages(topics=["/rig/state"])}  # fmt: skip
+        events = [(m.log_time, json.loads(m.data))
+                  for _, _, m in reader.iter_messages(topics=["/rig/events"])]  # fmt: skip
+    assert len(events) == len(run.events)
+    last = max(rows)
+    period_ns = run.meta["period"] * 1e9
+    for stamp, ev in events:
+        seq = ev["seq"]
+        row = rows[seq] if seq in rows else rows[last] + (seq - last) * period_ns
+        assert abs(stamp - row) <= period_ns, (ev, (stamp - row) * 1e-9)

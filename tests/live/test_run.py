@@ -84,3 +84,18 @@ def test_run_wait_returns_with_the_experiments_exit_status(
     assert "stopped before its end" in capsys.readouterr().err
     stats = rig.command("record_stop")
     assert Path(stats["path"]).is_absolute()
+
+
+def test_run_wait_listens_where_the_environment_says(
+    rig: RigSession, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    rig.command("arm")
+    f = tmp_path / "short.toml"
+    f.write_text(SHORT)
+    monkeypatch.setenv("RIG_TELEMETRY", rig.telemetry)
+    monkeypatch.setenv("RIG_COMMANDS", rig.commands)
+    assert main(["run", str(f), "--wait", "--timeout", "30"]) == 0
+    out = capsys.readouterr()
+    assert "experiment finished" in out.out
+    assert "no telemetry" not in out.err  # it heard the experiment's end, not the state alone
