@@ -167,6 +167,7 @@ class ChannelSet:
         self.width = len(names)
         idx = {n: i for i, n in enumerate(names)}
         self._seq, self._t = idx["seq"], idx["t"]
+        self.t_col = self._t
         self._state, self._fault, self._flags = idx["state"], idx["fault"], idx["flags"]
         self._wake, self._compute = idx["wake_latency"], idx["compute_time"]
         self.joints: list[str] = []
