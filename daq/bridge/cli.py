@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from daq.profile.schema import DEFAULT_TELEMETRY
+from daq.profile.schema import DEFAULT_COMMANDS, DEFAULT_TELEMETRY
 
 log = logging.getLogger("rig-bridge")
 
@@ -39,6 +39,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--telemetry", help=f"telemetry endpoint (default profile's, {DEFAULT_TELEMETRY})"
     )
     p.add_argument("--estimates", help="estimator endpoint (default the profile's; 'none': off)")
+    p.add_argument(
+        "--commands",
+        help="command endpoint for the services and settable parameters (default the "
+        "profile's; 'none': no commands)",
+    )
+    p.add_argument(
+        "--experiments", type=Path, default=Path("experiments"),
+        help="directory of experiment files the `run` service runs by name (default experiments)",
+    )  # fmt: skip
     p.add_argument("--key", help="client key NAME in the profile's keys_dir (CURVE)")
     p.add_argument("--keys-dir", help="CURVE keys directory (default the profile's)")
     p.add_argument(
@@ -73,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rig-bridge: --rate must be > 0 Hz, got {args.rate:g}", file=sys.stderr)
         return 2
     telemetry, estimates, keys_dir = DEFAULT_TELEMETRY, None, args.keys_dir
+    commands: str | None = DEFAULT_COMMANDS
     if args.profile:
         from daq.profile import ProfileError, load_profile
 
@@ -82,11 +92,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"rig-bridge: {e}", file=sys.stderr)
             return 2
         telemetry, estimates = _connectable(net.telemetry), _connectable(net.estimates)
+        commands = _connectable(net.commands)
         keys_dir = keys_dir or net.keys_dir
     telemetry = args.telemetry or telemetry
     estimates = args.estimates or estimates
     if estimates == "none":
         estimates = None
+    commands = args.commands or commands
+    if commands == "none":
+        commands = None
     from daq.bridge.auth import DEFAULT_ORIGINS, TokenStore, check_bind, make_token
     from daq.security import SecurityError
 
@@ -136,10 +150,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rig-bridge: {e}; install the 'live' extra: pip install 'hydrig[live]'",
               file=sys.stderr)  # fmt: skip
         return 2
+    from daq.bridge.station_commands import StationCommands
+
+    key_role = None
+    if keys is not None:
+        from daq.security import read_role
+
+        key_path = Path(str(args.key))
+        if not key_path.is_file():
+            key_path = Path(str(keys_dir)) / f"{args.key}.key_secret"
+        try:
+            key_role = read_role(key_path)
+        except SecurityError as e:
+            print(f"rig-bridge: {e}", file=sys.stderr)
+            return 2
+    station = StationCommands(commands, keys=keys, key_role=key_role,
+                              key_name=str(args.key or "local"),
+                              experiments=args.experiments)  # fmt: skip
     try:
         bridge = Bridge(telemetry, estimates=estimates, keys=keys, host=args.host,
                         port=args.port, rate_hz=args.rate, tokens=tokens,
-                        origins=tuple(args.allow_origin or DEFAULT_ORIGINS))  # fmt: skip
+                        origins=tuple(args.allow_origin or DEFAULT_ORIGINS),
+                        commands=station)  # fmt: skip
     except (RuntimeError, OSError) as e:
         print(f"rig-bridge: cannot serve on {args.host}:{args.port}: {e}", file=sys.stderr)
         return 1

@@ -31,7 +31,8 @@ import zmq
 from daq.bridge.auth import DEFAULT_ORIGINS, TokenStore
 from daq.bridge.channels import decimation_step
 from daq.bridge.station import Station
-from daq.bridge.wsserver import FoxgloveServer
+from daq.bridge.station_commands import StationCommands
+from daq.bridge.wsserver import STATUS_INFO, FoxgloveServer
 from daq.security import ClientKeys
 from daq.telemetry import Event, Meta, SampleBatch, Status, TelemetrySubscriber
 
@@ -60,13 +61,21 @@ class Bridge:
         tokens: TokenStore | None = None,
         origins: tuple[str, ...] = DEFAULT_ORIGINS,
         arm_factory: Callable[[dict[str, Any]], Any] | None = None,
+        commands: StationCommands | None = None,
     ) -> None:
         """`tokens`: required WebSocket credentials (None: none, loopback only, checked by
         the caller with `auth.check_bind`)."""
         decimation_step(1e-3, rate_hz)  # validates the rate
         self.rate_hz = rate_hz
+        self.commands = commands
         self.server = FoxgloveServer(name=name, host=host, port=port, tokens=tokens,
-                                     origins=origins)  # fmt: skip
+                                     origins=origins, parameters=commands)  # fmt: skip
+        if commands is not None:
+            self.server.add_services(commands.services())
+            notice = commands.notice()
+            if notice is not None:
+                self.server.publish_status(notice, STATUS_INFO, "hydrig.commands")
+                log.warning("%s", notice)
         self.port: int = self.server.port
         self._zctx = zmq.Context()
         self.sub = TelemetrySubscriber(telemetry, keys=keys, ctx=self._zctx)
@@ -100,6 +109,8 @@ class Bridge:
         profile = meta.header.get("profile") or {}
         roles = {str(c.get("name")): str(c.get("role")) for c in profile.get("channels", []) or []}
         arm = self.arm_factory(meta.header) if self.arm_factory is not None else None
+        if self.commands is not None:
+            self.commands.on_meta(meta.header)
         self.station.rig = str(meta.header.get("rig", ""))
         self.station.set_layout(meta.header["columns"], roles, arm)
         self._step = decimation_step(float(meta.header["period"]), self.rate_hz)
@@ -203,6 +214,8 @@ class Bridge:
 
     def close(self) -> None:
         self.server.stop()
+        if self.commands is not None:
+            self.commands.close()
         self.sub.close()
         if self.est is not None:
             self.est.close(0)

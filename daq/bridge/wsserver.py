@@ -264,7 +264,14 @@ class FoxgloveServer:
             if op == "getParameters":
                 params = self.parameters.get(client.access, list(msg.get("parameterNames", [])))
             else:
-                params = self.parameters.set(client.access, list(msg.get("parameters", [])))
+                wanted = list(msg.get("parameters", []))
+                try:
+                    params = self.parameters.set(client.access, wanted)
+                except ServiceError as e:  # refused: say why, answer with the values as they are
+                    client.control({"op": "status", "level": STATUS_ERROR,
+                                    "message": f"setParameters: {e}"})  # fmt: skip
+                    names = [str(p.get("name")) for p in wanted if isinstance(p, dict)]
+                    params = self.parameters.get(client.access, names)
             reply: dict[str, Any] = {"op": "parameterValues", "parameters": params}
             if msg.get("id") is not None:
                 reply["id"] = msg["id"]
