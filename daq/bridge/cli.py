@@ -16,6 +16,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from daq.profile.schema import DEFAULT_COMMANDS, DEFAULT_TELEMETRY
 
@@ -27,6 +28,17 @@ def _connectable(endpoint: str) -> str:
     for wild in ("//*:", "//0.0.0.0:"):
         endpoint = endpoint.replace(wild, "//127.0.0.1:")
     return endpoint
+
+
+def arm_factory(profile: Any) -> Any:
+    """The arm model for the 3-D view, from the profile's geometry (None without a profile or
+    a `[plant]` section: no `/tf`, no `/rig/scene`)."""
+    if profile is None:
+        return None
+    from daq.bridge.arm3d import ArmModel
+
+    arm = ArmModel.from_profile(profile)
+    return None if arm is None else (lambda header: arm)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,11 +95,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     telemetry, estimates, keys_dir = DEFAULT_TELEMETRY, None, args.keys_dir
     commands: str | None = DEFAULT_COMMANDS
+    profile = None
     if args.profile:
         from daq.profile import ProfileError, load_profile
 
         try:
-            net = load_profile(args.profile).network
+            profile = load_profile(args.profile)
+            net = profile.network
         except ProfileError as e:
             print(f"rig-bridge: {e}", file=sys.stderr)
             return 2
@@ -171,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         bridge = Bridge(telemetry, estimates=estimates, keys=keys, host=args.host,
                         port=args.port, rate_hz=args.rate, tokens=tokens,
                         origins=tuple(args.allow_origin or DEFAULT_ORIGINS),
-                        commands=station)  # fmt: skip
+                        commands=station, arm_factory=arm_factory(profile))  # fmt: skip
     except (RuntimeError, OSError) as e:
         print(f"rig-bridge: cannot serve on {args.host}:{args.port}: {e}", file=sys.stderr)
         return 1

@@ -97,10 +97,13 @@ DIAGNOSTICS_SCHEMA: dict[str, Any] = {
 }  # fmt: skip
 
 
-def _status(level: int, name: str, message: str, rig: str, **values: Any) -> dict[str, Any]:
+def _status(
+    level: int, title: str, message: str, rig: str, values: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    values = values or {}
     return {
         "level": level,
-        "name": f"hydrig: {name}",
+        "name": f"hydrig: {title}",
         "message": message,
         "hardware_id": rig,
         "values": [{"key": k, "value": "" if v is None else str(v)} for k, v in values.items()],
@@ -127,22 +130,23 @@ def diagnostics(status: Mapping[str, Any], ns: int) -> dict[str, Any]:
     assert isinstance(wake, Mapping)
     items = [
         _status(DIAG_ERROR if state in ("FAULT", "ESTOP") else DIAG_OK, "loop", state, rig,
-                state=state, seq=status.get("seq"), t=status.get("t")),
+                {"state": state, "seq": status.get("seq"), "t": status.get("t")}),
         _status(DIAG_ERROR if fault else DIAG_OK, "interlocks",
                 "tripped: " + _fault_text(fault) if fault else "clear", rig,
-                **({k: fault.get(k) for k in ("name", "where", "value", "limit")}
-                   if isinstance(fault, Mapping) else {})),
+                {k: fault.get(k) for k in ("name", "where", "value", "limit")}
+                if isinstance(fault, Mapping) else None),
         _status(DIAG_OK if rec is None or not rec.get("error") else DIAG_ERROR, "recorder",
                 "off" if rec is None else ("recording" if rec.get("active") else "idle")
                 + (f", error: {rec.get('error')}" if rec.get("error") else ""), rig,
-                **({k: rec.get(k) for k in ("path", "rows_written", "lost", "complete")}
-                   if rec is not None else {})),
+                {k: rec.get(k) for k in ("path", "rows_written", "lost", "complete")}
+                if rec is not None else None),
         _status(DIAG_OK if tel.get("alive", True) and not tel.get("lost_rows") else DIAG_WARN,
                 "telemetry", "alive" if tel.get("alive", True) else "publisher restarting", rig,
-                **{k: tel.get(k) for k in ("rows_sent", "dropped_batches", "lost_rows")}),
+                {k: tel.get(k) for k in ("rows_sent", "dropped_batches", "lost_rows")}),
         _status(DIAG_WARN if tm.get("consecutive_overruns") else DIAG_OK, "timing",
-                f"overruns {tm.get('overruns', 0)}", rig, overruns=tm.get("overruns"),
-                wake_p99_us=wake.get("p99"), wake_max_us=wake.get("max")),
+                f"overruns {tm.get('overruns', 0)}", rig,
+                {"overruns": tm.get("overruns"), "wake_p99_us": wake.get("p99"),
+                 "wake_max_us": wake.get("max")}),
     ]  # fmt: skip
     return {"header": {"stamp": stamp(ns), "frame_id": ""}, "status": items}
 
