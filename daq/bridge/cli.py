@@ -80,6 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--rate", type=float, default=DEFAULT_RATE_HZ, help="rows per second sent (decimation)"
     )
+    p.add_argument(
+        "--replay", metavar="RUN", type=Path,
+        help="serve a recorded run (.rigrun) with the live channels instead of the live rig",
+    )  # fmt: skip
+    p.add_argument("--speed", type=float, default=1.0, help="replay speed (× real time; default 1)")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -164,6 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rig-bridge: {e}; install the 'live' extra: pip install 'hydrig[live]'",
               file=sys.stderr)  # fmt: skip
         return 2
+    if args.replay is not None:
+        return _replay(args, tokens)
     from daq.bridge.station_commands import StationCommands
 
     key_role = None
@@ -197,6 +204,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         bridge.run()
     finally:
         bridge.close()
+    return 0
+
+
+def _replay(args: argparse.Namespace, tokens: Any) -> int:
+    from daq.bridge.auth import DEFAULT_ORIGINS
+    from daq.bridge.replay import Replay
+    from daq.recording.format import RunFileError
+
+    try:
+        replay = Replay(args.replay, host=args.host, port=args.port, rate_hz=args.rate,
+                        speed=args.speed, tokens=tokens,
+                        origins=tuple(args.allow_origin or DEFAULT_ORIGINS))  # fmt: skip
+    except (ValueError, RunFileError, OSError) as e:
+        print(f"rig-bridge: {e}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, lambda *_: replay.stop())
+    signal.signal(signal.SIGINT, lambda *_: replay.stop())
+    print(f"rig-bridge: serving ws://{args.host}:{replay.port} (replay of {args.replay}, "
+          f"{args.speed:g}×)", flush=True)  # fmt: skip
+    try:
+        replay.run()
+    finally:
+        replay.close()
     return 0
 
 

@@ -33,7 +33,7 @@ from daq.recording.reader import Run
 PROFILE = "hydrig"
 
 
-def _roles(run: Run) -> dict[str, str]:
+def run_roles(run: Run) -> dict[str, str]:
     """Channel name → profile role, from the profile text the run file carries."""
     try:
         prof = tomllib.loads(str(run.meta.get("profile") or ""))
@@ -85,7 +85,7 @@ _ROUTED = {"status": TOPIC_STATUS, "estimate": TOPIC_ESTIMATES}
 def write_mcap(run: Run, f: BinaryIO) -> None:
     from mcap.writer import CompressionType, Writer
 
-    cs = ChannelSet(run.meta["columns"], _roles(run))
+    cs = ChannelSet(run.meta["columns"], run_roles(run))
     w = Writer(f, compression=CompressionType.ZSTD)
     w.start(profile=PROFILE, library="hydrig")
     ids: dict[str, int] = {}

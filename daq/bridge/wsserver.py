@@ -42,7 +42,10 @@ SUBPROTOCOL = "foxglove.sdk.v1"
 OP_MESSAGE_DATA = 0x01
 OP_TIME = 0x02
 OP_SERVICE_RESPONSE = 0x03
+OP_PLAYBACK_STATE = 0x05
 OP_CLIENT_SERVICE_CALL = 0x02
+OP_CLIENT_PLAYBACK_CONTROL = 0x03
+PLAYING, PAUSED, BUFFERING, ENDED = 0, 1, 2, 3
 STATUS_INFO, STATUS_WARNING, STATUS_ERROR = 0, 1, 2
 
 
@@ -69,6 +72,23 @@ class ParameterHandler:
 
     def set(self, access: Access, params: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         return []
+
+
+class PlaybackHandler:
+    """A player (capability `playbackControl`): the data's time range, and what to do on a
+    client's play/pause/speed/seek request."""
+
+    time_range: tuple[int, int] = (0, 0)
+
+    def control(self, play: bool, speed: float, seek_ns: int | None, request_id: str) -> None:
+        raise NotImplementedError
+
+    def subscribed(self) -> None:
+        """A client subscribed to a channel (a player may wait for one to start)."""
+
+
+def _time(ns: int) -> dict[str, int]:
+    return {"sec": ns // 1_000_000_000, "nsec": ns % 1_000_000_000}
 
 
 def _schema_field(schema: dict[str, Any]) -> dict[str, str]:
@@ -144,6 +164,7 @@ class FoxgloveServer:
         tokens: TokenStore | None = None,
         origins: Sequence[str] = (),
         parameters: ParameterHandler | None = None,
+        playback: PlaybackHandler | None = None,
         backlog: int = 1024,
         control_limit: int = 4096,
         ssl: Any = None,
@@ -152,6 +173,7 @@ class FoxgloveServer:
         self.tokens = tokens
         self.origins = tuple(origins)
         self.parameters = parameters
+        self.playback = playback
         self.backlog = backlog
         self.control_limit = control_limit
         self._lock = threading.RLock()
@@ -210,12 +232,17 @@ class FoxgloveServer:
             caps = ["time", "services"]
             if self.parameters is not None:
                 caps += ["parameters", "parametersSubscribe"]
-            client.control({
+            info: dict[str, Any] = {
                 "op": "serverInfo", "name": self.name, "capabilities": caps,
                 "supportedEncodings": ["json"],
                 "metadata": {"client": access.name, "role": access.role},
                 "sessionId": str(id(self)),
-            })  # fmt: skip
+            }  # fmt: skip
+            if self.playback is not None:
+                caps.append("playbackControl")
+                start, end = self.playback.time_range
+                info["dataStartTime"], info["dataEndTime"] = _time(start), _time(end)
+            client.control(info)
             if self._channels:
                 client.control({"op": "advertise", "channels": list(self._channels.values())})
             if self._services:
@@ -254,6 +281,8 @@ class FoxgloveServer:
                     if cid in self._channels and sid not in client.subs:
                         client.subs[sid] = cid
                         client.by_channel[cid] = sid
+            if self.playback is not None:
+                self.playback.subscribed()
         elif op == "unsubscribe":
             with self._lock:
                 for sid in msg["subscriptionIds"]:
@@ -285,6 +314,11 @@ class FoxgloveServer:
                             "message": f"unsupported operation {str(op)[:64]!r}"})  # fmt: skip
 
     def _on_binary(self, client: _Client, frame: bytes) -> None:
+        if frame[:1] == bytes([OP_CLIENT_PLAYBACK_CONTROL]) and self.playback is not None:
+            command, speed, had_seek, seek, n = struct.unpack_from("<BfBQI", frame, 1)
+            request_id = frame[19 : 19 + n].decode()
+            self.playback.control(command == 0, speed, seek if had_seek else None, request_id)
+            return
         if not frame or frame[0] != OP_CLIENT_SERVICE_CALL:
             raise ValueError(f"unsupported binary opcode {frame[:1].hex()}")
         service_id, call_id, n = struct.unpack_from("<III", frame, 1)
@@ -349,6 +383,16 @@ class FoxgloveServer:
         with self._lock:
             for c in self._clients.values():
                 c.data(frame)
+
+    def broadcast_playback_state(
+        self, status: int, current_ns: int, speed: float, did_seek: bool, request_id: str = ""
+    ) -> None:
+        rid = request_id.encode()
+        frame = struct.pack("<BBQfBI", OP_PLAYBACK_STATE, status, current_ns, speed,
+                            int(did_seek), len(rid)) + rid  # fmt: skip
+        with self._lock:
+            for c in self._clients.values():
+                c.data(frame)  # in order with the data it describes (control frames go first)
 
     def publish_status(self, message: str, level: int, status_id: str) -> None:
         st = {"op": "status", "level": level, "message": message, "id": status_id}
