@@ -18,38 +18,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import tomllib
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from daq.bridge.auth import DEFAULT_ORIGINS, TokenStore
 from daq.bridge.channels import decimation_step
-from daq.bridge.mcap_export import RunClock, run_roles
+from daq.bridge.mcap_export import play, run_arm, run_items, run_roles
 from daq.bridge.station import Station
 from daq.bridge.wsserver import ENDED, PAUSED, PLAYING, FoxgloveServer, PlaybackHandler
-from daq.recording.reader import Run, read_run
-from daq.telemetry.wire import SCHEMA_VERSION
+from daq.recording.reader import read_run
 
 log = logging.getLogger(__name__)
 
 #: Seconds between playback steps (messages due in between go out together).
 TICK_S = 0.01
-ROW, EVENT, STATUS, ESTIMATE = 0, 1, 2, 3
-
-
-def _arm(run: Run) -> Any:
-    from daq.bridge.arm3d import ArmModel
-    from daq.profile import ProfileError
-    from daq.profile.loader import parse_profile
-
-    try:
-        profile = parse_profile(tomllib.loads(str(run.meta.get("profile") or "")), run.path)
-    except (ProfileError, tomllib.TOMLDecodeError, ValueError) as e:
-        log.warning("%s: its profile does not load (%s): no 3-D arm", run.path, e)
-        return None
-    return ArmModel.from_profile(profile)
 
 
 class Replay(PlaybackHandler):
@@ -71,28 +54,16 @@ class Replay(PlaybackHandler):
         if not len(run.data):
             raise ValueError(f"{path}: the run holds no rows")
         self.recording = run
-        clock = RunClock(run)
         rig = str(run.meta.get("rig", ""))
         step = decimation_step(float(run.meta.get("period", 1e-3)), rate_hz)
-        items: list[tuple[int, int, int, Any]] = []  # (stamp, order, kind, payload)
-        rows = run.data.tolist()
-        for i in np.flatnonzero(run.seq % step == 0).tolist():
-            items.append((int(clock.stamps[i]), 1, ROW, rows[i]))
-        for ev in run.events:
-            kind = ev.get("kind")
-            body = {"v": SCHEMA_VERSION, "rig": rig,
-                    **{k: v for k, v in ev.items() if k != "wall"}}  # fmt: skip
-            what = {"status": STATUS, "estimate": ESTIMATE}.get(str(kind), EVENT)
-            items.append((clock.event(ev), 0, what, body))
-        items.sort(key=lambda x: (x[0], x[1]))
-        self.items = items
-        self.stamps = np.array([x[0] for x in items], dtype=np.int64)
+        self.items = run_items(run, step)
+        self.stamps = np.array([x[0] for x in self.items], dtype=np.int64)
         self.time_range = (int(self.stamps[0]), int(self.stamps[-1]))
         self.server = FoxgloveServer(name=name, host=host, port=port, tokens=tokens,
                                      origins=origins, playback=self)  # fmt: skip
         self.port = self.server.port
         self.station = Station(self.server, rig)
-        self.station.set_layout(run.meta["columns"], run_roles(run), _arm(run))
+        self.station.set_layout(run.meta["columns"], run_roles(run), run_arm(run))
         self.station.service_back(self.time_range[0])
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -149,15 +120,7 @@ class Replay(PlaybackHandler):
             self._advance_clock()
             n = 0
             while self.pos < len(self.items) and self.items[self.pos][0] <= self.current:
-                ns, _, kind, body = self.items[self.pos]
-                if kind == ROW:
-                    self.station.rows(body, ns)
-                elif kind == EVENT:
-                    self.station.event(body, ns)
-                elif kind == STATUS:
-                    self.station.status(body, ns)
-                else:
-                    self.station.estimate(body, ns)
+                play(self.station, self.items[self.pos])
                 self.pos += 1
                 n += 1
             if n:

@@ -40,12 +40,23 @@ from daq.bridge.standard import (
     liveness,
     log_message,
 )
-from daq.bridge.wsserver import STATUS_ERROR, FoxgloveServer
+from daq.bridge.wsserver import STATUS_ERROR
 
 log = logging.getLogger(__name__)
 
 #: Server status id of the liveness message (removed when the service is back).
 LIVENESS_ID = "hydrig.service"
+
+
+class Sink(Protocol):
+    """Where the station's channels go: the WebSocket server (wsserver.FoxgloveServer) or an
+    MCAP file (mcap_export.McapSink)."""
+
+    def add_channel(self, topic: str, schema: dict[str, Any]) -> int: ...
+    def remove_channels(self, ids: Sequence[int]) -> None: ...
+    def log(self, channel_id: int, payload: bytes, log_time: int) -> None: ...
+    def publish_status(self, message: str, level: int, status_id: str) -> None: ...
+    def remove_status(self, status_id: str) -> None: ...
 
 
 class ArmView(Protocol):
@@ -56,7 +67,7 @@ class ArmView(Protocol):
 
 
 class Station:
-    def __init__(self, server: FoxgloveServer, rig: str = "") -> None:
+    def __init__(self, server: Sink, rig: str = "") -> None:
         self.server = server
         self.rig = rig
         self.arm: ArmView | None = None
@@ -99,13 +110,14 @@ class Station:
 
     # ------------------------------------------------------------------ messages
 
-    def rows(self, row: Sequence[float], ns: int) -> dict[str, dict[str, Any]]:
-        """One sample row on every row channel (and the arm's pose); returns the messages."""
+    def rows(self, row: Sequence[float], ns: int, arm: bool = True) -> dict[str, dict[str, Any]]:
+        """One sample row on every row channel (and, if `arm`, the arm's pose); returns the
+        messages."""
         assert self.cs is not None
         msgs = self.cs.row_messages(row)
         for topic, msg in msgs.items():
             self._send(self._rows.get(topic), msg, ns)
-        if self.arm is not None:
+        if self.arm is not None and arm:
             angles = msgs[TOPIC_JOINTS]["position_deg"]
             self._send(self._rows.get(TOPIC_TF), self.arm.transforms(angles, ns), ns)
             self._send(self._rows.get(TOPIC_SCENE), self.arm.scene(angles, ns), ns)

@@ -43,6 +43,10 @@ def test_recorded_run_exports_to_mcap_with_every_row_and_unit(
         assert summary is not None
         topics = {c.topic: c for c in summary.channels.values()}
         assert {"/rig/joints", "/rig/pressures", "/rig/valves", "/rig/state"} <= set(topics)
+        # The stock panels' channels too: the log, diagnostics, and the arm (from the profile
+        # the run carries) every EXPORT_ARM_STEP-th cycle.
+        assert {"/rig/log", "/diagnostics", "/tf", "/rig/scene"} <= set(topics)
+        n_tf = sum(1 for _ in reader.iter_messages(topics=["/tf"]))
         schema = json.loads(summary.schemas[topics["/rig/joints"].schema_id].data)
         assert schema["title"] == "hydrig.JointStates"
         joints = [json.loads(m.data) for _, _, m in reader.iter_messages(topics=["/rig/joints"])]
@@ -53,6 +57,9 @@ def test_recorded_run_exports_to_mcap_with_every_row_and_unit(
     # Same rows: every recorded seq once, in order.
     assert [m["seq"] for m in joints] == run.seq.tolist()
     assert len(press) == len(run.data) == len(times) >= 2900
+    from daq.bridge.mcap_export import EXPORT_ARM_STEP
+
+    assert n_tf == int(np.sum(run.seq % EXPORT_ARM_STEP == 0))
     # Same values, in display units.
     q1 = run.column("eng.q_1")
     p1 = run.column("eng.p_cap_1")
