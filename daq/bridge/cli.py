@@ -30,6 +30,20 @@ def _connectable(endpoint: str) -> str:
     return endpoint
 
 
+def tls_context(cert: Path | None, key: Path | None) -> Any:
+    """A server TLS context for `--tls-cert`/`--tls-key` (None without them)."""
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        raise ValueError("--tls-cert and --tls-key go together")
+    import ssl
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(cert, key)
+    return ctx
+
+
 def arm_factory(profile: Any) -> Any:
     """The arm model for the 3-D view, from the profile's geometry (None without a profile or
     a `[plant]` section: no `/tf`, no `/rig/scene`)."""
@@ -71,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"browser Origin allowed to connect (repeatable; '*': any; default "
         f"{' '.join(DEFAULT_ORIGINS)})",
     )  # fmt: skip
+    p.add_argument("--tls-cert", type=Path, help="PEM certificate: serve wss:// (with --tls-key)")
+    p.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
     p.add_argument(
         "--make-token", metavar="NAME",
         help="create the WebSocket token of the listed key NAME in the keys directory, print "
@@ -120,7 +136,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = args.commands or commands
     if commands == "none":
         commands = None
-    from daq.bridge.auth import DEFAULT_ORIGINS, TokenStore, check_bind, make_token
+    from daq.bridge.auth import (
+        DEFAULT_ORIGINS,
+        TokenStore,
+        check_bind,
+        is_loopback_host,
+        make_token,
+    )
     from daq.security import SecurityError
 
     if args.make_token:
@@ -160,6 +182,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SecurityError as e:
         print(f"rig-bridge: {e}", file=sys.stderr)
         return 2
+    try:
+        tls = tls_context(args.tls_cert, args.tls_key)
+    except (ValueError, OSError) as e:
+        print(f"rig-bridge: TLS: {e}", file=sys.stderr)
+        return 2
+    if tls is None and not is_loopback_host(args.host):
+        log.warning("serving on %s without TLS: tokens and data cross the network in clear "
+                    "(give --tls-cert/--tls-key, or use an SSH tunnel)", args.host)  # fmt: skip
     if tokens is not None and not len(tokens):
         log.warning("no WebSocket tokens in %s/clients: every client will be refused (create "
                     "one with rig-bridge --make-token NAME)", keys_dir)  # fmt: skip
@@ -170,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)  # fmt: skip
         return 2
     if args.replay is not None:
-        return _replay(args, tokens)
+        return _replay(args, tokens, tls)
     from daq.bridge.station_commands import StationCommands
 
     key_role = None
@@ -192,13 +222,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         bridge = Bridge(telemetry, estimates=estimates, keys=keys, host=args.host,
                         port=args.port, rate_hz=args.rate, tokens=tokens,
                         origins=tuple(args.allow_origin or DEFAULT_ORIGINS),
-                        commands=station, arm_factory=arm_factory(profile))  # fmt: skip
+                        commands=station, arm_factory=arm_factory(profile),
+                        ssl=tls)  # fmt: skip
     except (RuntimeError, OSError) as e:
         print(f"rig-bridge: cannot serve on {args.host}:{args.port}: {e}", file=sys.stderr)
         return 1
     signal.signal(signal.SIGTERM, lambda *_: bridge.stop())
     signal.signal(signal.SIGINT, lambda *_: bridge.stop())
-    print(f"rig-bridge: serving ws://{args.host}:{bridge.port} (telemetry {telemetry})",
+    scheme = "wss" if tls is not None else "ws"
+    print(f"rig-bridge: serving {scheme}://{args.host}:{bridge.port} (telemetry {telemetry})",
           flush=True)  # fmt: skip
     try:
         bridge.run()
@@ -207,21 +239,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _replay(args: argparse.Namespace, tokens: Any) -> int:
+def _replay(args: argparse.Namespace, tokens: Any, tls: Any) -> int:
     from daq.bridge.auth import DEFAULT_ORIGINS
     from daq.bridge.replay import Replay
     from daq.recording.format import RunFileError
 
     try:
         replay = Replay(args.replay, host=args.host, port=args.port, rate_hz=args.rate,
-                        speed=args.speed, tokens=tokens,
+                        speed=args.speed, tokens=tokens, ssl=tls,
                         origins=tuple(args.allow_origin or DEFAULT_ORIGINS))  # fmt: skip
     except (ValueError, RunFileError, OSError) as e:
         print(f"rig-bridge: {e}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, lambda *_: replay.stop())
     signal.signal(signal.SIGINT, lambda *_: replay.stop())
-    print(f"rig-bridge: serving ws://{args.host}:{replay.port} (replay of {args.replay}, "
+    scheme = "wss" if tls is not None else "ws"
+    print(f"rig-bridge: serving {scheme}://{args.host}:{replay.port} (replay of {args.replay}, "
           f"{args.speed:g}×)", flush=True)  # fmt: skip
     try:
         replay.run()

@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -47,6 +48,7 @@ class Replay(PlaybackHandler):
         tokens: TokenStore | None = None,
         origins: tuple[str, ...] = DEFAULT_ORIGINS,
         name: str = "hydrig replay",
+        ssl: Any = None,
     ) -> None:
         if not speed > 0:
             raise ValueError(f"--speed must be > 0, got {speed:g}")
@@ -60,7 +62,7 @@ class Replay(PlaybackHandler):
         self.stamps = np.array([x[0] for x in self.items], dtype=np.int64)
         self.time_range = (int(self.stamps[0]), int(self.stamps[-1]))
         self.server = FoxgloveServer(name=name, host=host, port=port, tokens=tokens,
-                                     origins=origins, playback=self)  # fmt: skip
+                                     origins=origins, playback=self, ssl=ssl)  # fmt: skip
         self.port = self.server.port
         self.station = Station(self.server, rig)
         self.station.set_layout(run.meta["columns"], run_roles(run), run_arm(run))

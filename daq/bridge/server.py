@@ -62,6 +62,7 @@ class Bridge:
         origins: tuple[str, ...] = DEFAULT_ORIGINS,
         arm_factory: Callable[[dict[str, Any]], Any] | None = None,
         commands: StationCommands | None = None,
+        ssl: Any = None,
     ) -> None:
         """`tokens`: required WebSocket credentials (None: none, loopback only, checked by
         the caller with `auth.check_bind`)."""
@@ -69,7 +70,7 @@ class Bridge:
         self.rate_hz = rate_hz
         self.commands = commands
         self.server = FoxgloveServer(name=name, host=host, port=port, tokens=tokens,
-                                     origins=origins, parameters=commands)  # fmt: skip
+                                     origins=origins, parameters=commands, ssl=ssl)  # fmt: skip
         if commands is not None:
             self.server.add_services(commands.services())
             notice = commands.notice()

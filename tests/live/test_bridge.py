@@ -14,7 +14,7 @@ import pytest
 
 from daq.telemetry import Meta, SampleBatch, TelemetrySubscriber
 from rigctl.session import RigSession
-from tests.live.conftest import PROFILE_2DOF, spawn
+from tests.live.conftest import PROFILE_2DOF, spawn, stop
 
 pytestmark = pytest.mark.slow
 websockets_sync = pytest.importorskip("websockets.sync.client")
@@ -134,7 +134,4 @@ def test_arm_pose_follows_the_joint_angles(rig: RigSession) -> None:
             ids = {e["id"] for e in msgs["/rig/scene"]["entities"]}
             assert ids == {"j1/link", "j1/cylinder", "j2/link", "j2/cylinder"}
     finally:
-        proc.terminate()
-        proc.wait(30)
-        assert proc.stdout is not None
-        proc.stdout.close()
+        stop(proc)

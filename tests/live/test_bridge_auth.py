@@ -18,7 +18,7 @@ from daq.security import ClientKeys, CurveConfig, SecurityError, generate_client
 from tests.telemetry.conftest import ctx, layout, make_publisher, wait_until, write_rows  # noqa: F401
 
 websockets_sync = pytest.importorskip("websockets.sync.client")
-from websockets.exceptions import InvalidStatus  # noqa: E402
+from websockets.exceptions import InvalidMessage, InvalidStatus  # noqa: E402
 
 from daq.bridge.cli import main  # noqa: E402
 from daq.bridge.server import Bridge  # noqa: E402
@@ -143,3 +143,43 @@ def test_non_loopback_bind_needs_authentication(
     assert main(["--keys-dir", str(keys), "--make-token", "op"]) == 0
     tok = capsys.readouterr().out.strip()
     assert TokenStore(keys).check(tok) is not None
+
+
+def test_tls_serves_wss_and_still_needs_the_token(
+    curve_bridge: tuple[Bridge, Any], keys: Path, tmp_path: Path
+) -> None:
+    """--tls-cert/--tls-key: the same admission over wss:// (the token never crosses in clear)."""
+    import shutil
+    import ssl
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl to make a test certificate")
+    cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                    str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)  # fmt: skip
+    from daq.bridge.cli import tls_context
+
+    base, _ = curve_bridge
+    tls = Bridge(base.sub.endpoint, keys=ClientKeys.load("bridge", keys), port=0,
+                 tokens=TokenStore(keys), ssl=tls_context(cert, key))  # fmt: skip
+    try:
+        client_ctx = ssl.create_default_context(cafile=str(cert))
+        url = f"wss://127.0.0.1:{tls.port}/"
+        with pytest.raises(InvalidStatus) as e:
+            with websockets_sync.connect(url, subprotocols=["foxglove.sdk.v1"], ssl=client_ctx):
+                pass
+        assert e.value.response.status_code == 401
+        tok = base.tokens_for_test["viewer"]  # type: ignore[attr-defined]
+        with websockets_sync.connect(f"{url}?token={tok}", subprotocols=["foxglove.sdk.v1"],
+                                     ssl=client_ctx) as ws:  # fmt: skip
+            assert json.loads(ws.recv(timeout=30))["metadata"]["client"] == "viewer"
+        with pytest.raises(InvalidMessage):  # plain ws:// to a wss server: no handshake
+            with connect(tls.port, f"?token={tok}"):
+                pass
+    finally:
+        tls.close()
+    with pytest.raises(ValueError, match="go together"):
+        tls_context(cert, None)

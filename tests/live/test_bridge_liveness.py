@@ -19,20 +19,20 @@ import pytest
 import zmq
 
 from rigctl.session import RigSession, free_endpoint
-from tests.live.conftest import PROFILE_2DOF, spawn
+from tests.live.conftest import PROFILE_2DOF, spawn, stop
 
 pytestmark = pytest.mark.slow
 websockets_sync = pytest.importorskip("websockets.sync.client")
 
 
-def fake_estimator(endpoint: str, stop: threading.Event) -> None:
+def fake_estimator(endpoint: str, halt: threading.Event) -> None:
     """An estimator that keeps publishing whatever happens to the service."""
     ctx = zmq.Context.instance()
     pub = ctx.socket(zmq.PUB)
     pub.linger = 0
     pub.bind(endpoint)
     k = 0
-    while not stop.wait(0.05):
+    while not halt.wait(0.05):
         h = {"seq": k, "t": k * 0.05, "data_seq": k, "names": ["M1"], "theta": [4.0],
              "cov": [[0.01]], "sigma_pct": [2.5]}  # fmt: skip
         pub.send_multipart([b"estimate", msgpack.packb(h)])
@@ -77,8 +77,8 @@ class Client:
 
 def test_service_death_is_reported_and_the_return_readvertised(tmp_path: Path) -> None:
     est_ep = free_endpoint()
-    stop = threading.Event()
-    est = threading.Thread(target=fake_estimator, args=(est_ep, stop))
+    halt = threading.Event()
+    est = threading.Thread(target=fake_estimator, args=(est_ep, halt))
     est.start()
     rig = RigSession(PROFILE_2DOF, tmp_path / "rig", virtual_time=False, estimator=False)
     rig.start()
@@ -123,11 +123,8 @@ def test_service_death_is_reported_and_the_return_readvertised(tmp_path: Path) -
             if "/estimator/estimates" not in c.topics.values():
                 c.until(c.advertised("/estimator/estimates"), 30)
     finally:
-        proc.terminate()
-        proc.wait(30)
-        assert proc.stdout is not None
-        proc.stdout.close()
-        stop.set()
+        stop(proc)
+        halt.set()
         est.join(10)
         rig.stop()
         if again is not None:

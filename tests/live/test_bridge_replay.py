@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from rigctl.session import RigSession
-from tests.live.conftest import PROFILE_2DOF, spawn
+from tests.live.conftest import PROFILE_2DOF, spawn, stop
 from tests.live.test_run import SHORT
 
 pytestmark = pytest.mark.slow
@@ -33,13 +33,6 @@ def bridge(*args: str) -> tuple[subprocess.Popen[str], int]:
     line = proc.stdout.readline()
     assert "serving ws://127.0.0.1:" in line, line
     return proc, int(line.split("ws://127.0.0.1:")[1].split()[0])
-
-
-def close(proc: subprocess.Popen[str]) -> None:
-    proc.terminate()
-    proc.wait(30)
-    assert proc.stdout is not None
-    proc.stdout.close()
 
 
 class Collector:
@@ -115,7 +108,7 @@ def test_replay_serves_what_live_served(tmp_path: Path) -> None:
                 worker.join()
                 live.pump(lambda: True, 0.5)
         finally:
-            close(live_proc)
+            stop(live_proc)
     run_path = path[0]
 
     proc, port = bridge("--replay", str(run_path), "--speed", "4")
@@ -163,4 +156,4 @@ def test_replay_serves_what_live_served(tmp_path: Path) -> None:
             after = [stamp for stamp, _ in rep.msgs["/rig/joints"][n:]]
             assert mid <= after[0] < mid + 10**9, (after[0] - mid) * 1e-9
     finally:
-        close(proc)
+        stop(proc)

@@ -27,7 +27,7 @@ from daq.bridge.auth import make_token
 from daq.commands import CommandClient, ServiceUnreachable
 from daq.security import ClientKeys, generate_client_key
 from rigctl.session import free_endpoint
-from tests.live.conftest import PROFILE_2DOF, ROOT, spawn
+from tests.live.conftest import PROFILE_2DOF, ROOT, spawn, stop
 
 pytestmark = pytest.mark.slow
 websockets_sync = pytest.importorskip("websockets.sync.client")
@@ -188,10 +188,7 @@ def test_independent_client_sees_time_parameters_services_and_commands(rig: Rig)
         assert "via rig-bridge by viewer: test" in status["fault"]["where"]
         stack.close()
     finally:
-        proc.terminate()
-        proc.wait(30)
-        assert proc.stdout is not None
-        proc.stdout.close()
+        stop(proc)
 
 
 def test_bridge_without_controller_key_offers_nothing_that_moves(rig: Rig) -> None:
@@ -205,7 +202,4 @@ def test_bridge_without_controller_key_offers_nothing_that_moves(rig: Rig) -> No
         assert set(op.services) == {"estop"}
         stack.close()
     finally:
-        proc.terminate()
-        proc.wait(30)
-        assert proc.stdout is not None
-        proc.stdout.close()
+        stop(proc)

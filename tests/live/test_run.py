@@ -87,15 +87,17 @@ def test_run_wait_returns_with_the_experiments_exit_status(
 
 
 def test_run_wait_listens_where_the_environment_says(
-    rig: RigSession, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
-    rig.command("arm")
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     f = tmp_path / "short.toml"
     f.write_text(SHORT)
-    monkeypatch.setenv("RIG_TELEMETRY", rig.telemetry)
-    monkeypatch.setenv("RIG_COMMANDS", rig.commands)
-    assert main(["run", str(f), "--wait", "--timeout", "30"]) == 0
+    # Virtual time: what is tested is where --wait listens, not the loop's timing under load.
+    with RigSession(PROFILE_2DOF, tmp_path / "rig", virtual_time=True, estimator=False) as rig:
+        rig.command("arm")
+        monkeypatch.setenv("RIG_TELEMETRY", rig.telemetry)
+        monkeypatch.setenv("RIG_COMMANDS", rig.commands)
+        code = main(["run", str(f), "--wait", "--timeout", "30"])
+    assert code == 0
     out = capsys.readouterr()
     assert "experiment finished" in out.out
     assert "no telemetry" not in out.err  # it heard the experiment's end, not the state alone
