@@ -84,15 +84,23 @@ def test_exported_events_sit_on_their_rows(
 
     from rigctl.session import RigSession
     from tests.live.test_run import SHORT
+    from tests.telemetry.conftest import wait_until
 
     with RigSession(PROFILE_2DOF, tmp_path / "rig", virtual_time=virtual, estimator=False) as s:
         path = Path(s.command("record_start", {"name": "events"})["path"])
-        s.run_experiment(tomllib.loads(SHORT), timeout=300)
-        s.command("disarm")
+        s.command("arm")
+        s.command("run", {"experiment": tomllib.loads(SHORT)})
+        # Ended either way: by its end or, on a loaded machine in real time, by a fault (an
+        # overrun); both leave events to place.
+        assert wait_until(lambda: s.request("status")["state"] != "RUNNING", 300)
+        # The service forwards events to the recorder asynchronously: wait for the ending's
+        # (arm, run, and the end or the fault: at least three state/fault/done records).
+        assert wait_until(lambda: s.request("status")["recorder"]["events_written"] >= 4, 60)
+        s.request("disarm")
         s.command("record_stop")
     run = read_run(path)
     kinds = {e["kind"] for e in run.events}
-    assert {"state", "experiment_done"} <= kinds, kinds
+    assert "state" in kinds and kinds & {"experiment_done", "fault"}, kinds
     assert main(["export", str(path), "--format", "mcap"]) == 0
     with Path(capsys.readouterr().out.strip()).open("rb") as f:
         reader = mcap_reader.make_reader(f)
