@@ -1,6 +1,7 @@
-"""`rig-bridge --replay`: a run recorded while the live bridge served it gives, replayed through
-the bridge, the same messages with the same values (rows by loop cycle, events, the arm), the
-playback bar's controls (state, speed, seek) work, and the server's time follows."""
+"""`rig-bridge --replay`: a recorded experiment (a short one: two segments of sine, virtual
+time), recorded while the live bridge served it, gives, replayed through the bridge, the same
+messages with the same values (rows by loop cycle, events, the arm), the playback bar's
+controls (state, speed, seek) work, and the server's time follows."""
 
 from __future__ import annotations
 
