@@ -1,4 +1,4 @@
-"""`rig-bridge --replay`: a recorded experiment (a short one: two segments of sine, virtual
+"""`rig-bridge --replay`: a recorded experiment (a short one: a sine segment twice, virtual
 time), recorded while the live bridge served it, gives, replayed through the bridge, the same
 messages with the same values (rows by loop cycle, events, the arm), the playback bar's
 controls (state, speed, seek) work, and the server's time follows."""
