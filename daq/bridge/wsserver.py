@@ -47,6 +47,8 @@ OP_CLIENT_SERVICE_CALL = 0x02
 OP_CLIENT_PLAYBACK_CONTROL = 0x03
 PLAYING, PAUSED, BUFFERING, ENDED = 0, 1, 2, 3
 STATUS_INFO, STATUS_WARNING, STATUS_ERROR = 0, 1, 2
+#: Attribute of an admitted connection holding its `Access`.
+_ACCESS = "_hydrig_access"
 
 
 class ServiceError(Exception):
@@ -178,7 +180,6 @@ class FoxgloveServer:
         self.control_limit = control_limit
         self._lock = threading.RLock()
         self._clients: dict[int, _Client] = {}
-        self._pending: dict[int, Access] = {}
         self._channels: dict[int, dict[str, Any]] = {}
         self._services: dict[int, ServiceDef] = {}
         self._status: dict[str, dict[str, Any]] = {}
@@ -219,15 +220,14 @@ class FoxgloveServer:
                     "this bridge needs a token (ws://HOST:PORT/?token=NAME.SECRET)\n",
                 )
             access = found
-        with self._lock:
-            self._pending[id(conn)] = access
+        setattr(conn, _ACCESS, access)  # read by `_handle`; dies with the connection
         return None
 
     # ------------------------------------------------------------------ one connection
 
     def _handle(self, conn: ServerConnection) -> None:
         with self._lock:
-            access = self._pending.pop(id(conn), LOCAL)
+            access: Access = getattr(conn, _ACCESS, LOCAL)
             client = _Client(self, conn, access)
             caps = ["time", "services"]
             if self.parameters is not None:
