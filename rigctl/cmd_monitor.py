@@ -5,9 +5,10 @@ progress (segment, repeat, time left), joints (position, reference, error in deg
 sparkline of the last seconds), pressures in bar with sparklines, the other channels in their
 display units, loop timing and the last events. When telemetry stops, the view says
 **NO DATA** (with the age of the last sample) within `STALE_S` + one redraw, and goes back to
-live when the service returns (ZeroMQ reconnects by itself). Rows that do not fit the terminal
-are cut with a note; `--json` prints one JSON object per refresh instead (SI units, for
-scripts); `--duration` ends it.
+live when the service returns (ZeroMQ reconnects by itself); a restarted service (its cycle
+numbers start again) clears the previous one's events, status and sparklines. Rows that do not
+fit the terminal are cut with a note saying how many; `--json` prints one JSON object per
+refresh instead (SI units, for scripts); `--duration` ends it.
 """
 
 from __future__ import annotations
@@ -124,6 +125,8 @@ class View:
         if isinstance(msg, Meta):
             self.meta = msg
         elif isinstance(msg, SampleBatch):
+            if self.last_seq is not None and msg.seq0 <= self.last_seq:
+                self._restarted(msg.seq0 + msg.n)
             self.rows += msg.n
             self.last_seq = msg.seq0 + msg.n - 1
             self.last_data = time.monotonic()
@@ -133,6 +136,17 @@ class View:
             self.status = msg.header
         elif isinstance(msg, Event):
             self.events.append(msg.header)
+
+    def _restarted(self, seq_end: int) -> None:
+        """The service started again (cycle numbers went back): forget what the old one said;
+        keep only events numbered within the new one's rows (they may come before its first
+        batch)."""
+        kept = [e for e in self.events if isinstance(e.get("seq"), int) and e["seq"] < seq_end]
+        self.events.clear()
+        self.events.extend(kept)
+        self.status = {}
+        self.history.clear()
+        self.last_row = {}
 
     def age(self, now: float | None = None) -> float | None:
         if self.last_data is None:
@@ -231,7 +245,9 @@ class View:
                 )
         return tab
 
-    def _others(self) -> Text:
+    def _others(self, width: int) -> Text:
+        """`channel value unit` items packed into lines of `width`, never split inside an item
+        (rich would wrap at any space, parting a value from its unit)."""
         parts = []
         for c in self._columns():
             role, unit = c.get("role"), str(c.get("unit"))
@@ -239,7 +255,13 @@ class View:
                 disp, k = display(unit)
                 v = self.last_row.get(c["name"], math.nan) * k
                 parts.append(f"{c['channel']} {_fmt(v, '.3g')} {disp}")
-        return Text("  ".join(parts))
+        lines: list[str] = []
+        for part in parts:
+            if lines and len(lines[-1]) + 2 + len(part) <= width:
+                lines[-1] += "  " + part
+            else:
+                lines.append(part)
+        return Text("\n".join(lines), no_wrap=True, overflow="ellipsis")
 
     def _timing(self) -> Text:
         tm = self.status.get("timing") or {}
@@ -259,13 +281,32 @@ class View:
             lines.append(text[:78])
         return Text("\n".join(lines), style="dim")
 
-    def render(self, lost: int) -> Group:
+    def render(self, lost: int, width: int = 80, height: int | None = None) -> Group:
+        """The view for a terminal of `width` × `height`; what does not fit is cut from the
+        bottom and a last line says how many lines were cut."""
+        from rich.console import Console
+
         style = "dim" if self.stale() else "cyan"  # as of the last data
         prog = Text(progress_text(progress(self.status.get("runner"))), style=style)
-        return Group(
-            self._head(lost), prog, self._joints(), self._pressures(), self._others(),
+        group = Group(
+            self._head(lost), prog, self._joints(), self._pressures(), self._others(width),
             self._timing(), self._events(),
         )  # fmt: skip
+        if height is None:
+            return group
+        console = Console(width=width, height=height, force_terminal=True, color_system=None)
+        lines = console.render_lines(group, console.options, pad=False, new_lines=False)
+        if len(lines) <= height:
+            return group
+        keep = max(0, height - 1)
+        cut = len(lines) - keep
+        out = Text()
+        for line in lines[:keep]:
+            for seg in line:
+                out.append(seg.text, seg.style)
+            out.append("\n")
+        out.append(f"… {cut} line(s) cut: the terminal has {height} rows", style="bold yellow")
+        return Group(out)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -287,6 +328,12 @@ def run(args: argparse.Namespace) -> int:
         live = None
         if not args.json:
             live = Live(view.render(0), auto_refresh=False, vertical_overflow="crop")
+
+        def screen() -> Group:
+            assert live is not None
+            size = live.console.size
+            return view.render(sub.lost_rows, size.width, size.height)
+
         try:
             if live is not None:
                 live.start()
@@ -300,7 +347,7 @@ def run(args: argparse.Namespace) -> int:
                 if args.json:
                     print(json.dumps(view.snapshot(sub.lost_rows), default=str), flush=True)
                 elif live is not None:
-                    live.update(view.render(sub.lost_rows), refresh=True)
+                    live.update(screen(), refresh=True)
         finally:
             if live is not None:
                 live.stop()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import tomllib
@@ -19,6 +20,7 @@ from typing import Any
 from daq.commands import CommandClient, ServiceUnreachable
 from rigctl.common import (
     DEFAULT_TELEMETRY,
+    ENV_ENDPOINT,
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_UNREACHABLE,
@@ -44,8 +46,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--telemetry",
-        default=DEFAULT_TELEMETRY,
-        help=f"telemetry endpoint, for --wait (default {DEFAULT_TELEMETRY})",
+        default=None,
+        help="telemetry endpoint, for --wait; default: network.telemetry of --profile, else "
+        f"${ENV_ENDPOINT['telemetry']}, else {DEFAULT_TELEMETRY}",
     )
     p.set_defaults(func=run)
 
@@ -60,12 +63,29 @@ def load_experiment(path: Path) -> dict[str, Any]:
         raise UsageError(f"{path}: not valid TOML: {e}") from e
 
 
+def telemetry_endpoint(args: argparse.Namespace) -> str:
+    """Where `--wait` listens: --telemetry, else the --profile's network.telemetry, else
+    $RIG_TELEMETRY, else the loopback default (the same order as every rigctl endpoint)."""
+    if args.telemetry:
+        return str(args.telemetry)
+    if args.profile is not None:
+        from daq.profile.loader import ProfileError, load_profile
+        from daq.security import connect_endpoint
+
+        try:
+            return connect_endpoint(load_profile(args.profile).network.telemetry)
+        except (ProfileError, OSError) as e:
+            raise UsageError(f"--profile: {e}") from e
+    return os.environ.get(ENV_ENDPOINT["telemetry"]) or DEFAULT_TELEMETRY
+
+
 def run(args: argparse.Namespace) -> int:
     experiment = load_experiment(args.file)
     if not args.wait:
         return call(args, "run", {"experiment": experiment})
     from daq.telemetry import Event, TelemetrySubscriber
 
+    args.telemetry = telemetry_endpoint(args)
     keys = client_keys(args)
     # Subscribe before the run starts, so the end-of-experiment event cannot be missed.
     with TelemetrySubscriber(args.telemetry, keys=keys, topics=(b"event", b"meta")) as sub:

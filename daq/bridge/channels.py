@@ -99,6 +99,54 @@ _HEAD = {
 }
 
 
+def _map(desc: str, props: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    m: dict[str, Any] = {"type": ["object", "null"], "description": desc}
+    if props:
+        m["properties"] = dict(props)
+    return m
+
+
+_PERCENTILES = _map("µs", {k: _num("µs") for k in ("p50", "p99", "p99.9", "max")})
+#: The status message's keys (docs/protocol.md, `status`), so Foxglove offers them as paths.
+STATUS_FIELDS: dict[str, Any] = {
+    "v": {"type": "integer", "description": "protocol version"},
+    "rig": {"type": "string", "description": "rig id"},
+    "state": {"type": "string", "enum": [s.name for s in State]},
+    "fault": _map("latched fault (as the fault event), null if none", {
+        "code": {"type": "integer"}, "name": {"type": "string"}, "where": {"type": "string"},
+        "value": _num("measured value"), "limit": _num("limit"),
+        "message": {"type": "string"},
+    }),
+    "seq": {"type": "integer", "description": "newest executed cycle"},
+    "t": _num("s, loop clock of that cycle"),
+    "timing": _map("loop timing", {
+        "cycles": {"type": "integer"}, "period_us": _num("µs"),
+        "overruns": {"type": "integer"}, "consecutive_overruns": {"type": "integer"},
+        "max_consecutive_overruns": {"type": "integer"}, "skipped_cycles": {"type": "integer"},
+        "wake_latency_us": _PERCENTILES, "compute_time_us": _PERCENTILES,
+    }),
+    "recorder": _map("recording state", {
+        "active": {"type": "boolean"}, "path": {"type": ["string", "null"]},
+        "rows_written": {"type": "integer"}, "lost": {"type": "integer"},
+        "bytes_written": {"type": "integer"}, "error": {"type": ["string", "null"]},
+        "complete": {"type": "boolean"},
+    }),
+    "telemetry": _map("publisher counters and health", {
+        k: {"type": "integer"} for k in ("batches_sent", "rows_sent", "dropped_batches",
+                                         "lost_rows", "lapped", "events_sent",
+                                         "dropped_events", "dropped_other", "restarts")
+    } | {"alive": {"type": "boolean"}, "last_error": {"type": ["string", "null"]}}),
+    "commands": _map("command socket counters", {
+        "requests": {"type": "integer"}, "errors": {"type": "integer"}}),
+    "runner": _map("the active runner, null if none", {
+        "kind": {"type": "string"}, "segment_index": {"type": "integer"},
+        "segment_name": {"type": "string"}, "elapsed": _num("s"),
+        "total_duration": _num("s"), "time_in_segment": _num("s"),
+        "segment_duration": _num("s, one repeat"), "segment_repeats": {"type": "integer"},
+    }),
+}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class _Field:
     key: str  # name in the message group
@@ -119,6 +167,7 @@ class ChannelSet:
         self.width = len(names)
         idx = {n: i for i, n in enumerate(names)}
         self._seq, self._t = idx["seq"], idx["t"]
+        self.t_col = self._t
         self._state, self._fault, self._flags = idx["state"], idx["fault"], idx["flags"]
         self._wake, self._compute = idx["wake_latency"], idx["compute_time"]
         self.joints: list[str] = []
@@ -202,12 +251,12 @@ class ChannelSet:
                     "compute_time_us": _num("read → outputs written, µs"),
                 },
             ),
-            TOPIC_STATUS: {
-                "title": "hydrig.Status",
-                "type": "object",
-                "description": "the service's 1 Hz status (docs/protocol.md, status)",
-                "additionalProperties": True,
-            },
+            TOPIC_STATUS: _object(
+                "hydrig.Status",
+                STATUS_FIELDS,
+                "the service's 1 Hz status (docs/protocol.md, status); more keys may appear",
+            )
+            | {"additionalProperties": True},
             TOPIC_EVENTS: {
                 "title": "hydrig.Event",
                 "type": "object",

@@ -3,9 +3,12 @@
 
 - positions vs references per joint (deg), tracking errors;
 - chamber pressures (bar);
-- valve commands (V) and spool positions;
+- valve commands (V) and spool positions; the other sensors (pistons, oil temperature), one
+  plot per unit;
 - parameter convergence: each estimated parameter with its θ ± 3σ band (`/estimator/estimates`);
-- loop state transitions and timing; the raw status and events.
+- loop state transitions and timing; the raw status and events;
+- stock panels on standard messages: the arm in 3-D (`/tf`, `/rig/scene`), the log of events
+  and faults (`/rig/log`, foxglove.Log) and the diagnostics (`/diagnostics`).
 
     python -m daq.bridge.layout hw_profiles/sim-2dof.toml > docs/foxglove-layout.json
 """
@@ -17,11 +20,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from daq.bridge.arm3d import BASE, ArmModel
 from daq.bridge.channels import (
     TOPIC_ESTIMATES,
     TOPIC_EVENTS,
     TOPIC_JOINTS,
     TOPIC_PRESSURES,
+    TOPIC_SENSORS,
     TOPIC_STATE,
     TOPIC_STATUS,
     TOPIC_TIMING,
@@ -29,6 +34,7 @@ from daq.bridge.channels import (
     ChannelSet,
     field_name,
 )
+from daq.bridge.standard import TOPIC_DIAGNOSTICS, TOPIC_LOG, TOPIC_SCENE
 
 
 def _plot(fl: Any, title: str, series: list[tuple[str, str]], **style: Any) -> Any:
@@ -41,7 +47,7 @@ def _plot(fl: Any, title: str, series: list[tuple[str, str]], **style: Any) -> A
     )
 
 
-def build_layout(cs: ChannelSet, parameters: Sequence[str]) -> Any:
+def build_layout(cs: ChannelSet, parameters: Sequence[str], arm: bool = True) -> Any:
     import foxglove.layouts as fl
 
     schemas = cs.schemas()
@@ -63,6 +69,13 @@ def build_layout(cs: ChannelSet, parameters: Sequence[str]) -> Any:
         *((f"{TOPIC_VALVES}.command.{v}", v) for v in fields(TOPIC_VALVES, "command")),
         *((f"{TOPIC_VALVES}.spool.{s}", s) for s in fields(TOPIC_VALVES, "spool")),
     ])  # fmt: skip
+    by_unit: dict[str, list[str]] = {}
+    for name in fields(TOPIC_SENSORS, "values"):
+        by_unit.setdefault(name.rpartition("_")[2], []).append(name)
+    sensors = [
+        _plot(fl, f"sensors ({unit})", [(f"{TOPIC_SENSORS}.values.{n}", n) for n in names])
+        for unit, names in by_unit.items()
+    ]
     convergence = [
         _plot(fl, f"{name}: estimate ± 3σ", [
             (f"{TOPIC_ESTIMATES}.theta.{field_name(name)}", "θ"),
@@ -97,7 +110,9 @@ def build_layout(cs: ChannelSet, parameters: Sequence[str]) -> Any:
                 direction="row",
                 items=[
                     fl.SplitItem(proportion=2, content=column([*joints, errors])),
-                    fl.SplitItem(proportion=2, content=column([pressures, valves])),
+                    fl.SplitItem(
+                        proportion=2, content=column([pressures, valves, *sensors])
+                    ),
                     fl.SplitItem(proportion=1, content=column([state, timing])),
                 ],
             ),
@@ -126,6 +141,26 @@ def build_layout(cs: ChannelSet, parameters: Sequence[str]) -> Any:
             ),
         ),
     ]  # fmt: skip
+    station = [
+        fl.SplitItem(proportion=2, content=fl.LogPanel(
+            title="events and faults", config=fl.LogConfig(topic_to_render=TOPIC_LOG))),
+        fl.SplitItem(proportion=2, content=fl.DiagnosticsSummaryPanel(
+            title="diagnostics", config=fl.DiagnosticsSummaryConfig(
+                topic_to_render=TOPIC_DIAGNOSTICS, sort_by_level=True))),
+    ]  # fmt: skip
+    if arm:
+        three_d = fl.ThreeDeePanel(
+            title="arm",
+            config=fl.ThreeDeeConfig(
+                follow_tf=BASE,
+                topics={TOPIC_SCENE: fl.BaseRendererSceneUpdateTopicSettings(visible=True)},
+            ),
+        )
+        station.insert(0, fl.SplitItem(proportion=3, content=three_d))
+    tabs.insert(1, fl.TabItem(
+        title="arm, log, diagnostics",
+        content=fl.SplitContainer(direction="row", items=station),
+    ))  # fmt: skip
     return fl.Layout(content=fl.TabContainer(tabs=tabs))
 
 
@@ -143,7 +178,8 @@ def layout_json(profile_path: str) -> str:
 
         params = plant_params(profile)
         names = [*params.mech_names(), *params.fluid_names()]
-    return build_layout(ChannelSet(columns, roles), names).to_json()
+    arm = ArmModel.from_profile(profile) is not None
+    return build_layout(ChannelSet(columns, roles), names, arm).to_json()
 
 
 if __name__ == "__main__":

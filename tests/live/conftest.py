@@ -30,3 +30,12 @@ def spawn(
     env = dict(os.environ, **(env_extra or {}))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     return subprocess.Popen([sys.executable, *args], env=env, text=True, **kw)  # type: ignore[call-overload]
+
+
+def stop(proc: subprocess.Popen[str]) -> int:
+    """Terminate a spawned bridge (its stdout a pipe); its exit code."""
+    proc.terminate()
+    code = proc.wait(30)
+    if proc.stdout is not None:
+        proc.stdout.close()
+    return code

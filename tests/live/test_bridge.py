@@ -14,7 +14,7 @@ import pytest
 
 from daq.telemetry import Meta, SampleBatch, TelemetrySubscriber
 from rigctl.session import RigSession
-from tests.live.conftest import spawn
+from tests.live.conftest import PROFILE_2DOF, spawn, stop
 
 pytestmark = pytest.mark.slow
 websockets_sync = pytest.importorskip("websockets.sync.client")
@@ -73,7 +73,7 @@ def test_foxglove_client_sees_the_services_own_joint_values(rig: RigSession) -> 
                 got: dict[int, dict[str, Any]] = {}
                 while len(got) < 30:
                     frame = ws.recv(timeout=60)
-                    if isinstance(frame, bytes):
+                    if isinstance(frame, bytes) and frame[0] != 0x02:  # 0x02: server time
                         assert frame[0] == 0x01
                         sub_id, log_time = struct.unpack_from("<IQ", frame, 1)
                         assert sub_id == 7 and log_time > 0
@@ -99,3 +99,39 @@ def test_foxglove_client_sees_the_services_own_joint_values(rig: RigSession) -> 
         assert proc.stdout is not None
         proc.stdout.close()
     assert code == 0
+
+
+def test_arm_pose_follows_the_joint_angles(rig: RigSession) -> None:
+    """With --profile the bridge serves the arm (foxglove.FrameTransforms on /tf, SceneUpdate
+    on /rig/scene): each row's transform turns joint j by that row's angle."""
+    proc, port = start_bridge(rig, "--profile", str(PROFILE_2DOF), "--commands", rig.commands)
+    try:
+        with websockets_sync.connect(
+            f"ws://127.0.0.1:{port}", subprotocols=["foxglove.sdk.v1"], open_timeout=30
+        ) as ws:
+            channels: dict[str, dict[str, Any]] = {}
+            want = {"/tf", "/rig/scene", "/rig/joints"}
+            while not want <= set(channels):
+                msg = recv_json(ws, 60)
+                if msg["op"] == "advertise":
+                    channels.update({c["topic"]: c for c in msg["channels"]})
+            assert channels["/tf"]["schemaName"] == "foxglove.FrameTransforms"
+            assert channels["/rig/scene"]["schemaName"] == "foxglove.SceneUpdate"
+            subs = [{"id": k, "channelId": channels[t]["id"]} for k, t in enumerate(sorted(want))]
+            ws.send(json.dumps({"op": "subscribe", "subscriptions": subs}))
+            topic_of = {s["id"]: t for s, t in zip(subs, sorted(want), strict=True)}
+            by_time: dict[int, dict[str, Any]] = {}
+            while sum(len(v) == 3 for v in by_time.values()) < 10:
+                frame = ws.recv(timeout=60)
+                if isinstance(frame, bytes) and frame[0] == 0x01:
+                    sid, stamp = struct.unpack_from("<IQ", frame, 1)
+                    by_time.setdefault(stamp, {})[topic_of[sid]] = json.loads(frame[13:])
+        for msgs in (m for m in by_time.values() if len(m) == 3):
+            tfs = {t["child_frame_id"]: t for t in msgs["/tf"]["transforms"]}
+            for j in ("j1", "j2"):
+                deg = msgs["/rig/joints"]["position_deg"][j]
+                assert math.degrees(2 * math.asin(tfs[j]["rotation"]["y"])) == pytest.approx(deg)
+            ids = {e["id"] for e in msgs["/rig/scene"]["entities"]}
+            assert ids == {"j1/link", "j1/cylinder", "j2/link", "j2/cylinder"}
+    finally:
+        stop(proc)

@@ -50,3 +50,12 @@ def test_estimate_sigma_from_the_covariance_and_bands() -> None:
     assert msg["sigma"]["inv_b"] == pytest.approx(4e-10)
     assert msg["sigma"]["Cfpp1"] is None  # negative variance, NaN %: no σ rather than a wrong one
     json.loads(dumps(msg))
+
+
+def test_status_schema_declares_the_status_fields() -> None:
+    profile = load_profile(PROFILE)
+    cs = ChannelSet(SampleLayout.from_profile(profile).to_dict(), {})
+    props = cs.schemas()["/rig/status"]["properties"]
+    assert {"state", "fault", "seq", "t", "timing", "recorder", "telemetry", "runner"} <= set(props)
+    assert "segment_name" in props["runner"]["properties"]
+    assert "p99" in props["timing"]["properties"]["wake_latency_us"]["properties"]

@@ -30,6 +30,35 @@ def _values(node: Any) -> list[str]:
     return []
 
 
+def _find(node: Any, key: str) -> list[Any]:
+    if isinstance(node, dict):
+        own = [node[key]] if key in node else []
+        return own + [v for x in node.values() for v in _find(x, key)]
+    if isinstance(node, list):
+        return [v for x in node for v in _find(x, key)]
+    return []
+
+
+def test_stock_panels_read_topics_the_bridge_serves() -> None:
+    from daq.bridge.arm3d import ArmModel
+    from daq.bridge.standard import TOPIC_DIAGNOSTICS, TOPIC_LOG, TOPIC_SCENE, TOPIC_TF
+
+    shipped = json.loads((ROOT / "docs" / "foxglove-layout.json").read_text())
+    profile = load_profile(PROFILE)
+    cs = ChannelSet(SampleLayout.from_profile(profile).to_dict(), {})
+    served = {*cs.schemas(), TOPIC_ESTIMATES, TOPIC_LOG, TOPIC_DIAGNOSTICS, TOPIC_TF, TOPIC_SCENE}
+    panels = {p["panelType"]: p for p in _find(shipped, "content") if p.get("type") == "panel"}
+    assert {"ThreeDee", "Log", "DiagnosticsSummary"} <= set(panels)
+    assert panels["Log"]["config"]["topicToRender"] == TOPIC_LOG
+    assert panels["DiagnosticsSummary"]["config"]["topicToRender"] == TOPIC_DIAGNOSTICS
+    assert set(panels["ThreeDee"]["config"]["topics"]) == {TOPIC_SCENE}
+    arm = ArmModel.from_profile(profile)
+    assert arm is not None and panels["ThreeDee"]["config"]["followTf"] in arm.frames
+    topics = [*_find(shipped, "topicToRender"), *_find(shipped, "topicPath")]
+    topics += [t for d in _find(shipped, "topics") for t in d]
+    assert len(topics) >= 5 and set(topics) <= served, set(topics) - served
+
+
 def test_shipped_layout_is_current_and_every_path_exists() -> None:
     shipped = json.loads((ROOT / "docs" / "foxglove-layout.json").read_text())
     assert shipped == json.loads(layout_json(str(PROFILE)))
@@ -49,6 +78,11 @@ def test_shipped_layout_is_current_and_every_path_exists() -> None:
         node = schemas[topic]
         for f in fields:
             node = node["properties"][f]
+    # Every field of every row channel is shown somewhere (pistons and oil temperature too).
+    for topic in ("/rig/joints", "/rig/pressures", "/rig/valves", "/rig/sensors"):
+        for group, node in schemas[topic]["properties"].items():
+            for f in node.get("properties", {}):
+                assert f"{topic}.{group}.{f}" in paths, f"{topic}.{group}.{f} is in no panel"
     # Parameter convergence with bands: θ, θ − 3σ, θ + 3σ of every parameter.
     assert {p for p in paths if p.startswith(TOPIC_ESTIMATES + ".low_3sigma.")} == {
         f"{TOPIC_ESTIMATES}.low_3sigma.{k}"

@@ -43,6 +43,10 @@ def test_recorded_run_exports_to_mcap_with_every_row_and_unit(
         assert summary is not None
         topics = {c.topic: c for c in summary.channels.values()}
         assert {"/rig/joints", "/rig/pressures", "/rig/valves", "/rig/state"} <= set(topics)
+        # The stock panels' channels too: the log, diagnostics, and the arm (from the profile
+        # the run carries) every EXPORT_ARM_STEP-th cycle.
+        assert {"/rig/log", "/diagnostics", "/tf", "/rig/scene"} <= set(topics)
+        n_tf = sum(1 for _ in reader.iter_messages(topics=["/tf"]))
         schema = json.loads(summary.schemas[topics["/rig/joints"].schema_id].data)
         assert schema["title"] == "hydrig.JointStates"
         joints = [json.loads(m.data) for _, _, m in reader.iter_messages(topics=["/rig/joints"])]
@@ -53,6 +57,9 @@ def test_recorded_run_exports_to_mcap_with_every_row_and_unit(
     # Same rows: every recorded seq once, in order.
     assert [m["seq"] for m in joints] == run.seq.tolist()
     assert len(press) == len(run.data) == len(times) >= 2900
+    from daq.bridge.mcap_export import EXPORT_ARM_STEP
+
+    assert n_tf == int(np.sum(run.seq % EXPORT_ARM_STEP == 0))
     # Same values, in display units.
     q1 = run.column("eng.q_1")
     p1 = run.column("eng.p_cap_1")
@@ -65,3 +72,46 @@ def test_recorded_run_exports_to_mcap_with_every_row_and_unit(
     # Units: every column's SI unit, as in the run file.
     assert units == dict(zip(run.columns, run.units, strict=True))
     assert math.isclose(times[0] * 1e-9, run.meta["start_wall"], abs_tol=1e-6)
+
+
+@pytest.mark.parametrize("virtual", [True, False])
+def test_exported_events_sit_on_their_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], virtual: bool
+) -> None:
+    """A recorded experiment (state changes, experiment_done, recorder events): in the MCAP
+    every event is within one cycle of its row, in virtual time and in real time."""
+    import tomllib
+
+    from rigctl.session import RigSession
+    from tests.live.test_run import SHORT
+    from tests.telemetry.conftest import wait_until
+
+    with RigSession(PROFILE_2DOF, tmp_path / "rig", virtual_time=virtual, estimator=False) as s:
+        path = Path(s.command("record_start", {"name": "events"})["path"])
+        s.command("arm")
+        s.command("run", {"experiment": tomllib.loads(SHORT)})
+        # Ended either way: by its end or, on a loaded machine in real time, by a fault (an
+        # overrun); both leave events to place.
+        assert wait_until(lambda: s.request("status")["state"] != "RUNNING", 300)
+        # The service forwards events to the recorder asynchronously: wait for the ending's
+        # (arm, run, and the end or the fault: at least three state/fault/done records).
+        assert wait_until(lambda: s.request("status")["recorder"]["events_written"] >= 4, 60)
+        s.request("disarm")
+        s.command("record_stop")
+    run = read_run(path)
+    kinds = {e["kind"] for e in run.events}
+    assert "state" in kinds and kinds & {"experiment_done", "fault"}, kinds
+    assert main(["export", str(path), "--format", "mcap"]) == 0
+    with Path(capsys.readouterr().out.strip()).open("rb") as f:
+        reader = mcap_reader.make_reader(f)
+        rows = {json.loads(m.data)["seq"]: m.log_time
+                for _, _, m in reader.iter_messages(topics=["/rig/state"])}  # fmt: skip
+        events = [(m.log_time, json.loads(m.data))
+                  for _, _, m in reader.iter_messages(topics=["/rig/events"])]  # fmt: skip
+    assert len(events) == len(run.events)
+    last = max(rows)
+    period_ns = run.meta["period"] * 1e9
+    for stamp, ev in events:
+        seq = ev["seq"]
+        row = rows[seq] if seq in rows else rows[last] + (seq - last) * period_ns
+        assert abs(stamp - row) <= period_ns, (ev, (stamp - row) * 1e-9)

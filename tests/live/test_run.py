@@ -94,3 +94,20 @@ def test_run_wait_returns_with_the_experiments_exit_status(
     assert started[1]["experiment"]["segments"][0]["repeats"] == 600
     gains = rig.request("describe")["joints"]
     assert [g["p"] for g in started[0]["gains"]] == [j["pid"]["p"] for j in gains]
+
+
+def test_run_wait_listens_where_the_environment_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    f = tmp_path / "short.toml"
+    f.write_text(SHORT)
+    # Virtual time: what is tested is where --wait listens, not the loop's timing under load.
+    with RigSession(PROFILE_2DOF, tmp_path / "rig", virtual_time=True, estimator=False) as rig:
+        rig.command("arm")
+        monkeypatch.setenv("RIG_TELEMETRY", rig.telemetry)
+        monkeypatch.setenv("RIG_COMMANDS", rig.commands)
+        code = main(["run", str(f), "--wait", "--timeout", "30"])
+    assert code == 0
+    out = capsys.readouterr()
+    assert "experiment finished" in out.out
+    assert "no telemetry" not in out.err  # it heard the experiment's end, not the state alone
