@@ -215,10 +215,16 @@ class Service:
         s["rt"] = self.loop.rt_report if isinstance(self.loop, LoopProcess) else self.rt_report
         s["recorder"] = recorder_stats_dict(self.recorder.stats) if self.recorder else None
         s["params"] = self.api.params_summary()
+        s["check"] = self.api.check_status()
         if self.telemetry is not None:
             s["telemetry"] = self.telemetry.stats.as_dict()
         if self.commands is not None:
-            s["commands"] = {"requests": self.commands.requests, "errors": self.commands.errors}
+            s["commands"] = {
+                "requests": self.commands.requests,
+                "errors": self.commands.errors,
+                "lane": self.commands.lane_requests,
+                "busy": self.commands.busy,
+            }
         s["housekeeping"] = self.housekeeping.stats()
         return s
 
@@ -302,6 +308,7 @@ class Service:
             self.notifier.stopping(self.status_line())
         if self.commands is not None:
             self.commands.stop()
+        self.api.close()  # a limit check under way is abandoned
         self.loop.stop()
         stopped = self.loop.join(STOP_TIMEOUT_S)
         failed = self.loop.error is not None
