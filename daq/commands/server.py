@@ -260,7 +260,10 @@ class CommandServer:
                 except Exception:
                     log.exception("command server: failed to answer a request")
                     continue
-                push.send_multipart([*envelope, reply])
+                try:
+                    push.send_multipart([*envelope, reply])
+                except zmq.ZMQError:  # the server stopped while this request was handled
+                    return
         finally:
             push.close(linger=0)
 
