@@ -150,9 +150,7 @@ class CommandServer:
         self._replies = replies
         self._stop.clear()
         self._queue = queue.Queue(WORKER_QUEUE)
-        self._worker = threading.Thread(
-            target=self._work, name="rig-commands-worker", daemon=True
-        )
+        self._worker = threading.Thread(target=self._work, name="rig-commands-worker", daemon=True)
         self._worker.start()
         self._thread = threading.Thread(target=self._run, name="rig-commands", daemon=True)
         self._thread.start()

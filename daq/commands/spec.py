@@ -140,7 +140,10 @@ COMMANDS: dict[str, Command] = {
         "start an experiment (a trajectory or a sequence of segments)",
     ),
     "stop": Command(
-        {}, False, "end the running experiment (or cancel its limit check); hold position", lane=True
+        {},
+        False,
+        "end the running experiment (or cancel its limit check); hold position",
+        lane=True,
     ),
     "estop": Command(
         {"reason": OPT_STR},

@@ -99,6 +99,7 @@ def _child(conn: Any, words: Any) -> None:
                 raise CheckCancelled
 
         words[_DONE] = 0
+        result: tuple[str, Any]
         try:
             result = ("ok", check_experiment(exp, limits, params, rate_hz, progress=progress))
         except CheckCancelled:
@@ -209,6 +210,7 @@ class CheckWorker:
         conn, proc = self._conn, self._proc
         cancel_seen: float | None = None
         outcome: tuple[str, Any] = ("error", "the check ended without an answer")
+        value: Any
         while True:
             now = time.monotonic()
             if now - job.started > self.timeout_s and self._words[_CANCEL] != job.id:

@@ -353,6 +353,7 @@ class ControlApi:
         from controller.experiment import ExperimentError
         from controller.runner import ExperimentRunner
 
+        assert self.gains is not None  # `run` refused without the controller package
         try:  # checked already: the runner need not check again
             runner = ExperimentRunner(
                 exp, self.gains, limits, self.profile.period, params, check=False

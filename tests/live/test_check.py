@@ -216,12 +216,19 @@ def test_a_multisine_inside_its_envelope_passes_without_sampling() -> None:
     from controller.checks import check_cost, harmonic_envelope
 
     irrational = [[0.05, 0.05 * math.sqrt(2), 0.05 * math.pi]] * 2
-    ok = {"kind": "multisine", "frequencies_hz": irrational, "amplitudes_deg": [[2.0, 1.5, 1.0]] * 2}
+    ok = {
+        "kind": "multisine",
+        "frequencies_hz": irrational,
+        "amplitudes_deg": [[2.0, 1.5, 1.0]] * 2,
+    }
     exp = _exp(ok, MAX_SEGMENT_DURATION_S)
     calls: list[tuple[int, int]] = []
     assert check_experiment(exp, _limits(), progress=lambda d, t: calls.append((d, t))) == []
     assert check_cost(exp, _limits()) == 0 and calls == []
     q_max, q_min, v_max, _ = harmonic_envelope(exp.segments[0].trajectory)
+    assert v_max[0] == pytest.approx(
+        2 * math.pi * math.radians(0.05 * (2 + 1.5 * math.sqrt(2) + math.pi))
+    )
     assert q_max[0] - q_min[0] == pytest.approx(math.radians(2 * 4.5))
     # 20° of reach about 40° leaves the window (soft max 58° in the profile): sampled, refused.
     big = {**ok, "amplitudes_deg": [[10.0, 6.0, 4.0], [1.0, 1.0, 1.0]]}

@@ -77,7 +77,7 @@ def _status(c: CommandClient) -> dict[str, Any]:
 def test_estop_and_status_are_served_while_a_two_day_multisine_is_checked(
     service: tuple[Service, str],
 ) -> None:
-    svc, endpoint = service
+    _, endpoint = service
     with CommandClient(endpoint, timeout=GENEROUS_S) as c:
         assert c.request("arm")["ok"]
         reply = c.request("run", {"experiment": multisine(86_400.0, 2)})
@@ -102,7 +102,7 @@ def test_estop_and_status_are_served_while_a_two_day_multisine_is_checked(
 def test_stop_cancels_a_check_and_a_second_run_is_refused_meanwhile(
     service: tuple[Service, str],
 ) -> None:
-    svc, endpoint = service
+    _, endpoint = service
     with CommandClient(endpoint, timeout=GENEROUS_S) as c:
         assert c.request("arm")["ok"]
         assert c.request("run", {"experiment": multisine(86_400.0)})["checking"]
@@ -117,7 +117,7 @@ def test_stop_cancels_a_check_and_a_second_run_is_refused_meanwhile(
 def test_a_check_that_passes_after_the_reply_starts_the_experiment(
     service: tuple[Service, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    svc, endpoint = service
+    _, endpoint = service
     monkeypatch.setattr(api_mod, "CHECK_REPLY_S", 0.0)  # answer "checking" at once
     with CommandClient(endpoint, timeout=GENEROUS_S) as c:
         assert c.request("arm")["ok"]
