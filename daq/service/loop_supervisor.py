@@ -28,6 +28,8 @@ from collections.abc import Callable
 from multiprocessing.connection import wait as wait_for
 from typing import Any
 
+import numpy as np
+
 from daq.backends.base import Backend, BackendError
 from daq.loop import DEFAULT_RING_CAPACITY, LoopError
 from daq.loop import realtime as rt
@@ -100,6 +102,9 @@ class LoopProcess:
         self.low_water: Callable[[], int | None] | None = None
         #: Called after a crash has been handled (the service tells systemd).
         self.on_crash: Callable[[str], None] | None = None
+        #: Given to the loop process: closes the run file if this process dies
+        #: (`daq.recording.salvage.salvage_from_loop`; set by the service before `prepare`).
+        self.orphan_hook: Callable[[LoopLink, SampleRing, str], None] | None = None
         self.crash_report: dict[str, Any] | None = None
         self._timing = LoopTiming(self.period)
         self._timing.wake_hist = self.link.wake_hist
@@ -141,6 +146,7 @@ class LoopProcess:
             heartbeat_timeout_s=self.heartbeat_timeout_s,
             duration=duration,
             log_level=logging.getLogger().getEffectiveLevel(),
+            orphan_hook=self.orphan_hook,
         )
         self._beat()
         self._process = self._ctx.Process(target=main, args=(spec,), name="rig-loop", daemon=False)
@@ -254,7 +260,7 @@ class LoopProcess:
             done = f"FAILED: {exc}"
             log.critical("could not null the valves after the loop process died: %s", exc)
         log.error("valves after the loop process died: %s", done)
-        seq, t = self.seq, self.t
+        seq, t = self.write_null_row(not done.startswith("FAILED"))
         info = TripInfo(Trip.PROCESS_LOST, what, 0.0, 0.0, seq, t)
         previous = self.state
         with self._events_lock:
@@ -284,6 +290,32 @@ class LoopProcess:
         self.error = LoopError(what)
         if self.on_crash is not None:
             self.on_crash(f"FAULT: {what}; valves: {done}")
+
+    def write_null_row(self, nulled: bool) -> tuple[int, float]:
+        """After the loop process died: publish the null cycle's row in its place, so that the
+        recording and telemetry end with it — state FAULT, fault PROCESS_LOST, the null
+        commands just written (NaN if nulling failed), NaN for everything not measured
+        (inputs, reference, timing). The ring's writer is dead, so this process may write; a
+        row the loop claimed and never published is overwritten. Returns (seq, t) of the row."""
+        ring = self.ring
+        ring.adopt()
+        published = ring.published
+        if published > 0:
+            last = ring.data[(published - 1) & ring.mask]
+            seq, t = int(last[0]) + 1, float(last[1]) + self.period
+        else:
+            seq, t = 0, 0.0
+        started = float(self.link.status[S.STARTED_NS])
+        if not self.virtual_time and started == started and started > 0:  # not NaN
+            t = max(t, (time.monotonic_ns() - started) * 1e-9 - self.period)
+        row = ring.claim()
+        row.fill(np.nan)
+        lay = self.layout
+        row[0], row[1], row[2], row[3], row[4] = seq, t, State.FAULT, Trip.PROCESS_LOST, 0
+        null = [c.null_volts for c in self.profile.outputs]
+        row[lay.span("cmd")] = null if nulled else np.nan
+        ring.publish()
+        return seq, t
 
     # ------------------------------------------------------------------ events
 

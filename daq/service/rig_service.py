@@ -118,6 +118,13 @@ class Service:
                 self.loop.rt_setup = lambda: self._apply_rt(rt_settings)
         directory = Path(run_dir) if run_dir is not None else Path(profile.recording.directory)
         self.recorder = self._make_recorder(directory, profile_text)
+        if isinstance(self.loop, LoopProcess) and self.recorder is not None:
+            # If this process dies while recording, the loop process closes the run file
+            # from the shared ring, ending it with the null cycle (daq/recording/salvage.py).
+            from daq.recording.salvage import salvage_from_loop
+
+            self.loop.orphan_hook = salvage_from_loop
+            self.recorder.on_file = self.loop.link.set_run_path
         self._zmq_ctx: Any = None
         self.telemetry: Any = None
         self.commands: Any = None
