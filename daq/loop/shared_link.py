@@ -35,7 +35,8 @@ from daq.ring import SharedSegment, shared_name
 class W(enum.IntEnum):
     """Index of each int64 word."""
 
-    SERVICE_HEARTBEAT_NS = 0  # service: time.monotonic_ns() of its last heartbeat
+    SERVICE_HEARTBEAT_NS = 0  # service (its helper process, and its supervisor thread): the
+    #                           time.monotonic_ns() of its last heartbeat
     LOOP_HEARTBEAT = 1  # loop: cycles completed
     STOP = 2  # service: 1 = stop the loop (valves null, backend closed, exit)
     READY = 3  # loop: 1 once the backend is open and warmed up
@@ -54,6 +55,7 @@ class W(enum.IntEnum):
     STOP_REASON = 16  # loop: why it ended (see `StopReason`)
     GO = 17  # service: 1 = run the first cycle (the loop waits for it after READY)
     RUN_PATH_LEN = 18  # service: bytes of the run file's path in `run_path` (0: not recording)
+    LOOP_STALLED_NS = 19  # heartbeat helper: when it saw the loop stop cycling or die (0: not)
     N = 32
 
 

@@ -74,12 +74,13 @@ class Service:
         telemetry_endpoint: str | None = None,
         command_endpoint: str | None = None,
         params: Any | None = None,
+        heartbeat_helper: bool = True,
     ) -> None:
         """`params`: plant parameters (a `daq.param_set.ParamSet`, or bare `PlantParams`) for
         model-based experiment segments; None refuses such segments until `load_params`.
         `loop_process`: run the loop in its own process, its backend made there by
         `backend_factory` (default `daq.backends.factory.make_backend`); `backend` must then
-        be None."""
+        be None. `heartbeat_helper`: see `LoopProcess`."""
         self.profile = profile
         self.backend = backend
         hold = make_hold_runner(profile, joint_gains(profile)) if controller_available() else None
@@ -102,6 +103,7 @@ class Service:
                 ring_capacity=DEFAULT_RING_CAPACITY,
                 spin_us=spin_us,
                 rt_settings=rt_settings,
+                heartbeat_helper=heartbeat_helper,
             )
         else:
             if backend is None:
@@ -233,6 +235,8 @@ class Service:
                 "busy": self.commands.busy,
             }
         s["housekeeping"] = self.housekeeping.stats()
+        # Native thread ids by name: what `top -H`, `chrt -p` and perf show for this process.
+        s["threads"] = {t.name: t.native_id for t in threading.enumerate()}
         return s
 
     def status_line(self) -> str:
