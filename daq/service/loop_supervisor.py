@@ -26,9 +26,9 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from collections.abc import Callable
 from multiprocessing.connection import wait as wait_for
+from pathlib import Path
 from typing import Any
 
 import numpy as np
