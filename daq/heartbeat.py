@@ -62,7 +62,11 @@ def run(segment: str, parent: int, period: float, stall_s: float, words: list[in
         if stall_s > 0:
             now = time.monotonic()
             cycles = _Q.unpack_from(mm, cycles_w)[0]
-            running = _Q.unpack_from(mm, go_w)[0] and not _Q.unpack_from(mm, finished_w)[0]
+            running = (  # from its first cycle on (the first may come seconds after go)
+                cycles > 0
+                and _Q.unpack_from(mm, go_w)[0]
+                and not _Q.unpack_from(mm, finished_w)[0]
+            )
             if cycles != last_cycles:
                 last_cycles, last_change = cycles, now
                 if _Q.unpack_from(mm, stalled_w)[0]:

@@ -31,6 +31,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from daq.ring import SharedSegment, shared_name
+
 log = logging.getLogger("daq.service")
 
 #: A check running longer than this is cancelled and its run refused (naming the bound).
@@ -39,8 +43,10 @@ CHECK_TIMEOUT_S = 600.0
 CANCEL_GRACE_S = 1.0
 #: How often the watcher looks at the child (result, cancel, timeout, death).
 _WATCH_S = 0.02
-# Shared words: [samples done, samples total, job id to cancel].
-_DONE, _TOTAL, _CANCEL = 0, 1, 2
+# Shared words: samples done, samples total, job id to cancel, newest job id submitted, job
+# id the child is working on.
+_DONE, _TOTAL, _CANCEL, _LATEST, _BEGUN = 0, 1, 2, 3, 4
+_WORDS = 8
 
 
 @dataclass
@@ -80,8 +86,24 @@ class CheckJob:
         }
 
 
-def _child(conn: Any, words: Any) -> None:
+def _child(conn: Any, segment: str) -> None:
     """The worker process: check what arrives, one at a time, until told to stop (None)."""
+    import os
+
+    import numpy as np
+
+    from daq.ring import SharedSegment
+
+    shm = SharedSegment(name=segment)  # by name: no file descriptor crosses the spawn
+    words = np.ndarray((_WORDS,), np.int64, shm.buf)
+
+    # The lowest CPU priority: a check must never take a CPU the loop process wants (the
+    # loop's own CPU is isolated on a rig PC; the check then uses the others' idle time).
+    try:
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+        os.nice(19)
+    except (OSError, AttributeError):
+        pass
     from controller.checks import CheckCancelled, check_experiment
 
     while True:
@@ -92,6 +114,10 @@ def _child(conn: Any, words: Any) -> None:
         if msg is None:
             return
         job_id, exp, limits, params, rate_hz = msg
+        if words[_CANCEL] == job_id or words[_LATEST] > job_id:
+            conn.send((job_id, "cancelled", None))  # cancelled, or superseded, while queued
+            continue
+        words[_BEGUN] = job_id
 
         def progress(done: int, total: int, job_id: int = job_id) -> None:
             words[_DONE], words[_TOTAL] = done, total
@@ -115,13 +141,18 @@ class CheckWorker:
     def __init__(self, timeout_s: float = CHECK_TIMEOUT_S) -> None:
         self.timeout_s = timeout_s
         self._ctx = multiprocessing.get_context("spawn")
-        self._words = self._ctx.Array("q", 3, lock=False)
+        self._shm = SharedSegment(name=shared_name("check"), create=True, size=8 * _WORDS)
+        self._words = np.ndarray((_WORDS,), np.int64, self._shm.buf)
+        self._words.fill(0)
         self._proc: Any = None
         self._conn: Any = None
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self.current: CheckJob | None = None
         self.restarts = 0
+        #: Jobs sent to the child and not yet answered, and when each was cancelled.
+        self._jobs: dict[int, tuple[CheckJob, Callable[[CheckJob], None]]] = {}
+        self._cancelled_at: dict[int, float] = {}
 
     def busy(self) -> bool:
         job = self.current
@@ -136,39 +167,39 @@ class CheckWorker:
         on_done: Callable[[CheckJob], None],
         rate_hz: float = 500.0,
     ) -> CheckJob:
-        """Start checking `exp`; `on_done(job)` is called from the watcher thread when the
+        """Start checking `exp`; `on_done(job)` is called from the collector thread when the
         check has ended (any state)."""
         with self._lock:
             if self.busy():
                 raise RuntimeError("a check is already under way")
-            self._ensure_process()
             job = CheckJob(next(self._ids), str(getattr(exp, "name", "")), samples)
             words = self._words
             job.progress_fn = lambda: (int(words[_DONE]), int(words[_TOTAL]) or samples)
-            words[_DONE], words[_TOTAL] = 0, samples
+            words[_DONE], words[_TOTAL], words[_LATEST] = 0, samples, job.id
             self.current = job
+            self._jobs[job.id] = (job, on_done)
+            self._ensure_process()
             self._conn.send((job.id, exp, limits, params, rate_hz))
-        threading.Thread(
-            target=self._watch, args=(job, on_done), name="rig-check-watch", daemon=True
-        ).start()
         return job
 
     def cancel(self, why: str) -> CheckJob | None:
-        """Abandon the check under way (if any); returns it. Never blocks: the watcher thread
-        waits for the child to notice, or kills it."""
+        """Abandon the check under way (if any); returns it. Never blocks: the collector
+        thread waits for the child to notice, or kills it."""
         job = self.current
         if job is None or job.state != "checking":
             return None
         job.message = why
         self._words[_CANCEL] = job.id
+        job.state = "cancelled"  # at once: a new check may be submitted (the child skips this)
+        self._cancelled_at[job.id] = time.monotonic()
         return job
 
     def close(self) -> None:
+        if self.current is not None:
+            self.cancel("the service is stopping")
         with self._lock:
             proc, conn = self._proc, self._conn
             self._proc = self._conn = None
-        if self.current is not None:
-            self.cancel("the service is stopping")
         if conn is not None:
             try:
                 conn.send(None)
@@ -179,76 +210,80 @@ class CheckWorker:
             if proc.is_alive():
                 proc.kill()
                 proc.join(CANCEL_GRACE_S)
-            if conn is not None:
-                conn.close()
+        self._shm.unlink_quietly()
 
     # ------------------------------------------------------------------ internals
 
     def _ensure_process(self) -> None:
+        """(Under `_lock`.) A child process and its collector thread."""
         if self._proc is not None and self._proc.is_alive():
             return
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(
-            target=_child, args=(child, self._words), name="rig-check", daemon=True
+            target=_child, args=(child, self._shm.name), name="rig-check", daemon=True
         )
         proc.start()
         child.close()
         self._proc, self._conn = proc, parent
+        threading.Thread(
+            target=self._collect, args=(proc, parent), name="rig-check-collect", daemon=True
+        ).start()
 
-    def _kill(self) -> None:
-        with self._lock:
-            proc, conn = self._proc, self._conn
-            self._proc = self._conn = None
-            self.restarts += 1
-        if proc is not None:
-            proc.kill()
-            proc.join(CANCEL_GRACE_S)
-        if conn is not None:
-            conn.close()
-
-    def _watch(self, job: CheckJob, on_done: Callable[[CheckJob], None]) -> None:
-        conn, proc = self._conn, self._proc
-        cancel_seen: float | None = None
-        outcome: tuple[str, Any] = ("error", "the check ended without an answer")
-        value: Any
+    def _collect(self, proc: Any, conn: Any) -> None:
+        """The only reader of one child's answers: finishes its jobs, enforces the timeout,
+        kills a child that does not notice a cancel. Ends with that child."""
         while True:
             now = time.monotonic()
-            if now - job.started > self.timeout_s and self._words[_CANCEL] != job.id:
-                self.cancel(
-                    f"the limit check did not finish within {self.timeout_s:g} s "
-                    f"(at {100 * job.progress():.0f} % of {job.samples} samples)"
-                )
-            if self._words[_CANCEL] == job.id and cancel_seen is None:
-                cancel_seen = now
+            for job, _ in list(self._jobs.values()):
+                if job.state == "checking" and now - job.started > self.timeout_s:
+                    self.cancel(
+                        f"the limit check did not finish within {self.timeout_s:g} s "
+                        f"(at {100 * job.progress():.0f} % of {job.samples} samples)"
+                    )
             try:
                 ready = conn.poll(_WATCH_S)
+                answer = conn.recv() if ready else None
             except (OSError, EOFError):
-                ready = False
-                proc = None
-            if ready:
-                try:
-                    job_id, kind, value = conn.recv()
-                except (OSError, EOFError):
-                    proc = None
-                else:
-                    if job_id == job.id:
-                        outcome = (kind, value)
-                        break
-                    continue  # an answer to an older, cancelled job
-            if proc is None or not proc.is_alive():
-                outcome = ("error", "the check process died")
-                self._kill()
-                break
-            if cancel_seen is not None and now - cancel_seen > CANCEL_GRACE_S:
-                self._kill()  # it did not notice in time: a fresh process for the next check
-                outcome = ("cancelled", None)
-                break
-        kind, value = outcome
+                answer, ready = None, False
+                proc.join(CANCEL_GRACE_S)
+            if answer is not None:
+                job_id, kind, value = answer
+                self._finish(job_id, kind, value)
+                continue
+            if not proc.is_alive():
+                self._drop(proc, conn, "error", "the check process died")
+                return
+            begun = int(self._words[_BEGUN])
+            cancelled = self._cancelled_at.get(begun)
+            if cancelled is not None and begun in self._jobs and now - cancelled > CANCEL_GRACE_S:
+                # It is computing a cancelled check and did not notice within the grace (a
+                # CPU-starved child): kill it; the next check starts a fresh one.
+                proc.kill()
+                proc.join(CANCEL_GRACE_S)
+                self._drop(proc, conn, "cancelled", None)
+                return
+
+    def _drop(self, proc: Any, conn: Any, kind: str, value: Any) -> None:
+        """The child is gone: finish every job it held, forget it."""
+        with self._lock:
+            if self._proc is proc:
+                self._proc = self._conn = None
+                self.restarts += 1
+        conn.close()
+        for job_id in list(self._jobs):
+            self._finish(job_id, kind, value)
+
+    def _finish(self, job_id: int, kind: str, value: Any) -> None:
+        entry = self._jobs.pop(job_id, None)
+        self._cancelled_at.pop(job_id, None)
+        if entry is None:
+            return
+        job, on_done = entry
         job.ended = time.monotonic()
-        if kind == "ok" and self._words[_CANCEL] != job.id:
+        if kind == "ok" and job.state == "checking":
             job.violations = list(value)
             job.state = "refused" if job.violations else "passed"
-        elif kind in ("ok", "cancelled"):
+        elif kind in ("ok", "cancelled") or job.state == "cancelled":
             job.state = "cancelled"
         else:
             job.state = "failed"
