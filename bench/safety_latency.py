@@ -176,6 +176,14 @@ def _arm(rig: Rig) -> None:
         assert reply["ok"], reply
 
 
+def _computing(rig: Rig) -> None:
+    """Until the check process is sampling (not still importing at its first start)."""
+    deadline = time.monotonic() + 60
+    while rig.status()["check"]["progress"] <= 0.0:
+        assert time.monotonic() < deadline, "the check never began"
+        time.sleep(0.02)
+
+
 def part_estop_status(args: argparse.Namespace, tmp: Path, parts: set[str]) -> dict[str, Any]:
     params = write_params(args.profile, tmp / "sim-params.toml")
     run_dir = tmp / "estop"
@@ -202,6 +210,7 @@ def part_estop_status(args: argparse.Namespace, tmp: Path, parts: set[str]) -> d
             ms, reply = rig.timed("run", {"experiment": exp})
             assert reply.get("checking"), reply
             run_ms.append(ms)
+            _computing(rig)
             during = []
             for _ in range(args.tries):
                 time.sleep(rng.uniform(0.05, 0.15))
@@ -224,6 +233,7 @@ def part_estop_status(args: argparse.Namespace, tmp: Path, parts: set[str]) -> d
                 ms, reply = rig.timed("run", {"experiment": exp})
                 assert reply.get("checking"), reply
                 run_ms.append(ms)
+                _computing(rig)
                 time.sleep(rng.uniform(0.1, 0.6))
                 st = rig.status()["check"]
                 assert st["state"] == "checking", st

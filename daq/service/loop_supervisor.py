@@ -306,6 +306,10 @@ class LoopProcess:
         how = f"killed by {signal.Signals(-code).name}" if code and code < 0 else f"exit {code}"
         what = f"loop process {self._pid} died ({how})"
         log.error("%s: nulling the valves through a fresh backend handle", what)
+        previous = self.state
+        with self._events_lock:  # `status` says FAULT at once, not after the nulling (~1 s)
+            self._fault = TripInfo(Trip.PROCESS_LOST, what, 0.0, 0.0, self.seq, self.t)
+            self._lost_state = State.FAULT
         try:
             done = self.backend_factory(self.profile).null_outputs_after_crash()
         except (BackendError, OSError, RuntimeError) as exc:
@@ -314,7 +318,6 @@ class LoopProcess:
         log.error("valves after the loop process died: %s", done)
         seq, t = self.write_null_row(not done.startswith("FAILED"))
         info = TripInfo(Trip.PROCESS_LOST, what, 0.0, 0.0, seq, t)
-        previous = self.state
         with self._events_lock:
             self._fault = info
             self._lost_state = State.FAULT
