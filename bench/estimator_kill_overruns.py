@@ -1,0 +1,122 @@
+"""Why killing the estimator raises the loop's overruns: the same armed real-time run four ways.
+
+    .venv/bin/python bench/estimator_kill_overruns.py [--kills 40] [--every 1.0]
+
+Each phase is a fresh `rig-daq` (real time, the simulator, the profile's real-time settings:
+the loop SCHED_FIFO on `[realtime] cpu`, the service's threads kept off it), armed (the hold
+controller runs every cycle) for `kills × every` seconds:
+
+- `baseline`: nothing else runs;
+- `estimator_unpinned`: `rig-estimator` is started as `rigctl identify` started it (no CPU
+  affinity: it may run on the loop's CPU) and SIGKILLed `every` s later, `kills` times;
+- `estimator_pinned`: the same, the estimator confined to the CPUs other than the loop's (as
+  the systemd unit's `CPUAffinity=0`, and `rigctl identify` now);
+- `python_unpinned`: the control — a Python process importing what the estimator imports
+  (numpy, scipy, the estimator package) but never connecting to the service, started and
+  SIGKILLed the same way without affinity.
+
+Figures: overruns and skipped cycles per phase (from `status`), each against the baseline
+measured in the same run, and the loop's CPU. The last line is the JSON of all of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+PROFILE = ROOT / "hw_profiles" / "sim-2dof.toml"
+
+
+def free_endpoint() -> str:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
+
+
+def phase(name: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    from daq.commands import CommandClient
+    from daq.profile import load_profile
+
+    loop_cpu = load_profile(PROFILE).realtime.cpu
+    others = sorted(set(os.sched_getaffinity(0)) - {loop_cpu}) or None
+    run_dir = tmp / name
+    run_dir.mkdir()
+    cmd, tel = free_endpoint(), free_endpoint()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    daq = subprocess.Popen(
+        [sys.executable, "-m", "daq.service", "--profile", str(PROFILE), "--commands", cmd,
+         "--telemetry", tel, "--run-dir", str(run_dir)],
+        env=env, cwd=run_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    client = CommandClient(cmd, timeout=60)
+    try:
+        assert client.request("arm")["ok"]
+        time.sleep(2.0)  # past the start's transients
+        s0 = client.request("status")["timing"]
+        t0 = time.monotonic()
+        for _ in range(args.kills if name != "baseline" else 0):
+            if name.startswith("estimator"):
+                argv = [sys.executable, "-m", "estimator.service", "--profile", str(PROFILE),
+                        "--telemetry", tel, "--publish", free_endpoint(), "--param-file",
+                        str(run_dir / "params.toml"), "--no-resume"]  # fmt: skip
+            else:
+                argv = [sys.executable, "-c", "import numpy, scipy.linalg, estimator.service, "
+                        "time; time.sleep(60)"]  # fmt: skip
+            pin = others if name.endswith("_pinned") else None
+            p = subprocess.Popen(
+                argv, env=env, cwd=run_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                preexec_fn=(lambda: os.sched_setaffinity(0, pin)) if pin else None,  # noqa: PLW1509
+            )  # fmt: skip
+            time.sleep(args.every)
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+        if name == "baseline":
+            time.sleep(args.kills * args.every)
+        s1 = client.request("status")
+        elapsed = time.monotonic() - t0
+    finally:
+        client.close()
+        daq.send_signal(signal.SIGTERM)
+        daq.wait(60)
+    t1 = s1["timing"]
+    return {
+        "seconds": round(elapsed, 1),
+        "overruns": t1["overruns"] - s0["overruns"],
+        "skipped": t1["skipped"] - s0["skipped"],
+        "state": s1["state"],
+        "rt": (s1.get("rt") or {}).get("applied"),
+        "loop_cpu": loop_cpu,
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--kills", type=int, default=40)
+    p.add_argument("--every", type=float, default=1.0)
+    args = p.parse_args()
+    out: dict[str, Any] = {"cpus": os.cpu_count(), "load": os.getloadavg()}
+    with tempfile.TemporaryDirectory(prefix="estimator-kill-") as d:
+        for name in ("baseline", "estimator_unpinned", "estimator_pinned", "python_unpinned"):
+            out[name] = phase(name, args, Path(d))
+    base = out["baseline"]["overruns"]
+    for name in ("estimator_unpinned", "estimator_pinned", "python_unpinned"):
+        out[name]["overruns_vs_baseline"] = round((out[name]["overruns"] + 1) / (base + 1), 2)
+    out["load_after"] = os.getloadavg()
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
