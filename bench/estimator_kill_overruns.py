@@ -22,6 +22,7 @@ measured in the same run, and the loop's CPU. The last line is the JSON of all o
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import signal
@@ -77,7 +78,7 @@ def phase(name: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             pin = others if name.endswith("_pinned") else None
             p = subprocess.Popen(
                 argv, env=env, cwd=run_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                preexec_fn=(lambda: os.sched_setaffinity(0, pin)) if pin else None,  # noqa: PLW1509
+                preexec_fn=functools.partial(os.sched_setaffinity, 0, pin) if pin else None,
             )  # fmt: skip
             time.sleep(args.every)
             p.send_signal(signal.SIGKILL)
@@ -94,7 +95,10 @@ def phase(name: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     return {
         "seconds": round(elapsed, 1),
         "overruns": t1["overruns"] - s0["overruns"],
-        "skipped": t1["skipped"] - s0["skipped"],
+        "skipped": t1["skipped_cycles"] - s0["skipped_cycles"],
+        "wake_p99_us": t1["wake_latency_us"].get("p99"),
+        "compute_p99_us": t1["compute_time_us"].get("p99"),
+        "compute_max_us": t1["compute_time_us"].get("max"),
         "state": s1["state"],
         "rt": (s1.get("rt") or {}).get("applied"),
         "loop_cpu": loop_cpu,

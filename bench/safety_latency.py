@@ -78,8 +78,11 @@ def multisine(seconds_per_segment: float, segments: int) -> dict[str, Any]:
             {
                 "name": f"day{i}",
                 "duration_s": seconds_per_segment,
-                "trajectory": {"kind": "multisine", "frequencies_hz": IRRATIONAL,
-                               "amplitudes_deg": [[1.0, 0.7, 0.5]] * 2},  # fmt: skip
+                "trajectory": {
+                    "kind": "multisine",
+                    "frequencies_hz": IRRATIONAL,
+                    "amplitudes_deg": [[1.0, 0.7, 0.5]] * 2,
+                },
                 "controller": {"kind": "pid"},
             }
             for i in range(segments)
@@ -120,12 +123,13 @@ class Rig:
     def __init__(self, args: argparse.Namespace, run_dir: Path, *extra: str) -> None:
         self.commands, self.telemetry = free_endpoint(), free_endpoint()
         self.run_dir = run_dir
+        self._log = (run_dir / "service.log").open("ab")
         cmd = [sys.executable, "-m", "daq.service", "--profile", str(args.profile),
                "--commands", self.commands, "--telemetry", self.telemetry,
                "--run-dir", str(run_dir), *extra]  # fmt: skip
         self.proc = subprocess.Popen(
             cmd, cwd=run_dir, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-            stdout=subprocess.DEVNULL, stderr=open(run_dir / "service.log", "ab"),  # noqa: SIM115
+            stdout=subprocess.DEVNULL, stderr=self._log,
         )  # fmt: skip
         from daq.commands import CommandClient
 
@@ -145,6 +149,7 @@ class Rig:
 
     def close(self) -> int | None:
         self.client.close()
+        self._log.close()
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -217,10 +222,13 @@ def part_estop_status(args: argparse.Namespace, tmp: Path, parts: set[str]) -> d
                 ms, st = rig.timed("status")
                 assert st["check"]["state"] == "checking", st["check"]
                 during.append(ms)
-            out["status"] = {"checking": percentiles(during), "idle": percentiles(ref_status),
-                             "p99_ratio": round(percentiles(during)["p99_ms"]
-                                                / percentiles(ref_status)["p99_ms"], 2),
-                             "check_progress_at_end": rig.status()["check"]["progress"]}  # fmt: skip
+            busy, idle = percentiles(during), percentiles(ref_status)
+            out["status"] = {
+                "checking": busy,
+                "idle": idle,
+                "p99_ratio": round(busy["p99_ms"] / idle["p99_ms"], 2),
+                "check_progress_at_end": rig.status()["check"]["progress"],
+            }
             assert rig.request("stop")["cancelled"] == exp["name"]
         if "estop" in parts:
             during, progress = [], []
@@ -241,10 +249,13 @@ def part_estop_status(args: argparse.Namespace, tmp: Path, parts: set[str]) -> d
                 ms, reply = rig.timed("estop", {"reason": "bench"})
                 assert reply["ok"] and reply["state"] == "ESTOP", reply
                 during.append(ms)
-            out["estop"] = {"checking": percentiles(during), "idle": percentiles(ref_estop),
-                            "p99_ratio": round(percentiles(during)["p99_ms"]
-                                               / percentiles(ref_estop)["p99_ms"], 2),
-                            "check_progress_when_estopped_max": max(progress)}  # fmt: skip
+            busy, idle = percentiles(during), percentiles(ref_estop)
+            out["estop"] = {
+                "checking": busy,
+                "idle": idle,
+                "p99_ratio": round(busy["p99_ms"] / idle["p99_ms"], 2),
+                "check_progress_when_estopped": [min(progress), max(progress)],
+            }
         samples = rig.status()["check"]["samples"]
         out["check"] = {"samples": samples, "run_reply_ms": percentiles(run_ms)}
         # The same experiment without parameters: the envelope proves it, nothing is sampled.
@@ -345,7 +356,11 @@ def _starve_once(args: argparse.Namespace, run_dir: Path, helper: bool) -> dict[
 
 
 def part_starve(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    out: dict[str, Any] = {"hogs": args.hogs, "seconds": args.starve_seconds, "cpus": os.cpu_count()}
+    out: dict[str, Any] = {
+        "hogs": args.hogs,
+        "seconds": args.starve_seconds,
+        "cpus": os.cpu_count(),
+    }
     for helper in (True, False):
         run_dir = tmp / ("starve-helper" if helper else "starve-python-only")
         run_dir.mkdir()

@@ -260,19 +260,26 @@ def _inside_envelope(traj: HarmonicSum, limits: Sequence[JointLimits]) -> bool:
     )
 
 
+def _proved_by_envelope(
+    seg: Segment, limits: Sequence[JointLimits], params: Any, envelope: bool
+) -> bool:
+    """No sample of this segment can exceed a limit (module doc, "Cost"): nothing to sample."""
+    return (
+        envelope
+        and params is None  # the valve-capacity check needs the samples
+        and seg.controller["kind"] != "valve_sine"
+        and isinstance(seg.trajectory, HarmonicSum)
+        and _inside_envelope(seg.trajectory, limits)
+    )
+
+
 def _samples(
     seg: Segment, limits: Sequence[JointLimits], params: Any, rate_hz: float, envelope: bool
 ) -> int:
     """How many samples the check of one segment evaluates (at most)."""
     if seg.controller["kind"] == "valve_sine":
         return 1 if params is None else math.floor(seg.duration * rate_hz + 1e-9) + 1
-    traj = seg.trajectory
-    if (
-        envelope
-        and params is None
-        and isinstance(traj, HarmonicSum)
-        and _inside_envelope(traj, limits)
-    ):
+    if _proved_by_envelope(seg, limits, params, envelope):
         return 0
     return math.floor(_span(seg) * rate_hz + 1e-9) + 1
 
@@ -348,14 +355,8 @@ def check_experiment(
     for i, seg in enumerate(exp.segments):
         if i in too_long:
             continue
-        if (
-            envelope
-            and model is None
-            and seg.controller["kind"] != "valve_sine"
-            and isinstance(seg.trajectory, HarmonicSum)
-            and _inside_envelope(seg.trajectory, limits)
-        ):
-            continue  # no sample can exceed a limit (module doc, "Cost")
+        if _proved_by_envelope(seg, limits, params, envelope):
+            continue
         fold = _Folder(i, seg)
         if seg.controller["kind"] == "valve_sine":
             amp = seg.controller["amplitude_v"]

@@ -63,9 +63,7 @@ def run(segment: str, parent: int, period: float, stall_s: float, words: list[in
             now = time.monotonic()
             cycles = _Q.unpack_from(mm, cycles_w)[0]
             running = (  # from its first cycle on (the first may come seconds after go)
-                cycles > 0
-                and _Q.unpack_from(mm, go_w)[0]
-                and not _Q.unpack_from(mm, finished_w)[0]
+                cycles > 0 and _Q.unpack_from(mm, go_w)[0] and not _Q.unpack_from(mm, finished_w)[0]
             )
             if cycles != last_cycles:
                 last_cycles, last_change = cycles, now

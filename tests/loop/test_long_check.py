@@ -74,14 +74,20 @@ def _status(c: CommandClient) -> dict[str, Any]:
     return reply
 
 
+def _arm_and_run(c: CommandClient, experiment: dict[str, Any]) -> dict[str, Any]:
+    """Arm, `run` a long check: the reply says `checking` (the check goes on)."""
+    assert c.request("arm")["ok"]
+    reply = c.request("run", {"experiment": experiment})
+    assert reply["ok"] and reply["checking"] is True, reply
+    return reply
+
+
 def test_estop_and_status_are_served_while_a_two_day_multisine_is_checked(
     service: tuple[Service, str],
 ) -> None:
     _, endpoint = service
     with CommandClient(endpoint, timeout=GENEROUS_S) as c:
-        assert c.request("arm")["ok"]
-        reply = c.request("run", {"experiment": multisine(86_400.0, 2)})
-        assert reply["ok"] and reply["checking"] is True, reply
+        reply = _arm_and_run(c, multisine(86_400.0, 2))
         assert reply["check"]["samples"] == 2 * (86_400 * 500 + 1)
         # The check advances while status is answered (its progress is shared memory).
         assert wait_until(lambda: _status(c)["check"]["progress"] > 0.0)
@@ -96,7 +102,8 @@ def test_estop_and_status_are_served_while_a_two_day_multisine_is_checked(
         assert "estop" in _status(c)["check"]["message"]
         # Reset and arm: the cancelled check never starts its experiment.
         assert c.request("reset")["ok"] and c.request("arm")["ok"]
-        assert _status(c)["runner"] is None or _status(c)["state"] == "ARMED"
+        status = _status(c)
+        assert status["state"] == "ARMED" and status["runner"]["kind"] == "HoldRunner"
 
 
 def test_stop_cancels_a_check_and_a_second_run_is_refused_meanwhile(
@@ -104,8 +111,7 @@ def test_stop_cancels_a_check_and_a_second_run_is_refused_meanwhile(
 ) -> None:
     _, endpoint = service
     with CommandClient(endpoint, timeout=GENEROUS_S) as c:
-        assert c.request("arm")["ok"]
-        assert c.request("run", {"experiment": multisine(86_400.0)})["checking"]
+        _arm_and_run(c, multisine(86_400.0))
         again = c.request("run", {"experiment": multisine(86_400.0)})
         assert again["error"] == "invalid_state" and "under way" in again["message"]
         stop = c.request("stop")
@@ -120,9 +126,7 @@ def test_a_check_that_passes_after_the_reply_starts_the_experiment(
     _, endpoint = service
     monkeypatch.setattr(api_mod, "CHECK_REPLY_S", 0.0)  # answer "checking" at once
     with CommandClient(endpoint, timeout=GENEROUS_S) as c:
-        assert c.request("arm")["ok"]
-        reply = c.request("run", {"experiment": multisine(600.0)})
-        assert reply["ok"] and reply["checking"], reply
+        _arm_and_run(c, multisine(600.0))
         assert wait_until(lambda: _status(c)["check"]["state"] == "started", 120.0), _status(c)
         status = _status(c)
         assert status["state"] == "RUNNING" and status["check"]["progress"] == 1.0
