@@ -56,10 +56,11 @@ def phase(name: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     run_dir.mkdir()
     cmd, tel = free_endpoint(), free_endpoint()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    log = (run_dir / "rig-daq.log").open("wb")
     daq = subprocess.Popen(
         [sys.executable, "-m", "daq.service", "--profile", str(PROFILE), "--commands", cmd,
          "--telemetry", tel, "--run-dir", str(run_dir)],
-        env=env, cwd=run_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env, cwd=run_dir, stdout=subprocess.DEVNULL, stderr=log,
     )  # fmt: skip
     client = CommandClient(cmd, timeout=60)
     try:
@@ -91,6 +92,7 @@ def phase(name: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         client.close()
         daq.send_signal(signal.SIGTERM)
         daq.wait(60)
+        log.close()
     t1 = s1["timing"]
     return {
         "seconds": round(elapsed, 1),
@@ -109,14 +111,22 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--kills", type=int, default=40)
     p.add_argument("--every", type=float, default=1.0)
+    p.add_argument("--workdir", type=Path, default=None, help="keep the runs and logs here")
+    p.add_argument(
+        "--phases", default="baseline,estimator_unpinned,estimator_pinned,python_unpinned"
+    )
     args = p.parse_args()
     out: dict[str, Any] = {"cpus": os.cpu_count(), "load": os.getloadavg()}
+    names = [n.strip() for n in args.phases.split(",") if n.strip()]
     with tempfile.TemporaryDirectory(prefix="estimator-kill-") as d:
-        for name in ("baseline", "estimator_unpinned", "estimator_pinned", "python_unpinned"):
-            out[name] = phase(name, args, Path(d))
-    base = out["baseline"]["overruns"]
-    for name in ("estimator_unpinned", "estimator_pinned", "python_unpinned"):
-        out[name]["overruns_vs_baseline"] = round((out[name]["overruns"] + 1) / (base + 1), 2)
+        tmp = Path(d) if args.workdir is None else args.workdir
+        tmp.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            out[name] = phase(name, args, tmp)
+    base = out["baseline"]["overruns"] if "baseline" in out else None
+    for name in names:
+        if base is not None and name != "baseline":
+            out[name]["overruns_vs_baseline"] = round((out[name]["overruns"] + 1) / (base + 1), 2)
     out["load_after"] = os.getloadavg()
     print(json.dumps(out))
     return 0

@@ -23,7 +23,7 @@ thread too, so the helper's death alone never stops the rig.
 
 Usage: heartbeat.py SEGMENT PARENT_PID PERIOD_S STALL_S WORDS
 WORDS: comma-separated int64 word indices: heartbeat, loop cycles, loop pid, go, finished,
-loop-stalled-at.
+loop-stalled-at, stop.
 """
 
 from __future__ import annotations
@@ -31,11 +31,8 @@ from __future__ import annotations
 import mmap
 import os
 import signal
-import struct
 import sys
 import time
-
-_Q = struct.Struct("<q")
 
 
 def _state(pid: int) -> str:
@@ -47,36 +44,42 @@ def _state(pid: int) -> str:
         return "X"
 
 
-def run(segment: str, parent: int, period: float, stall_s: float, words: list[int]) -> int:
-    beat, cycles_w, loop_pid_w, go_w, finished_w, stalled_w = (8 * w for w in words)
+def run(segment: str, parent: int, period: float, stall_s: float, index: list[int]) -> int:
+    beat, cycles_i, loop_pid_i, go_i, finished_i, stalled_i, stop_i = index
     fd = os.open(f"/dev/shm/{segment.lstrip('/')}", os.O_RDWR)
     try:
         mm = mmap.mmap(fd, 0)
     finally:
         os.close(fd)
+    # Loads and stores through an int64 memoryview: one aligned 8-byte access each. Not
+    # struct.pack_into, which zeroes its target before it writes the value: the loop process,
+    # reading in between, saw a heartbeat of 0 ("stale for <uptime>") and stopped the rig.
+    words = memoryview(mm).cast("q")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     last_cycles, last_change = -1, time.monotonic()
     while os.getppid() == parent:
         if _state(parent) not in "TtZX":
-            _Q.pack_into(mm, beat, time.monotonic_ns())
+            words[beat] = time.monotonic_ns()
         if stall_s > 0:
             now = time.monotonic()
-            cycles = _Q.unpack_from(mm, cycles_w)[0]
-            running = (  # from its first cycle on (the first may come seconds after go)
-                cycles > 0 and _Q.unpack_from(mm, go_w)[0] and not _Q.unpack_from(mm, finished_w)[0]
-            )
+            cycles = words[cycles_i]
+            # From its first cycle on (the first may come seconds after go); a stop is no stall.
+            running = cycles > 0 and words[go_i] and not words[finished_i] and not words[stop_i]
             if cycles != last_cycles:
                 last_cycles, last_change = cycles, now
-                if _Q.unpack_from(mm, stalled_w)[0]:
-                    _Q.pack_into(mm, stalled_w, 0)  # cycling again
-            elif running and not _Q.unpack_from(mm, stalled_w)[0]:
-                pid = _Q.unpack_from(mm, loop_pid_w)[0]
+                if words[stalled_i]:
+                    words[stalled_i] = 0  # cycling again
+            elif running and not words[stalled_i]:
+                pid = words[loop_pid_i]
                 gone = pid > 0 and _state(pid) in "ZX"
                 if gone or now - last_change > stall_s:
-                    _Q.pack_into(mm, stalled_w, time.monotonic_ns())
+                    words[stalled_i] = time.monotonic_ns()
                     why = "is gone" if gone else f"has not cycled for {now - last_change:.2f} s"
-                    print(f"rig-heartbeat: the loop process {pid} {why} (cycle {cycles})",
-                          file=sys.stderr, flush=True)  # fmt: skip
+                    print(
+                        f"rig-heartbeat: the loop process {pid} {why} (cycle {cycles})",
+                        file=sys.stderr,
+                        flush=True,
+                    )
         time.sleep(period)
     return 0
 

@@ -187,7 +187,7 @@ class LoopProcess:
         words = ",".join(
             str(int(w))
             for w in (W.SERVICE_HEARTBEAT_NS, W.LOOP_HEARTBEAT, W.LOOP_PID, W.GO, W.FINISHED,
-                      W.LOOP_STALLED_NS)
+                      W.LOOP_STALLED_NS, W.STOP)
         )  # fmt: skip
         stall = 0.0 if self.virtual_time else LOOP_STALL_NOTICE_S
         self._helper = subprocess.Popen(
