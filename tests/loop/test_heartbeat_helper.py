@@ -22,7 +22,7 @@ from tests.loop.conftest import with_changes
 
 pytestmark = pytest.mark.slow
 
-HEARTBEAT_MS = 300.0
+HEARTBEAT_MS = 500.0  # the helper, a normal process, must beat within it on a loaded machine
 
 
 def hold_the_gil(seconds: float) -> float:
