@@ -25,8 +25,9 @@ process and talks to it through its command socket only, as an operator's client
 - `lastrow`: recording and armed, the loop process is killed, then (second run) the service is
   killed (SIGKILL): is the last recorded row the null cycle (FAULT, PROCESS_LOST, null commands),
   and how many rows were lost.
-- `flood`, `kill9`: in `bench/safety_flood_kill.py` when present (`run_part(name, args)` →
-  dict; `add_arguments(parser)`), otherwise skipped with a note.
+- `flood`, `kill9`: in `bench/safety_flood_kill.py` when present (its `flood()` and `kill9()`,
+  or `run_part(name, args)` → dict and `add_arguments(parser)` if it has them), otherwise
+  skipped with a note.
 
 The machine this runs on may be shared: latencies are given with a reference measured in the
 same run. The last line of output is the JSON of every figure.
@@ -297,6 +298,8 @@ def _subscribe(endpoint: str, stop: Any) -> None:
 
 
 def _starve_once(args: argparse.Namespace, run_dir: Path, helper: bool) -> dict[str, Any]:
+    from daq.commands import ServiceUnreachable
+
     extra = ["--record"] + ([] if helper else ["--python-heartbeat-only"])
     rig = Rig(args, run_dir, *extra)
     ctx = mp.get_context("spawn")
@@ -316,19 +319,33 @@ def _starve_once(args: argparse.Namespace, run_dir: Path, helper: bool) -> dict[
             h.start()
         time.sleep(args.starve_seconds)
         elapsed = time.monotonic() - t0
+        out["cycles_expected"] = round(elapsed / 0.001)
         t_ask = time.monotonic()
-        st = rig.status()
+        try:
+            st = rig.status()
+        except ServiceUnreachable:  # the loop stopped itself and rig-daq exited (exit 1)
+            rig.proc.wait(30)
+            lost = [ln for ln in (run_dir / "service.log").read_text().splitlines()
+                    if "process lost" in ln]  # fmt: skip
+            out.update(service_exit=rig.proc.returncode, process_lost=bool(lost),
+                       fault_where=lost[0].split(": ", 1)[-1] if lost else None,
+                       kept_running=False)  # fmt: skip
+            if lost:
+                fault_seq = int(lost[0].split("FAULT at seq ")[1].split(":")[0])
+                out["stopped_after_cycles"] = fault_seq - seq0
+            return out
         out["status_answer_ms_under_load"] = round((time.monotonic() - t_ask) * 1e3, 1)
         out["state_after"] = st["state"]
-        out["fault_after"] = (st["fault"] or {}).get("name")
+        fault = st["fault"] or {}
+        out["fault_after"] = fault.get("name")
+        out["fault_where"] = fault.get("where")
         out["loop_alive"] = st["loop_process"]["alive"]
         out["cycles_during"] = st["seq"] - seq0
-        out["cycles_expected"] = round(elapsed / 0.001)
         out["overruns"] = st["timing"]["overruns"]
-        out["kept_running"] = st["state"] == "ARMED" and st["fault"] is None
-        if not out["kept_running"] and st["fault"]:
-            out["fault_where"] = st["fault"].get("where")
-            out["stopped_after_cycles"] = st["fault"].get("seq", 0) - seq0
+        out["process_lost"] = fault.get("name") == "PROCESS_LOST"
+        # Running = the loop process alive and cycling throughout, not stopped by a lost
+        # heartbeat (a stall trip of the VM itself latches FAULT but the loop runs on).
+        out["kept_running"] = out["loop_alive"] and not out["process_lost"]
         if helper and out["kept_running"]:
             # Hogs still running: kill the loop process and time who notices.
             pid = st["loop_process"]["pid"]
@@ -445,19 +462,26 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="safety-latency-") as d:
         tmp = Path(d) if args.workdir is None else args.workdir.resolve()
         tmp.mkdir(parents=True, exist_ok=True)
-        if parts & {"estop", "status"}:
-            result.update(part_estop_status(args, tmp, parts))
-        if "starve" in parts:
-            result["starve"] = part_starve(args, tmp)
-        if "lastrow" in parts:
-            result["lastrow"] = part_lastrow(args, tmp)
+        for name, fn in (("estop/status", part_estop_status), ("starve", part_starve),
+                         ("lastrow", part_lastrow)):  # fmt: skip
+            if not parts & set(name.split("/")):
+                continue
+            try:  # one part failing must not lose the others' figures
+                if name == "estop/status":
+                    result.update(part_estop_status(args, tmp, parts))
+                else:
+                    result[name] = fn(args, tmp)  # type: ignore[call-arg]
+            except Exception as exc:
+                result[name] = {"error": f"{type(exc).__name__}: {exc}"}
         for name in OTHER_PARTS:
             if name not in parts:
                 continue
             if flood_kill is None:
                 result[name] = {"skipped": "bench/safety_flood_kill.py is not present"}
-            else:
+            elif hasattr(flood_kill, "run_part"):
                 result[name] = flood_kill.run_part(name, args)
+            else:  # its functions `flood(seconds)` and `kill9(n)`, with their defaults
+                result[name] = getattr(flood_kill, name)()
     result["machine"]["load_after"] = os.getloadavg()
     print(json.dumps(result))
     return 0
