@@ -354,7 +354,9 @@ def _starve_once(args: argparse.Namespace, run_dir: Path, helper: bool) -> dict[
             deadline = time.monotonic() + 60
             while True:
                 st = rig.status()
-                if st["fault"] is not None or time.monotonic() > deadline:
+                if (st["fault"] or {}).get("name") == "PROCESS_LOST":
+                    break  # (a stall trip of the VM may have latched another fault before)
+                if time.monotonic() > deadline:
                     break
             answered = time.monotonic_ns()
             h = st["loop_process"]["heartbeat_helper"] or {}
