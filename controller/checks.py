@@ -39,6 +39,19 @@ that is exact:
 - an open-loop valve sine is integrated period by period and stops as soon as the predicted
   state returns to itself after a whole period (periodic steady state, to `_STEADY_TOL` rad).
 
+- a harmonic sum whose envelope stays inside every limit needs no sample at all: with
+  q_j(t) = c_j + Σ_k S_jk sin ω_jk t + C_jk cos ω_jk t and A_jk = √(S_jk² + C_jk²),
+  |q_j − c_j| ≤ Σ_k A_jk, |q̇_j| ≤ Σ_k ω_jk A_jk, |q̈_j| ≤ Σ_k ω_jk² A_jk (the triangle
+  inequality; for frequencies with no common period the sum comes arbitrarily close to these
+  bounds over a long segment, so they are also what a long sampling would find). When the
+  envelope is inside the window, the speed and the acceleration limits, and no plant parameters
+  ask for the valve-capacity check, the segment is passed without sampling; otherwise it is
+  sampled as above to find the first exceedance.
+
+`check_cost(exp, params)` says how many samples the check will evaluate; the service runs
+checks above a bound in a worker process and answers "checking" (docs/protocol.md). A
+`progress(done, total)` callback is called after every chunk and may raise `CheckCancelled`.
+
 Durations beyond `MAX_SEGMENT_DURATION_S` per segment (one repeat) or `MAX_EXPERIMENT_DURATION_S`
 in total are violations themselves (`limit="duration_s"`): nothing is sampled for them.
 
@@ -50,7 +63,7 @@ refusal print.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -73,6 +86,14 @@ _STEADY_TOL = 1e-9  # rad: a predicted open-loop state this close to one period 
 #: Added to the valve-sine band without parameters (module doc): what the quasi-static bound
 #: leaves out, ≈ 1.8× the largest excess measured on the simulator (1.7°).
 VALVE_SINE_BAND_ALLOWANCE_RAD = math.radians(3.0)
+
+
+class CheckCancelled(Exception):
+    """Raised by a `progress` callback to abandon a check (the caller cancelled it)."""
+
+
+#: `progress(samples_done, samples_total)`, called after every chunk; may raise CheckCancelled.
+Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -213,6 +234,73 @@ def common_period(freqs_hz: Sequence[float]) -> float | None:
     return float(Fraction(den, num))
 
 
+def harmonic_envelope(
+    traj: HarmonicSum,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per joint (q_max, q_min, |q̇|_max, |q̈|_max) bounds of a harmonic sum (module doc)."""
+    amp = np.hypot(traj.sin_coef, traj.cos_coef)
+    w = np.abs(traj.omega)
+    reach = amp.sum(axis=1)
+    return (
+        traj.center_arr + reach,
+        traj.center_arr - reach,
+        (w * amp).sum(axis=1),
+        (w * w * amp).sum(axis=1),
+    )
+
+
+def _inside_envelope(traj: HarmonicSum, limits: Sequence[JointLimits]) -> bool:
+    q_max, q_min, v_max, a_max = harmonic_envelope(traj)
+    return all(
+        q_max[j] <= lim.position_max
+        and q_min[j] >= lim.position_min
+        and v_max[j] <= lim.max_velocity
+        and a_max[j] <= lim.max_acceleration
+        for j, lim in enumerate(limits)
+    )
+
+
+def _proved_by_envelope(
+    seg: Segment, limits: Sequence[JointLimits], params: Any, envelope: bool
+) -> bool:
+    """No sample of this segment can exceed a limit (module doc, "Cost"): nothing to sample."""
+    return (
+        envelope
+        and params is None  # the valve-capacity check needs the samples
+        and seg.controller["kind"] != "valve_sine"
+        and isinstance(seg.trajectory, HarmonicSum)
+        and _inside_envelope(seg.trajectory, limits)
+    )
+
+
+def _samples(
+    seg: Segment, limits: Sequence[JointLimits], params: Any, rate_hz: float, envelope: bool
+) -> int:
+    """How many samples the check of one segment evaluates (at most)."""
+    if seg.controller["kind"] == "valve_sine":
+        return 1 if params is None else math.floor(seg.duration * rate_hz + 1e-9) + 1
+    if _proved_by_envelope(seg, limits, params, envelope):
+        return 0
+    return math.floor(_span(seg) * rate_hz + 1e-9) + 1
+
+
+def check_cost(
+    exp: Experiment,
+    limits: Sequence[JointLimits],
+    params: Any | None = None,
+    rate_hz: float = 500.0,
+    envelope: bool = True,
+) -> int:
+    """Samples `check_experiment` will evaluate (an upper bound: an open-loop prediction may
+    stop early at its periodic steady state). Segments that break the duration bounds cost 0."""
+    too_long = {v.segment for v in duration_violations(exp)}
+    return sum(
+        _samples(seg, limits, params, rate_hz, envelope)
+        for i, seg in enumerate(exp.segments)
+        if i not in too_long
+    )
+
+
 def _span(seg: Segment) -> float:
     """The part of one repeat that holds every value of it (see the module's "Cost")."""
     traj = seg.trajectory
@@ -250,16 +338,24 @@ def check_experiment(
     params: Any | None = None,
     rate_hz: float = 500.0,
     chunk: int = CHUNK,
+    *,
+    progress: Progress | None = None,
+    envelope: bool = True,
 ) -> list[Violation]:
-    """All limit violations of `exp` (empty list: safe to run)."""
+    """All limit violations of `exp` (empty list: safe to run). `progress`: see `Progress`;
+    `envelope=False` samples harmonic sums even when their envelope is inside the limits."""
     n = exp.n_joints
     if len(limits) != n:
         raise ValueError(f"experiment '{exp.name}' has {n} joints, {len(limits)} limits given")
     out = duration_violations(exp)
     too_long = {v.segment for v in out}
     model = PlantModel(params) if params is not None else None
+    total = check_cost(exp, limits, params, rate_hz, envelope) if progress is not None else 0
+    done = 0
     for i, seg in enumerate(exp.segments):
         if i in too_long:
+            continue
+        if _proved_by_envelope(seg, limits, params, envelope):
             continue
         fold = _Folder(i, seg)
         if seg.controller["kind"] == "valve_sine":
@@ -288,6 +384,9 @@ def check_experiment(
                 need = _capacity_need(limits, params, q, qd, qdd)
                 for j in range(n):
                     fold.add(j, "valve_capacity", t, need[:, j], 1.0)
+            if progress is not None:
+                done += t.size
+                progress(min(done, total), total)
         out.extend(fold.violations())
     return out
 

@@ -132,6 +132,11 @@ class SampleRing:
         if self.shm is not None:
             self.shm.unlink_quietly()
 
+    def adopt(self) -> None:
+        """Become the writer after the previous one (the loop process) died: continue from
+        the shared counter. Only while nobody else writes (the service, after the death)."""
+        self._next = int(self._published[0])
+
     def claim_slot(self) -> int:
         """Mark the slot of the next row as being written and return its index.
 

@@ -141,6 +141,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ProfileError as exc:
         log.error("%s", exc)
         return 2
+    if profile.realtime.cpu >= 0:
+        # Off the loop's CPU however it was started (the unit says CPUAffinity=0, but
+        # `rigctl identify` and a start by hand did not): on the loop's CPU its work delays the
+        # loop's wake-ups (bench/estimator_kill_overruns.py, docs/estimator.md).
+        from daq.loop.realtime import keep_off_cpu
+
+        keep_off_cpu(profile.realtime.cpu)
     cfg = profile.estimator or EstimatorCfg()
     param_path = Path(args.param_file or cfg.param_file)
     prior = None

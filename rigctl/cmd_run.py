@@ -146,7 +146,14 @@ def _follow(client: CommandClient, drain: Any, *, json_out: bool) -> dict[str, A
                 status = client.request("status")
             except ServiceUnreachable:
                 return None
+            check = status.get("check") or {}
+            if check.get("state") == "checking":  # the run starts once its limit check passes
+                spinner.update(f"checking limits… {100 * check.get('progress', 0.0):.0f} %")
+                drain(POLL_S)
+                continue
             if status.get("state") != "RUNNING":
+                if check.get("state") in ("refused", "cancelled", "failed", "start_refused"):
+                    print(f"rigctl: run: {check.get('message')}", file=sys.stderr)
                 return status
             prog = progress(status.get("runner"))
             line = progress_text(prog)

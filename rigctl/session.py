@@ -179,8 +179,18 @@ class RigSession:
         """Arm if needed, run, and wait until the service is back in ARMED; return the status."""
         if self.request("status").get("state") == "IDLE":
             self.command("arm")
-        self.command("run", {"experiment": experiment})
+        reply = self.command("run", {"experiment": experiment})
         deadline = time.monotonic() + timeout
+        while reply.get("checking"):  # a long limit check: the run starts when it passes
+            self._check_alive()
+            check = self.request("status").get("check") or {}
+            if check.get("state") == "started":
+                break
+            if check.get("state") != "checking":
+                raise SessionError(f"run refused after its limit check: {check.get('message')}")
+            if time.monotonic() > deadline:
+                raise SessionError(f"the limit check did not finish within {timeout:.0f} s")
+            time.sleep(0.2)
         while time.monotonic() < deadline:
             self._check_alive()
             status = self.request("status")

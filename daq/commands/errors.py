@@ -16,6 +16,8 @@ ERROR_CODES: dict[str, str] = {
     "bad_request": "the request is not a map {cmd: str, args: map} (optionally id)",
     "unknown_command": "cmd is not a command of this protocol version",
     "bad_args": "an argument is missing, unknown, of the wrong type or out of range",
+    "busy": "too many requests are waiting for the service's worker; try again (the safety "
+    "lane — estop, stop, status — is never busy)",
     "forbidden": "the client's key is a monitor key; the command needs a controller key",
     "invalid_state": "the command is not valid in the service's current state",
     "rejected": "the request is well formed but its content was refused (e.g. limits)",

@@ -1,10 +1,24 @@
-"""The command socket: a ZeroMQ ROUTER that answers msgpack requests on its own thread.
+"""The command socket: a ZeroMQ ROUTER that answers msgpack requests on two threads.
 
 Why ROUTER rather than REP: a REP socket enforces strict send/receive alternation and silently
 discards malformed envelopes, so a hostile or broken client could wedge it or go unanswered;
 ROUTER lets the server answer *every* message it can route (including multi-frame garbage), and
-serves REQ clients (the usual case) and DEALER clients alike. Requests are handled one at a time,
-in arrival order, on this thread; the real-time loop never sees the socket.
+serves REQ clients (the usual case) and DEALER clients alike. The real-time loop never sees the
+socket.
+
+Two lanes, so that no request can make an e-stop wait:
+- the **safety lane** is the receiving thread (`rig-commands`) itself: it owns the socket,
+  decodes every frame of at most `LANE_MAX_BYTES` (a safety command is a few dozen bytes) and
+  answers the commands marked `lane` in `daq.commands.spec` (`estop`, `stop`, `status`) at once,
+  in arrival order. Their handlers only post to the loop's mailbox or read shared memory;
+- every other request (and every larger frame, undecoded) goes to the **worker lane**
+  (`rig-commands-worker`) through a queue of at most `WORKER_QUEUE` requests; a request that
+  finds it full is answered `busy` at once. The worker's replies come back to the receiving
+  thread over an inproc socket (a ZeroMQ socket belongs to one thread), which sends them.
+A request that runs long in the worker (an experiment's limit check, a recorder's fsync)
+therefore delays other worker requests, never the lane. Replies of the two lanes may overtake
+each other: a DEALER client that pipelines matches them by `id` (a REQ client has one request
+in flight anyway).
 
 Order of checks (each failure is an error reply, and the handler is not called):
 frame shape → size → nesting depth, map/array lengths and object count (on the raw bytes,
@@ -13,7 +27,9 @@ frame shape → size → nesting depth, map/array lengths and object count (on t
 
 from __future__ import annotations
 
+import itertools
 import logging
+import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +40,7 @@ import zmq
 
 from daq.commands.bounds import MAX_ARRAY_LEN, MAX_MAP_LEN, check_shape
 from daq.commands.errors import CommandError
-from daq.commands.spec import COMMANDS, validate
+from daq.commands.spec import COMMANDS, LANE, validate
 from daq.security import CurveConfig, acquire_authenticator, check_bind, release_authenticator
 
 log = logging.getLogger(__name__)
@@ -39,6 +55,12 @@ MAX_MESSAGE_BYTES = 4 * MAX_REQUEST_BYTES
 #: what one client can make the service hold is ≤ 4 × 4 MiB, not 100 × 4 MiB.
 REQUESTS_QUEUED = 4
 _POLL_MS = 50
+#: Frames up to this size are decoded on the receiving thread (a safety command is ~50 bytes;
+#: larger frames are decoded by the worker, so a 1 MB request never delays the lane).
+LANE_MAX_BYTES = 4096
+#: Requests waiting for the worker; more are answered `busy` (bounded memory, prompt answers).
+WORKER_QUEUE = 32
+_instances = itertools.count()
 
 
 @dataclass(frozen=True)
@@ -89,9 +111,19 @@ class CommandServer:
         self.auth = auth
         self.requests = 0
         self.errors = 0
+        #: Requests answered on the safety lane / refused because the worker's queue was full.
+        self.lane_requests = 0
+        self.busy = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._worker: threading.Thread | None = None
         self._sock: zmq.Socket | None = None
+        self._replies: zmq.Socket | None = None
+        self._queue: queue.Queue[tuple[list[bytes], list[bytes], Any] | None] = queue.Queue(
+            WORKER_QUEUE
+        )
+        self._reply_endpoint = f"inproc://rig-commands-replies-{id(self)}-{next(_instances)}"
+        self._count_lock = threading.Lock()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -116,7 +148,14 @@ class CommandServer:
             raise OSError(f"command server: cannot bind {self.endpoint}: {e}") from e
         self.endpoint = sock.last_endpoint.decode()
         self._sock = sock
+        replies = self.ctx.socket(zmq.PULL)
+        replies.linger = 0
+        replies.bind(self._reply_endpoint)
+        self._replies = replies
         self._stop.clear()
+        self._queue = queue.Queue(WORKER_QUEUE)
+        self._worker = threading.Thread(target=self._work, name="rig-commands-worker", daemon=True)
+        self._worker.start()
         self._thread = threading.Thread(target=self._run, name="rig-commands", daemon=True)
         self._thread.start()
         log.info("command server on %s (%s)", self.endpoint, "CURVE" if self.auth else "open")
@@ -126,6 +165,18 @@ class CommandServer:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        if self._worker is not None:
+            # The worker may be inside a long handler: it is a daemon, and finds the stop flag
+            # when that returns (its reply then goes nowhere).
+            try:
+                self._queue.put_nowait(None)
+            except queue.Full:
+                pass
+            self._worker.join(1.0)
+            self._worker = None
+        if self._replies is not None:
+            self._replies.close(linger=0)
+            self._replies = None
         if self._sock is not None:
             self._sock.close(linger=0)
             self._sock = None
@@ -135,24 +186,32 @@ class CommandServer:
     # ------------------------------------------------------------------ serving
 
     def _run(self) -> None:
-        sock = self._sock
-        assert sock is not None
+        """The receiving thread: the socket, the safety lane, and the worker's replies."""
+        sock, replies = self._sock, self._replies
+        assert sock is not None and replies is not None
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(replies, zmq.POLLIN)
         while not self._stop.is_set():
             try:
-                if not sock.poll(_POLL_MS):
+                ready = dict(poller.poll(_POLL_MS))
+                if replies in ready:  # the worker's answers first: they have waited longest
+                    while replies.poll(0):
+                        sock.send_multipart(replies.recv_multipart())
+                if sock not in ready:
                     continue
                 frames = sock.recv_multipart(copy=False)
             except zmq.ZMQError as e:  # context terminated under us
                 log.error("command server: receive failed: %s", e)
                 return
             try:
-                envelope, reply = self._answer(frames)
-                if envelope:
-                    sock.send_multipart([*envelope, reply])
+                self._receive(sock, frames)
             except Exception:  # the server must survive anything a client sends
                 log.exception("command server: failed to answer a request")
 
-    def _answer(self, frames: list[zmq.Frame]) -> tuple[list[bytes], bytes]:
+    def _receive(self, sock: zmq.Socket, frames: list[zmq.Frame]) -> None:
+        """Answer a lane command (or a request refused before any handler) here, at once;
+        hand the rest to the worker."""
         # [identity, (empty delimiter: REQ), body] from REQ; [identity, body] from DEALER.
         raw = [f.bytes for f in frames]
         try:
@@ -160,23 +219,80 @@ class CommandServer:
             envelope, body = raw[: delim + 1], raw[delim + 1 :]
         except ValueError:
             envelope, body = raw[:1], raw[1:]
+        if not envelope:
+            return
+        request: Any = None
+        if len(body) == 1 and len(body[0]) <= LANE_MAX_BYTES:
+            try:
+                request = self._decode(body[0])
+            except CommandError as e:  # malformed: answered here, it costs no more to do so
+                sock.send_multipart([*envelope, self._finish(e.reply(), None)])
+                return
+            if request["cmd"] in LANE:
+                with self._count_lock:
+                    self.lane_requests += 1
+                sock.send_multipart([*envelope, self._answer(body, frames[-1], request)])
+                return
+        try:
+            self._queue.put_nowait((envelope, body, (frames[-1], request)))
+        except queue.Full:
+            with self._count_lock:
+                self.busy += 1
+            rid = request.get("id") if isinstance(request, dict) else None
+            busy = _error(
+                "busy",
+                f"{WORKER_QUEUE} requests are already waiting for the service; try again "
+                "(estop, stop and status are always answered)",
+            )
+            sock.send_multipart([*envelope, self._finish(busy, rid)])
+
+    def _work(self) -> None:
+        """The worker lane: requests other than the safety lane's, one at a time."""
+        push = self.ctx.socket(zmq.PUSH)
+        push.linger = 0
+        push.connect(self._reply_endpoint)
+        try:
+            while True:
+                item = self._queue.get()
+                if item is None or self._stop.is_set():
+                    return
+                envelope, body, (frame, request) = item
+                try:
+                    reply = self._answer(body, frame, request)
+                except Exception:
+                    log.exception("command server: failed to answer a request")
+                    continue
+                try:
+                    push.send_multipart([*envelope, reply])
+                except zmq.ZMQError:  # the server stopped while this request was handled
+                    return
+        finally:
+            push.close(linger=0)
+
+    def _answer(self, body: list[bytes], frame: zmq.Frame, request: Any) -> bytes:
+        """The packed reply to one request (`request`: already decoded, or None)."""
         request_id: Any = None
         try:
             if len(body) != 1:
                 raise CommandError(
                     "bad_frame", f"expected one request frame after the envelope, got {len(body)}"
                 )
-            identity = self._identity(frames[-1])
-            request = self._decode(body[0])
+            identity = self._identity(frame)
+            if request is None:
+                request = self._decode(body[0])
             request_id = request.get("id")
             reply = self._dispatch(request, identity)
         except CommandError as e:
             reply = e.reply()
+        return self._finish(reply, request_id)
+
+    def _finish(self, reply: dict[str, Any], request_id: Any) -> bytes:
         if request_id is not None:
             reply["id"] = request_id
-        self.requests += 1
-        if not reply.get("ok"):
-            self.errors += 1
+        with self._count_lock:
+            self.requests += 1
+            if not reply.get("ok"):
+                self.errors += 1
         try:
             packed = msgpack.packb(reply, use_bin_type=True)
         except (TypeError, ValueError, OverflowError) as e:
@@ -185,7 +301,7 @@ class CommandServer:
             if request_id is not None:
                 fallback["id"] = request_id
             packed = msgpack.packb(fallback, use_bin_type=True)
-        return envelope, packed
+        return packed
 
     def _identity(self, frame: zmq.Frame) -> ClientIdentity:
         if self.auth is None:

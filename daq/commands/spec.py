@@ -117,6 +117,10 @@ class Command:
     #: Anyone trusted to watch the rig must be able to stop it — a lab e-stop button is not
     #: locked to the operator's desk (docs/protocol.md, "Security").
     safety_stop: bool = False
+    #: Served on the command server's safety lane: answered at once on the receiving thread,
+    #: never behind another request (daq/commands/server.py). Its handler must only post to the
+    #: loop's mailbox or read shared state, never compute or do I/O.
+    lane: bool = False
 
     @property
     def monitor_allowed(self) -> bool:
@@ -124,7 +128,9 @@ class Command:
 
 
 COMMANDS: dict[str, Command] = {
-    "status": Command({}, True, "state, fault, timing, recorder and telemetry statistics"),
+    "status": Command(
+        {}, True, "state, fault, timing, recorder and telemetry statistics", lane=True
+    ),
     "describe": Command({}, True, "channels (the telemetry meta), limits, profile summary"),
     "arm": Command({}, False, "IDLE → ARMED: outputs live at null, interlocks active"),
     "disarm": Command({}, False, "ARMED/RUNNING → IDLE: outputs to null"),
@@ -133,12 +139,18 @@ COMMANDS: dict[str, Command] = {
         False,
         "start an experiment (a trajectory or a sequence of segments)",
     ),
-    "stop": Command({}, False, "end the running experiment; hold position"),
+    "stop": Command(
+        {},
+        False,
+        "end the running experiment (or cancel its limit check); hold position",
+        lane=True,
+    ),
     "estop": Command(
         {"reason": OPT_STR},
         False,
-        "emergency stop: outputs null, latch a fault",
+        "emergency stop: outputs null, latch a fault (cancels a limit check under way)",
         safety_stop=True,
+        lane=True,
     ),
     "reset": Command({}, False, "clear a latched fault once its cause is gone"),
     "set_gains": Command(
@@ -164,6 +176,10 @@ COMMANDS: dict[str, Command] = {
     ),
     "params": Command({}, True, "the current plant-parameter set and its values"),
 }
+
+
+#: The commands of the safety lane.
+LANE: frozenset[str] = frozenset(name for name, spec in COMMANDS.items() if spec.lane)
 
 
 def validate(cmd: str, args: Mapping[str, Any]) -> None:

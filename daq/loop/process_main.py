@@ -74,6 +74,9 @@ class LoopSpec:
     heartbeat_timeout_s: float
     duration: float | None
     log_level: int = logging.WARNING
+    #: Called at exit when the service died: `(link, ring, why)`; the service passes
+    #: `daq.recording.salvage.salvage_from_loop` (this package imports no recording part).
+    orphan_hook: Callable[[LoopLink, SampleRing, str], None] | None = None
 
 
 class LinkWriter:
@@ -91,6 +94,7 @@ class LinkWriter:
         self.half_ring = loop.ring.capacity // 2
         self.reason = StopReason.NONE
         self._lost_why = ""  # set by the SIGUSR1 handler
+        self.lost_why = ""  # why the service was judged lost (for the orphaned run's trailer)
         self._countdown = PPID_EVERY
         self._runner: Any = None
         self._runner_fields: list[tuple[str, int]] = []
@@ -99,6 +103,9 @@ class LinkWriter:
 
     def __call__(self) -> None:
         self.write_status()
+        if self.reason == StopReason.SERVICE_LOST:
+            self.loop.stop()  # the null cycle (FAULT, null commands) has run and has its row
+            return
         words = self.words
         if words[W.STOP] and self.reason == StopReason.NONE:
             self.reason = StopReason.REQUESTED
@@ -164,11 +171,14 @@ class LinkWriter:
             )
 
     def service_lost(self, why: str, age_ns: int) -> None:
-        """The service is gone or frozen: valves null now, FAULT latched, the loop ends."""
+        """The service is gone or frozen: valves null now, FAULT latched, then one more cycle
+        — the null cycle, whose row (state FAULT, fault PROCESS_LOST, null commands) ends
+        every recording of this run — and the loop ends (`__call__`)."""
         if self.reason == StopReason.SERVICE_LOST:
             return
         self._lost_why = ""
         self.reason = StopReason.SERVICE_LOST
+        self.lost_why = why
         loop = self.loop
         loop.backend.write_null()
         # A transition, not the steady state: the one log line says why the rig stopped.
@@ -176,7 +186,6 @@ class LinkWriter:
         if loop.state not in LATCHED_STATES:
             info = TripInfo(Trip.PROCESS_LOST, why, age_ns * 1e-6, self.timeout_ns * 1e-6)
             loop._enter_latched(State.FAULT, info)
-        loop.stop()
         self.write_status()
 
     def on_pdeathsig(self, _signum: int, _frame: object) -> None:
@@ -299,4 +308,8 @@ def main(spec: LoopSpec) -> None:
         link.status[S.STOPPED_NS] = loop.stopped_ns
         words[W.STOP_REASON] = writer.reason
         words[W.FINISHED] = 2 if code else 1
+    if spec.orphan_hook is not None and os.getppid() != spec.parent_pid:
+        # The service died (not merely froze: then it records the null cycle itself when it
+        # wakes): close the run file it was writing, from the ring (daq/recording/salvage.py).
+        spec.orphan_hook(link, ring, f"service process lost: {writer.lost_why or 'died'}")
     sys.exit(code)

@@ -35,7 +35,8 @@ from daq.ring import SharedSegment, shared_name
 class W(enum.IntEnum):
     """Index of each int64 word."""
 
-    SERVICE_HEARTBEAT_NS = 0  # service: time.monotonic_ns() of its last heartbeat
+    SERVICE_HEARTBEAT_NS = 0  # service (its helper process, and its supervisor thread): the
+    #                           time.monotonic_ns() of its last heartbeat
     LOOP_HEARTBEAT = 1  # loop: cycles completed
     STOP = 2  # service: 1 = stop the loop (valves null, backend closed, exit)
     READY = 3  # loop: 1 once the backend is open and warmed up
@@ -53,6 +54,8 @@ class W(enum.IntEnum):
     LOW_WATER = 15  # virtual time: oldest row a lossless reader still needs (-1: none)
     STOP_REASON = 16  # loop: why it ended (see `StopReason`)
     GO = 17  # service: 1 = run the first cycle (the loop waits for it after READY)
+    RUN_PATH_LEN = 18  # service: bytes of the run file's path in `run_path` (0: not recording)
+    LOOP_STALLED_NS = 19  # heartbeat helper: when it saw the loop stop cycling or die (0: not)
     N = 32
 
 
@@ -109,6 +112,8 @@ EVENT_SLOT_BYTES = 2048
 #: Largest request (a pickled experiment runner with its trajectories) and reply.
 REQUEST_BYTES = 4 << 20
 REPLY_BYTES = 64 << 10
+#: The path of the run file being recorded (the loop process closes it if the service dies).
+RUN_PATH_BYTES = 4096
 
 _ALIGN = 64
 
@@ -143,6 +148,7 @@ class LoopLink:
         )
         self.request = np.ndarray((REQUEST_BYTES,), np.uint8, buf, take(REQUEST_BYTES))
         self.reply = np.ndarray((REPLY_BYTES,), np.uint8, buf, take(REPLY_BYTES))
+        self.run_path_buf = np.ndarray((RUN_PATH_BYTES,), np.uint8, buf, take(RUN_PATH_BYTES))
         self.size = off
 
     @staticmethod
@@ -158,6 +164,7 @@ class LoopLink:
                 EVENT_SLOTS * EVENT_SLOT_BYTES,
                 REQUEST_BYTES,
                 REPLY_BYTES,
+                RUN_PATH_BYTES,
             )
         )
 
@@ -180,6 +187,22 @@ class LoopLink:
     def unlink(self) -> None:
         """Remove the segment's name (the service, at shutdown); the mapping stays valid."""
         self.shm.unlink_quietly()
+
+    def set_run_path(self, path: str | None) -> None:
+        """The service: the run file now being recorded (None: none, or closed with its
+        trailer). Length last, so a reader that sees it sees the bytes."""
+        self.words[W.RUN_PATH_LEN] = 0
+        if path is None:
+            return
+        data = path.encode()
+        if len(data) > RUN_PATH_BYTES:
+            return  # cannot happen for a real path (PATH_MAX); then nobody can close it for us
+        self.run_path_buf[: len(data)] = np.frombuffer(data, np.uint8)
+        self.words[W.RUN_PATH_LEN] = len(data)
+
+    def run_path(self) -> str | None:
+        n = int(self.words[W.RUN_PATH_LEN])
+        return self.run_path_buf[:n].tobytes().decode() if n > 0 else None
 
 
 class EventWriter:

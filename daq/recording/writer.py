@@ -114,6 +114,10 @@ class Recorder:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        #: Told the run file's path when recording starts and None once its trailer is on
+        #: disk (the service shares it with the loop process, which closes the file if the
+        #: service dies: daq/recording/salvage.py).
+        self.on_file: Any = None
         self._reset(None)
 
     def _reset(self, path: Path | None) -> None:
@@ -169,6 +173,8 @@ class Recorder:
         self._cursor = cursor
         self._thread = threading.Thread(target=self._run, name="recorder", daemon=True)
         self._thread.start()
+        if self.on_file is not None:
+            self.on_file(str(path.resolve()))
         return path
 
     def _not_started(self, run_name: str | None, exc: Exception) -> Path:
@@ -314,6 +320,8 @@ class Recorder:
             self._fail(file, f"{type(exc).__name__}: {exc}")
         finally:
             file.close()
+            if self.on_file is not None:
+                self.on_file(None)
 
     def _note_unwritten(self) -> None:
         """Rows published but not in the file yet (buffered or still in the ring)."""

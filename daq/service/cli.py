@@ -76,6 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the loop as a thread of the service process, not in a process of its own "
         "(the layout before issue 15; for comparison benches)",
     )
+    p.add_argument(
+        "--python-heartbeat-only",
+        action="store_true",
+        help="no heartbeat helper process: the service's heartbeat to the loop comes from a "
+        "Python thread alone, so a starved thread holding the interpreter lock can stop the "
+        "rig (the layout before the helper; for comparison benches)",
+    )
     p.add_argument("--no-network", action="store_true", help="no telemetry, no command socket")
     p.add_argument("--telemetry", default=None, help="telemetry endpoint (overrides the profile)")
     p.add_argument("--commands", default=None, help="command endpoint (overrides the profile)")
@@ -167,6 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             telemetry_endpoint=args.telemetry,
             command_endpoint=args.commands,
             params=params,
+            heartbeat_helper=not args.python_heartbeat_only,
         )
     except (BackendError, ValueError, OSError) as exc:
         log.error("cannot start: %s", exc)

@@ -1,10 +1,19 @@
 """Command handler: what each command of the command socket does (docs/protocol.md).
 
-`ControlApi.handle(cmd, args, client)` runs on the command server's thread, never on the loop's.
-Everything expensive or allocating — parsing and checking an experiment against the profile's
-limits, building a runner, building new PID gains — happens here; the loop receives a finished
-object through its single-slot mailbox and only swaps it in at the start of a cycle. `estop`
-therefore acts in the very next cycle after the request arrives.
+`ControlApi.handle(cmd, args, client)` runs on the command server's threads, never on the
+loop's: `estop`, `stop` and `status` on its safety lane, the rest on its worker
+(daq/commands/server.py), so two handlers may run at once. Everything expensive or allocating —
+parsing and checking an experiment against the profile's limits, building a runner, building
+new PID gains — happens here; the loop receives a finished object through its single-slot
+mailbox and only swaps it in at the start of a cycle. `estop` therefore acts in the very next
+cycle after the request arrives, whatever the worker is doing.
+
+The limit check of an experiment that needs more than `CHECK_INLINE_SAMPLES` samples runs in a
+worker process (`daq.service.check_worker`). `run` waits up to `CHECK_REPLY_S` for it; a check
+still going then is answered `{checking: true, check: {...}}` and finishes asynchronously: when
+it passes, the experiment starts (unless a `stop`, `estop` or `disarm` came in between, which
+cancel it); its outcome is `status.check`. `stop`, `estop` and `disarm` cancel a check under
+way; `stop` in ARMED with a check under way answers `{cancelled: <experiment>}`.
 
 Refusals raise `CommandError(code, message)` with the protocol's codes: `invalid_state` (the
 state machine says no), `rejected` (well formed but refused: limits, soft limits, unknown joint
@@ -15,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -33,6 +43,10 @@ log = logging.getLogger(__name__)
 #: failed 'arm' at 1 s). A loop that is really stuck is caught by the stall interlock well before
 #: this, so the limit only decides how long a client waits; it stays under rigctl's 10 s.
 LOOP_TIMEOUT_S = 5.0
+#: Checks needing more samples than this run in the worker process (a few hundred ms inline).
+CHECK_INLINE_SAMPLES = 200_000
+#: How long `run` waits for a worker-process check before answering "checking".
+CHECK_REPLY_S = 1.0
 
 
 class RecorderLike(Protocol):
@@ -150,12 +164,20 @@ class ControlApi:
         self.params: Any = self.param_set.params if self.param_set is not None else params
         self.on_params = on_params
         self.gains: list[Any] | None = joint_gains(self.profile) if controller_available() else None
+        #: Long limit checks (made at the first one that needs it).
+        self.checker: Any = None
+        #: Bumped by stop/estop/disarm: a run whose check began before must not start after.
+        self._generation = 0
+        #: Held while a checked run is posted to the loop and while stop/disarm cancel: a stop
+        #: answered before the post is never overtaken by it (estop does not wait on it).
+        self._start_lock = threading.Lock()
+        self._check_lock = threading.Lock()
         self._handlers: dict[str, Callable[[dict[str, Any], Any], dict[str, Any]]] = {
             "status": lambda a, c: self._status(),
             "describe": self._describe,
             "arm": lambda a, c: self._transition("arm", None),
-            "disarm": lambda a, c: self._transition("disarm", None),
-            "stop": lambda a, c: self._transition("stop", None),
+            "disarm": lambda a, c: self._cancelling("disarm"),
+            "stop": lambda a, c: self._cancelling("stop"),
             "reset": lambda a, c: self._transition("reset", None),
             "estop": self._estop,
             "run": self._run,
@@ -193,7 +215,38 @@ class ControlApi:
         who = getattr(client, "name", "local")
         reason = str(args.get("reason") or "")
         log.warning("E-STOP requested by %s%s", who, f": {reason}" if reason else "")
+        # No lock here: a run posted just before is e-stopped by this; one after is refused.
+        self._generation += 1
+        self._cancel_check("estop")
         return self._call_loop("estop", f"by {who}" + (f": {reason}" if reason else ""))
+
+    def _cancelling(self, kind: str) -> dict[str, Any]:
+        """`stop` / `disarm`: cancel a check under way (its run never starts), then act."""
+        with self._start_lock:
+            self._generation += 1
+            job = self._cancel_check(kind)
+            if job is not None and kind == "stop" and refusal(self.loop.state, Action.STOP):
+                return {"state": self.loop.state.name, "seq": self.loop.seq,
+                        "cancelled": job.experiment}  # fmt: skip
+            return self._transition(kind, None)
+
+    def _cancel_check(self, why: str) -> Any:
+        checker = self.checker
+        if checker is None:
+            return None
+        job = checker.cancel(f"cancelled by {why}")
+        if job is not None:
+            log.warning("limit check of '%s' cancelled by %s", job.experiment, why)
+        return job
+
+    def check_status(self) -> dict[str, Any] | None:
+        """The latest worker-process check (`status.check`), None before the first."""
+        job = None if self.checker is None else self.checker.current
+        return None if job is None else job.summary()
+
+    def close(self) -> None:
+        if self.checker is not None:
+            self.checker.close()
 
     def _run(self, args: dict[str, Any], client: Any) -> dict[str, Any]:
         reason = refusal(self.loop.state, Action.RUN)
@@ -201,8 +254,15 @@ class ControlApi:
             raise CommandError("invalid_state", reason)
         if self.gains is None:
             raise CommandError("rejected", "run: the controller package is not available")
+        if self.checker is not None and self.checker.busy():
+            job = self.checker.current
+            raise CommandError(
+                "invalid_state",
+                f"run: the limit check of '{job.experiment}' is under way "
+                f"({100 * job.progress():.0f} %); wait for it, or `stop` cancels it",
+            )
+        generation = self._generation
         from controller.experiment import Experiment, ExperimentError
-        from controller.runner import ExperimentRunner
 
         limits = joint_limits(self.profile)
         try:
@@ -217,23 +277,114 @@ class ControlApi:
             exp.check_ranges(limits, self.profile.period)
         except ExperimentError as exc:
             raise CommandError("rejected", f"run: experiment: {exc}") from None
-        violations = self._check(exp, limits)
-        if violations:
-            raise CommandError("rejected", refusal_message(violations, self.profile))
-        try:  # checked just above: the runner need not check again
+        params = self.params
+        from controller.checks import check_cost
+
+        samples = check_cost(exp, limits, params)
+        if samples <= CHECK_INLINE_SAMPLES:
+            violations = self._check(exp, limits)
+            if violations:
+                raise CommandError("rejected", refusal_message(violations, self.profile))
+            return self._start(exp, limits, params, generation, args["experiment"])
+        return self._run_checked(exp, limits, params, generation, samples, args["experiment"])
+
+    def _run_checked(
+        self,
+        exp: Any,
+        limits: list[Any],
+        params: Any,
+        generation: int,
+        samples: int,
+        source: Any,
+    ) -> dict[str, Any]:
+        """The check in the worker process; the reply within `CHECK_REPLY_S` either way."""
+        from daq.service.check_worker import CheckWorker
+
+        if self.checker is None:
+            self.checker = CheckWorker()
+        answered = threading.Event()  # set once `run` has replied "checking"
+
+        def done(job: Any) -> None:
+            with self._check_lock:
+                if not answered.is_set():
+                    return  # `run` is still waiting: it acts on the outcome itself
+            try:
+                self._after_check(job, exp, limits, params, generation, source)
+            except CommandError:
+                pass  # logged, and in `status.check`: nobody is waiting for a reply
+            if self.recorder is not None:
+                self.recorder.event("limit_check", **job.summary())
+
+        try:
+            job = self.checker.submit(exp, limits, params, samples, done)
+        except RuntimeError as exc:
+            raise CommandError("invalid_state", f"run: {exc}") from None
+        log.info("limit check of '%s' (%d samples) in the worker process", job.experiment, samples)
+        finished = job.done.wait(CHECK_REPLY_S)
+        with self._check_lock:
+            if not finished and not job.done.is_set():
+                answered.set()
+                return {
+                    "state": self.loop.state.name,
+                    "seq": self.loop.seq,
+                    "experiment": job.experiment,
+                    "checking": True,
+                    "check": job.summary(),
+                }
+        return self._after_check(job, exp, limits, params, generation, source)
+
+    def _after_check(
+        self, job: Any, exp: Any, limits: list[Any], params: Any, generation: int, source: Any
+    ) -> dict[str, Any]:
+        """Start the run of a passed check (from `run`, or later from the watcher thread)."""
+        try:
+            if job.state == "refused":
+                raise CommandError("rejected", refusal_message(job.violations, self.profile))
+            if job.state != "passed":
+                raise CommandError(
+                    "rejected", f"run: the limit check was {job.state}: {job.message}".rstrip(": ")
+                )
+            out = self._start(exp, limits, params, generation, source)
+        except CommandError as exc:
+            if job.state == "passed":
+                job.state = "start_refused"
+            job.message = exc.message
+            log.warning("experiment '%s' not started: %s", job.experiment, exc.message)
+            raise
+        job.state = "started"
+        log.info("experiment '%s' started after its limit check", job.experiment)
+        return out
+
+    def _start(
+        self, exp: Any, limits: list[Any], params: Any, generation: int, source: Any
+    ) -> dict[str, Any]:
+        """Build the runner and hand it to the loop, unless a stop came since `generation`;
+        `source`: the experiment as sent (recorded with the run)."""
+        from controller.experiment import ExperimentError
+        from controller.runner import ExperimentRunner
+
+        assert self.gains is not None  # `run` refused without the controller package
+        try:  # checked already: the runner need not check again
             runner = ExperimentRunner(
-                exp, self.gains, limits, self.profile.period, self.params, check=False
+                exp, self.gains, limits, self.profile.period, params, check=False
             )
         except (ExperimentError, ValueError) as exc:
             raise CommandError("rejected", f"run: {exc}") from None
-        out = self._call_loop("run", runner)
+        with self._start_lock:
+            if self._generation != generation:
+                raise CommandError(
+                    "rejected",
+                    "run: a stop, estop or disarm arrived while the experiment was being "
+                    "checked; it was not started",
+                )
+            out = self._call_loop("run", runner)
         if self.recorder is not None:
             # What drove the run, for closed-loop validation (estimator.validation_closed_loop):
             # the experiment as sent and the gains it was run over.
             self.recorder.event(
                 "experiment",
                 name=getattr(exp, "name", ""),
-                experiment=args["experiment"],
+                experiment=source,
                 gains=[dataclasses.asdict(g) for g in self.gains],
                 params_sha256=None if self.param_set is None else self.param_set.sha256,
             )

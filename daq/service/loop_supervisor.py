@@ -22,11 +22,16 @@ import logging
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from multiprocessing.connection import wait as wait_for
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from daq.backends.base import Backend, BackendError
 from daq.loop import DEFAULT_RING_CAPACITY, LoopError
@@ -46,6 +51,10 @@ from daq.sample_layout import SampleLayout
 log = logging.getLogger("daq.service")
 
 SUPERVISE_PERIOD_S = 0.05
+#: The heartbeat helper process (daq/heartbeat.py): its period, and how long the loop's cycle
+#: counter may stand still (real time) before it reports the loop stalled.
+HELPER_PERIOD_S = 0.05
+LOOP_STALL_NOTICE_S = 0.5
 #: Virtual time: the loop process waits for the recorder through the low-water word, so it is
 #: refreshed more often (the loop may publish half a ring between two refreshes).
 SUPERVISE_PERIOD_VIRTUAL_S = 0.01
@@ -68,8 +77,14 @@ class LoopProcess:
         ring_capacity: int = DEFAULT_RING_CAPACITY,
         spin_us: float = 0.0,
         rt_settings: rt.RtSettings | None = None,
+        heartbeat_helper: bool = True,
     ) -> None:
+        """`heartbeat_helper`: the service's heartbeat also comes from a helper process that
+        needs no interpreter lock of this one (daq/heartbeat.py); False leaves it to the
+        supervisor thread alone (`rig-daq --python-heartbeat-only`, for comparison)."""
         self.profile = profile
+        self.heartbeat_helper = heartbeat_helper
+        self._helper: subprocess.Popen[bytes] | None = None
         self.backend_factory = backend_factory
         self.hold = hold
         self.virtual_time = virtual_time
@@ -100,6 +115,9 @@ class LoopProcess:
         self.low_water: Callable[[], int | None] | None = None
         #: Called after a crash has been handled (the service tells systemd).
         self.on_crash: Callable[[str], None] | None = None
+        #: Given to the loop process: closes the run file if this process dies
+        #: (`daq.recording.salvage.salvage_from_loop`; set by the service before `prepare`).
+        self.orphan_hook: Callable[[LoopLink, SampleRing, str], None] | None = None
         self.crash_report: dict[str, Any] | None = None
         self._timing = LoopTiming(self.period)
         self._timing.wake_hist = self.link.wake_hist
@@ -141,8 +159,11 @@ class LoopProcess:
             heartbeat_timeout_s=self.heartbeat_timeout_s,
             duration=duration,
             log_level=logging.getLogger().getEffectiveLevel(),
+            orphan_hook=self.orphan_hook,
         )
         self._beat()
+        if self.heartbeat_helper:
+            self._start_helper()
         self._process = self._ctx.Process(target=main, args=(spec,), name="rig-loop", daemon=False)
         self._process.start()
         self._pid = self._process.pid
@@ -158,6 +179,33 @@ class LoopProcess:
                 self._drain()
                 raise LoopProcessError(self._start_error())
             time.sleep(0.005)
+
+    def _start_helper(self) -> None:
+        """The heartbeat helper (daq/heartbeat.py): a script on the standard library only
+        (-I -S: no site, no daq imports), so it starts in milliseconds."""
+        script = Path(__file__).resolve().parents[1] / "heartbeat.py"
+        words = ",".join(
+            str(int(w))
+            for w in (W.SERVICE_HEARTBEAT_NS, W.LOOP_HEARTBEAT, W.LOOP_PID, W.GO, W.FINISHED,
+                      W.LOOP_STALLED_NS, W.STOP)
+        )  # fmt: skip
+        stall = 0.0 if self.virtual_time else LOOP_STALL_NOTICE_S
+        self._helper = subprocess.Popen(
+            [sys.executable, "-I", "-S", str(script), self.link.name, str(os.getpid()),
+             str(HELPER_PERIOD_S), str(stall), words],
+            stdin=subprocess.DEVNULL,
+            close_fds=True,
+        )  # fmt: skip
+
+    def _stop_helper(self) -> None:
+        helper, self._helper = self._helper, None
+        if helper is not None and helper.poll() is None:
+            helper.terminate()
+            try:
+                helper.wait(5.0)
+            except subprocess.TimeoutExpired:
+                helper.kill()
+                helper.wait(5.0)
 
     def start(self, duration: float | None = None) -> None:
         """Let the loop run (spawning it first if `prepare` was not called)."""
@@ -193,6 +241,7 @@ class LoopProcess:
     def close(self) -> None:
         """Stop supervising and remove the shared segments' names (after the readers stopped)."""
         self._stop_supervisor.set()
+        self._stop_helper()
         if self._supervisor is not None and self._supervisor is not threading.current_thread():
             self._supervisor.join(5.0)
         if self._process is not None:
@@ -216,8 +265,17 @@ class LoopProcess:
     def _supervise(self) -> None:
         sentinel = self._process.sentinel
         period = SUPERVISE_PERIOD_VIRTUAL_S if self.virtual_time else SUPERVISE_PERIOD_S
+        stalled_logged = 0
         while not self._stop_supervisor.is_set():
             self._beat()
+            stalled = int(self.link.words[W.LOOP_STALLED_NS])
+            if stalled != stalled_logged:  # the helper saw the loop stop cycling (or resume)
+                stalled_logged = stalled
+                if stalled:
+                    log.error(
+                        "the loop process stopped cycling (noticed by the heartbeat helper "
+                        "%.0f ms ago)", (time.monotonic_ns() - stalled) * 1e-6
+                    )  # fmt: skip
             if wait_for([sentinel], timeout=period):
                 self._beat()
                 self._on_exit()
@@ -248,15 +306,18 @@ class LoopProcess:
         how = f"killed by {signal.Signals(-code).name}" if code and code < 0 else f"exit {code}"
         what = f"loop process {self._pid} died ({how})"
         log.error("%s: nulling the valves through a fresh backend handle", what)
+        previous = self.state
+        with self._events_lock:  # `status` says FAULT at once, not after the nulling (~1 s)
+            self._fault = TripInfo(Trip.PROCESS_LOST, what, 0.0, 0.0, self.seq, self.t)
+            self._lost_state = State.FAULT
         try:
             done = self.backend_factory(self.profile).null_outputs_after_crash()
         except (BackendError, OSError, RuntimeError) as exc:
             done = f"FAILED: {exc}"
             log.critical("could not null the valves after the loop process died: %s", exc)
         log.error("valves after the loop process died: %s", done)
-        seq, t = self.seq, self.t
+        seq, t = self.write_null_row(not done.startswith("FAILED"))
         info = TripInfo(Trip.PROCESS_LOST, what, 0.0, 0.0, seq, t)
-        previous = self.state
         with self._events_lock:
             self._fault = info
             self._lost_state = State.FAULT
@@ -284,6 +345,32 @@ class LoopProcess:
         self.error = LoopError(what)
         if self.on_crash is not None:
             self.on_crash(f"FAULT: {what}; valves: {done}")
+
+    def write_null_row(self, nulled: bool) -> tuple[int, float]:
+        """After the loop process died: publish the null cycle's row in its place, so that the
+        recording and telemetry end with it — state FAULT, fault PROCESS_LOST, the null
+        commands just written (NaN if nulling failed), NaN for everything not measured
+        (inputs, reference, timing). The ring's writer is dead, so this process may write; a
+        row the loop claimed and never published is overwritten. Returns (seq, t) of the row."""
+        ring = self.ring
+        ring.adopt()
+        published = ring.published
+        if published > 0:
+            last = ring.data[(published - 1) & ring.mask]
+            seq, t = int(last[0]) + 1, float(last[1]) + self.period
+        else:
+            seq, t = 0, 0.0
+        started = float(self.link.status[S.STARTED_NS])
+        if not self.virtual_time and started == started and started > 0:  # not NaN
+            t = max(t, (time.monotonic_ns() - started) * 1e-9 - self.period)
+        row = ring.claim()
+        row.fill(np.nan)
+        lay = self.layout
+        row[0], row[1], row[2], row[3], row[4] = seq, t, State.FAULT, Trip.PROCESS_LOST, 0
+        null = [c.null_volts for c in self.profile.outputs]
+        row[lay.span("cmd")] = null if nulled else np.nan
+        ring.publish()
+        return seq, t
 
     # ------------------------------------------------------------------ events
 
@@ -409,6 +496,21 @@ class LoopProcess:
             "events_dropped": int(words[W.EVENTS_DROPPED]),
             "stop_reason": StopReason(int(words[W.STOP_REASON])).name.lower(),
             "crash": self.crash_report,
+            "heartbeat_helper": self.helper_status(),
+        }
+
+    def helper_status(self) -> dict[str, Any] | None:
+        """The heartbeat helper: pid, alive, and when it saw the loop stop cycling or die
+        (`loop_stalled_s_ago`, None while the loop cycles)."""
+        helper = self._helper
+        if helper is None:
+            return None
+        stalled = int(self.link.words[W.LOOP_STALLED_NS])
+        return {
+            "pid": helper.pid,
+            "alive": helper.poll() is None,
+            "loop_stalled_s_ago": (time.monotonic_ns() - stalled) * 1e-9 if stalled else None,
+            "loop_stalled_at_ns": stalled or None,
         }
 
     def _runner_progress(self) -> dict[str, Any] | None:

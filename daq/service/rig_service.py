@@ -74,12 +74,13 @@ class Service:
         telemetry_endpoint: str | None = None,
         command_endpoint: str | None = None,
         params: Any | None = None,
+        heartbeat_helper: bool = True,
     ) -> None:
         """`params`: plant parameters (a `daq.param_set.ParamSet`, or bare `PlantParams`) for
         model-based experiment segments; None refuses such segments until `load_params`.
         `loop_process`: run the loop in its own process, its backend made there by
         `backend_factory` (default `daq.backends.factory.make_backend`); `backend` must then
-        be None."""
+        be None. `heartbeat_helper`: see `LoopProcess`."""
         self.profile = profile
         self.backend = backend
         hold = make_hold_runner(profile, joint_gains(profile)) if controller_available() else None
@@ -102,6 +103,7 @@ class Service:
                 ring_capacity=DEFAULT_RING_CAPACITY,
                 spin_us=spin_us,
                 rt_settings=rt_settings,
+                heartbeat_helper=heartbeat_helper,
             )
         else:
             if backend is None:
@@ -118,6 +120,13 @@ class Service:
                 self.loop.rt_setup = lambda: self._apply_rt(rt_settings)
         directory = Path(run_dir) if run_dir is not None else Path(profile.recording.directory)
         self.recorder = self._make_recorder(directory, profile_text)
+        if isinstance(self.loop, LoopProcess) and self.recorder is not None:
+            # If this process dies while recording, the loop process closes the run file
+            # from the shared ring, ending it with the null cycle (daq/recording/salvage.py).
+            from daq.recording.salvage import salvage_from_loop
+
+            self.loop.orphan_hook = salvage_from_loop
+            self.recorder.on_file = self.loop.link.set_run_path
         self._zmq_ctx: Any = None
         self.telemetry: Any = None
         self.commands: Any = None
@@ -215,11 +224,19 @@ class Service:
         s["rt"] = self.loop.rt_report if isinstance(self.loop, LoopProcess) else self.rt_report
         s["recorder"] = recorder_stats_dict(self.recorder.stats) if self.recorder else None
         s["params"] = self.api.params_summary()
+        s["check"] = self.api.check_status()
         if self.telemetry is not None:
             s["telemetry"] = self.telemetry.stats.as_dict()
         if self.commands is not None:
-            s["commands"] = {"requests": self.commands.requests, "errors": self.commands.errors}
+            s["commands"] = {
+                "requests": self.commands.requests,
+                "errors": self.commands.errors,
+                "lane": self.commands.lane_requests,
+                "busy": self.commands.busy,
+            }
         s["housekeeping"] = self.housekeeping.stats()
+        # Native thread ids by name: what `top -H`, `chrt -p` and perf show for this process.
+        s["threads"] = {t.name: t.native_id for t in threading.enumerate()}
         return s
 
     def status_line(self) -> str:
@@ -302,6 +319,7 @@ class Service:
             self.notifier.stopping(self.status_line())
         if self.commands is not None:
             self.commands.stop()
+        self.api.close()  # a limit check under way is abandoned
         self.loop.stop()
         stopped = self.loop.join(STOP_TIMEOUT_S)
         failed = self.loop.error is not None

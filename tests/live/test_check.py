@@ -127,8 +127,13 @@ def _peak_bytes(fn: Any) -> tuple[Any, int]:
 def test_memory_does_not_grow_with_duration() -> None:
     """Incommensurate frequencies (no period to exploit): every sample is checked, streamed."""
     traj = {"kind": "sine", "amplitude_deg": [5.0, 5.0], "frequency_hz": [0.1, 0.1 * math.sqrt(2)]}
-    short, peak_short = _peak_bytes(lambda: check_experiment(_exp(traj, 20.0), _limits()))
-    long_, peak_long = _peak_bytes(lambda: check_experiment(_exp(traj, 2000.0), _limits()))
+    # envelope=False: sample although the envelope alone proves it (that is the next test's)
+    short, peak_short = _peak_bytes(
+        lambda: check_experiment(_exp(traj, 20.0), _limits(), envelope=False)
+    )
+    long_, peak_long = _peak_bytes(
+        lambda: check_experiment(_exp(traj, 2000.0), _limits(), envelope=False)
+    )
     assert short == long_ == []
     # 2000 s at 500 Hz = 1e6 rows; holding q, q̇, q̈ of 2 joints at once would take 48 MB.
     assert peak_long < 2 * peak_short + 1_000_000, (peak_short, peak_long)
@@ -202,3 +207,49 @@ def test_chirp_samples_many_times_exactly_as_the_loop_evaluates_them() -> None:
     slow = tr.Trajectory.sample(c, t)  # the base class: `eval` one time at a time
     for a, b in zip(fast, slow, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_a_multisine_inside_its_envelope_passes_without_sampling() -> None:
+    """A day of incommensurate sines: the triangle-inequality envelope proves it safe, so the
+    check evaluates no sample (and costs 0); one beyond the envelope's window is sampled and its
+    first exceedance found."""
+    from controller.checks import check_cost, harmonic_envelope
+
+    irrational = [[0.05, 0.05 * math.sqrt(2), 0.05 * math.pi]] * 2
+    ok = {
+        "kind": "multisine",
+        "frequencies_hz": irrational,
+        "amplitudes_deg": [[2.0, 1.5, 1.0]] * 2,
+    }
+    exp = _exp(ok, MAX_SEGMENT_DURATION_S)
+    calls: list[tuple[int, int]] = []
+    assert check_experiment(exp, _limits(), progress=lambda d, t: calls.append((d, t))) == []
+    assert check_cost(exp, _limits()) == 0 and calls == []
+    q_max, q_min, v_max, _ = harmonic_envelope(exp.segments[0].trajectory)
+    assert v_max[0] == pytest.approx(
+        2 * math.pi * math.radians(0.05 * (2 + 1.5 * math.sqrt(2) + math.pi))
+    )
+    assert q_max[0] - q_min[0] == pytest.approx(math.radians(2 * 4.5))
+    # 20° of reach about 40° leaves the window (soft max 58° in the profile): sampled, refused.
+    big = {**ok, "amplitudes_deg": [[10.0, 6.0, 4.0], [1.0, 1.0, 1.0]]}
+    short = _exp(big, 200.0)
+    assert check_cost(short, _limits()) == 200 * 500 + 1
+    v = [x for x in check_experiment(short, _limits()) if x.limit == "position_max"]
+    assert len(v) == 1 and v[0].joint == 0
+
+
+def test_progress_is_reported_and_a_check_can_be_cancelled() -> None:
+    from controller.checks import CheckCancelled
+
+    traj = {"kind": "sine", "amplitude_deg": [5.0, 5.0], "frequency_hz": [0.1, 0.1 * math.sqrt(2)]}
+    exp = _exp(traj, 100.0)
+    seen: list[tuple[int, int]] = []
+
+    def cancel_at_third(done: int, total: int) -> None:
+        seen.append((done, total))
+        if len(seen) == 3:
+            raise CheckCancelled
+
+    with pytest.raises(CheckCancelled):
+        check_experiment(exp, _limits(), chunk=1000, progress=cancel_at_third, envelope=False)
+    assert [d for d, _ in seen] == [1000, 2000, 3000]

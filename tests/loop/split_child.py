@@ -2,7 +2,8 @@
 `MirroredBackend`, armed with a constant non-null valve command; prints `ARMED <loop pid>` and
 then waits to be killed or stopped.
 
-Usage: python split_child.py MIRROR_FILE PROFILE RUN_DIR
+Usage: python split_child.py MIRROR_FILE PROFILE RUN_DIR [record]
+("record": it records from before the arm, the run file in RUN_DIR.)
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def main() -> int:
         run_dir=run_dir,
     )
     service.loop.hold = Constant(0.5)
-    service.start()
+    service.start(record=sys.argv[4:5] == ["record"])
     req = service.loop.request("arm", timeout=30.0)
     if not req.ok:
         raise RuntimeError(f"arm: {req.reason}")
