@@ -329,3 +329,38 @@ def test_losing_the_service_makes_the_loop_null_the_valves(tmp_path: Path, how: 
             proc.send_signal(signal.SIGCONT)
         proc.kill()
         proc.communicate(timeout=WAIT_S)
+
+
+def test_a_withdrawal_waits_for_a_held_lock_a_bounded_time(
+    link: LoopLink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loop process killed while holding the cross-process lock holds it forever: the
+    caller's withdrawal waits at most LOCK_TIMEOUT_S for a real (semaphore) lock and then says
+    so, instead of hanging the command server."""
+    import multiprocessing
+
+    from daq.loop import shm_mailbox
+
+    monkeypatch.setattr(shm_mailbox, "LOCK_TIMEOUT_S", 0.2)
+    lock = multiprocessing.get_context("spawn").Lock()
+    client = ShmMailboxClient(link, lock, alive=lambda: True)
+    assert lock.acquire(True, WAIT_S)  # held, as by a loop process that died holding it
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            client.call("stop", timeout=0.05)
+        except BaseException as exc:
+            errors.append(exc)
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    try:
+        caller.join(WAIT_S)
+        assert not caller.is_alive(), f"the caller still waits for the lock after {WAIT_S} s"
+    finally:
+        lock.release()  # a caller stuck in acquire() returns now
+        caller.join(WAIT_S)
+    assert len(errors) == 1 and isinstance(errors[0], MailboxTimeout), errors
+    assert "never let go" in str(errors[0])
+    assert link.words[W.CANCELLED] == 0  # not withdrawn: the caller could not take the lock
