@@ -4,6 +4,7 @@ reported ±3σ over time."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -12,8 +13,9 @@ import pytest
 
 from daq.profile.loader import load_profile
 from daq.profile.plant import plant_params
+from estimator.chain import ModelChain
 from estimator.models import reference_models
-from estimator.online import random_walks
+from estimator.online import OnlineIdentifier, random_walks
 from estimator.rls import Rls, RlsConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,3 +105,75 @@ def test_random_walk_configuration_per_model_and_parameter() -> None:
     cfg.random_walk = {"1/B": 1.0}
     with pytest.raises(ValueError, match="no model or parameter named 1/B"):
         random_walks(models, cfg)
+
+
+def _primed_chain(walk: float) -> ModelChain:
+    """The reference mechanical model's chain with its RLS fed random normalised equations, so
+    σ² is known and the random walk acts."""
+    params = plant_params(load_profile(ROOT / "hw_profiles" / "sim-2dof.toml"))
+    model = reference_models(params)[0]
+    chain = ModelChain(model, 1000.0, params.n, random_walk=np.full(model.n_params, walk))
+    rng = np.random.default_rng(5)
+    m, n = model.n_outputs, model.n_params
+    theta = rng.uniform(0.5, 2.0, n)
+    phi = rng.normal(size=(400, m, n))
+    chain.rls.update(phi, phi @ theta + 0.1 * rng.normal(size=(400, m)))
+    return chain
+
+
+def _growth(chain: ModelChain, act: Callable[[], object]) -> np.ndarray:
+    before = chain.covariance()
+    act()
+    return chain.covariance() - before
+
+
+def test_the_chain_ages_its_covariance_by_the_walk_over_rig_time() -> None:
+    """Each parameter's variance grows by (w·θ̂)²·t over t s of rig time (physical units, the
+    read-out's κσ² taken out), nothing else changes; no time, no growth."""
+    w = 0.02
+    chain = _primed_chain(w)
+    expected = (w * chain.theta()) ** 2
+    grown = _growth(chain, lambda: chain.age(2.5))
+    np.testing.assert_allclose(np.diag(grown), 2.5 * expected, rtol=1e-6)
+    np.testing.assert_allclose(grown - np.diag(np.diag(grown)), 0.0, atol=1e-9 * expected.max())
+    assert np.all(_growth(chain, lambda: chain.age(0.0)) == 0.0)
+    still = _primed_chain(0.0)
+    assert np.all(_growth(still, lambda: still.age(100.0)) == 0.0)
+
+
+def test_rows_the_chain_cannot_use_still_age_it_by_their_rig_time() -> None:
+    """Rows inside the filters' warm-up after a gap (restarted filters) reach no regression,
+    yet the parameters drift on over the time they span: k rows age it by k/fs seconds."""
+    chain = _primed_chain(0.02)
+    chain.reset_continuity()
+    raw = np.zeros((chain.cond.length // 2, 6 * chain.nj))
+    raw[:, :2] = 0.7
+    expected = (0.02 * chain.theta()) ** 2 * raw.shape[0] / chain.fs
+    used: list[int] = []
+    grown = _growth(chain, lambda: used.append(chain.push(raw)))
+    assert used == [0]
+    np.testing.assert_allclose(np.diag(grown), expected, rtol=1e-6)
+
+
+def test_a_gap_in_the_telemetry_ages_the_online_estimate_by_the_missing_time(
+    sim1dof_run,
+) -> None:
+    """Rows missing from the stream (a jump in t and seq) are rig time the parameters drift
+    through: the online identifier ages every chain by the gap's length."""
+    profile, layout, rows = sim1dof_run
+    est = profile.estimator.model_copy(update={"random_walk_pct": 2.0})
+    profile = profile.model_copy(update={"estimator": est})
+    ident = OnlineIdentifier(profile, layout.names, chunk_s=0.0)
+    ident.update_rows(rows[:6000])
+    chain = ident.chains[0]
+    assert chain.rls.samples > 0
+    state = layout.names.index("state")
+    later = rows[6000:6010].copy()
+    later[:, state] = 0.0  # not RUNNING: left out, so only the gap before them ages
+    gap_s = 3.0
+    later[:, layout.names.index("t")] += gap_s
+    later[:, layout.names.index("seq")] += round(gap_s * ident.fs)
+    expected = (0.02 * chain.theta()) ** 2 * gap_s
+    grown = _growth(chain, lambda: ident.update_rows(later))
+    assert ident.estimate().data.gap_s == pytest.approx(gap_s)
+    np.testing.assert_allclose(np.diag(grown), expected, rtol=1e-6)
