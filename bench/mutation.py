@@ -16,8 +16,10 @@ tests pass (baseline) and that one mutant known to break the module (`sentinel`)
 
 Only the operators that change behaviour in ways a test should see are kept (KEEP): each
 arithmetic operator to its inverse, each comparison to its boundary and its negation, and/or,
-not, signs, ±1 on numbers, loops run zero times, break/continue, exceptions. Last line: JSON,
-per module made / killed / survived / timed out / not run, and the kill ratio.
+not, signs, loops run zero times, break/continue, exceptions. Not ±1 on every number
+literal (cosmic-ray's NumberReplacer): it made 40 % of the mutants, most in layout constants,
+and at 10–20 s a mutant on the shared machine the budget goes to the operators above.
+Last line: JSON, per module made / killed / survived / timed out / not run, and the kill ratio.
 """
 
 from __future__ import annotations
@@ -153,7 +155,6 @@ KEEP = [
     "core/ReplaceBreakWithContinue",
     "core/ReplaceContinueWithBreak",
     "core/ExceptionReplacer",
-    "core/NumberReplacer",
     "core/ZeroIterationForLoop",
 ]
 
@@ -181,6 +182,18 @@ def _scratch(name: str, fresh: bool) -> Path:
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
     return dest
+
+
+def _restore_originals(target: Target, tree: Path) -> None:
+    """The target's files as copied when the session began (kept beside the tree)."""
+    keep = tree.parent / "originals"
+    for rel in target.paths:
+        saved = keep / rel
+        if saved.exists():
+            shutil.copy2(saved, tree / rel)
+        else:
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(tree / rel, saved)
 
 
 def _test_command(target: Target) -> list[str]:
@@ -280,6 +293,7 @@ def run_target(name: str, budget_s: float, fresh: bool) -> dict[str, object]:
     cr = [sys.executable, "-m", "cosmic_ray.cli"]
     report: dict[str, object] = {"files": list(target.paths), "tests": list(target.tests)}
     t0 = time.monotonic()
+    _restore_originals(target, tree)  # an interrupted run leaves its last mutant on disk
     base = _run(_test_command(target), tree, timeout=target.timeout_s * 4)
     if base.returncode != 0:
         report["error"] = "the tests fail unmutated: " + base.stdout[-400:]
