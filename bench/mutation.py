@@ -25,6 +25,7 @@ Last line: JSON, per module made / killed / survived / timed out / not run, and 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import shutil
@@ -196,6 +197,72 @@ def _restore_originals(target: Target, tree: Path) -> None:
             shutil.copy2(tree / rel, saved)
 
 
+Pos = tuple[int, int]  # (line from 1, column from 0), as in `ast` and cosmic-ray
+
+
+def _span(node: ast.AST) -> tuple[Pos, Pos]:
+    end = (node.end_lineno or node.lineno, node.end_col_offset or 0)
+    return (node.lineno, node.col_offset), end
+
+
+def never_executed(source: str) -> tuple[list[tuple[Pos, Pos]], list[tuple[Pos, Pos]]]:
+    """Spans where a mutant cannot change behaviour, and the spans inside them that can:
+    type annotations under `from __future__ import annotations` (kept as strings, never
+    evaluated: `X | None` → `X & None` is the same program) and a signature's own markers
+    (`*` → `/` before keyword-only parameters that every caller passes by keyword); the
+    default values in a signature stay mutable."""
+    tree = ast.parse(source)
+    lazy = any(
+        isinstance(n, ast.ImportFrom)
+        and n.module == "__future__"
+        and any(a.name == "annotations" for a in n.names)
+        for n in tree.body
+    )
+    skip: list[tuple[Pos, Pos]] = []
+    keep: list[tuple[Pos, Pos]] = []
+    for node in ast.walk(tree):
+        if lazy and isinstance(node, ast.AnnAssign):
+            skip.append(_span(node.annotation))
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        a = node.args
+        params = [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+        if lazy:
+            skip += [_span(p.annotation) for p in params if p is not None and p.annotation]
+            if node.returns is not None:
+                skip.append(_span(node.returns))
+        first = node.body[0]
+        skip.append(((node.lineno, node.col_offset), (first.lineno, first.col_offset)))
+        keep += [_span(d) for d in [*a.defaults, *a.kw_defaults] if d is not None]
+    return skip, keep
+
+
+def _inside(pos: Pos, span: tuple[Pos, Pos]) -> bool:
+    return span[0] <= pos < span[1]
+
+
+def skip_unexecuted(session: Path, tree: Path) -> int:
+    """Mark the mutants in `never_executed` spans skipped (cosmic-ray has no such filter)."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    spans: dict[str, tuple[list[tuple[Pos, Pos]], list[tuple[Pos, Pos]]]] = {}
+    n = 0
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        for item in list(db.pending_work_items):
+            m = item.mutations[0]
+            rel = str(m.module_path)
+            if rel not in spans:
+                spans[rel] = never_executed((tree / rel).read_text())
+            skip, keep = spans[rel]
+            pos = (int(m.start_pos[0]), int(m.start_pos[1]))
+            if any(_inside(pos, sp) for sp in skip) and not any(_inside(pos, k) for k in keep):
+                result = WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output="never executed")
+                db.set_result(item.job_id, result)
+                n += 1
+    return n
+
+
 def _test_command(target: Target) -> list[str]:
     return [
         sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
@@ -309,6 +376,7 @@ def run_target(name: str, budget_s: float, fresh: bool) -> dict[str, object]:
         _run([*filt, str(session), str(cfg)], tree).check_returncode()
         pragma = [sys.executable, "-m", "cosmic_ray.tools.filters.pragma_no_mutate"]
         _run([*pragma, str(session)], tree).check_returncode()
+        skip_unexecuted(session, tree)
     left = budget_s - (time.monotonic() - t0)
     try:
         _run([*cr, "exec", str(cfg), str(session)], tree, timeout=max(left, 1.0))

@@ -130,8 +130,30 @@ def test_no_rows_available_returns_0_without_loss() -> None:
 
 
 def test_capacity_must_be_a_power_of_two() -> None:
-    with pytest.raises(ValueError, match="power of two"):
-        SampleRing(12, WIDTH)
+    for bad in (12, 1, 0, 3):
+        with pytest.raises(ValueError, match="power of two"):
+            SampleRing(bad, WIDTH)
+    ring = SampleRing(2, WIDTH)  # the smallest ring: two slots
+    write(ring, 5)
+    out = np.zeros((2, WIDTH))
+    cursor = RingCursor(ring, start=3)
+    assert cursor.read_into(out) == 2 and list(out[:, 0]) == [3.0, 4.0]
+
+
+def test_unlink_removes_a_shared_rings_name_once_and_quietly_after() -> None:
+    from multiprocessing import shared_memory
+
+    ring = SampleRing.create_shared(8, WIDTH)
+    name = ring.shm.name if ring.shm is not None else ""
+    attached = SampleRing.attach(name, 8, WIDTH)  # the name exists until unlinked
+    assert attached.capacity == 8
+    ring.unlink()
+    with pytest.raises(FileNotFoundError):
+        shared_memory.SharedMemory(name=name)
+    ring.unlink()  # a second unlink (both processes at shutdown) is not an error
+    write(ring, 3)  # the views stay valid after the name is gone
+    assert ring.published == 3
+    SampleRing(8, WIDTH).unlink()  # a private ring has no name: nothing to do
 
 
 def test_threaded_stress_every_returned_row_is_the_row_of_its_index() -> None:
