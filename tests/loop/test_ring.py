@@ -8,6 +8,7 @@ lets the writer run in the middle of it (the window a preempted reader thread ha
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from daq.ring import RingCursor, SampleRing
+from daq.ring import WRITING, RingCursor, SampleRing
 
 WIDTH = 5
 
@@ -204,3 +205,26 @@ def test_a_published_block_reads_back_like_rows_published_one_by_one() -> None:
     check_rows(cursor, out, 6)
     with pytest.raises(ValueError, match="does not fit"):
         ring.publish_block(np.zeros((9, WIDTH)))
+
+
+def test_a_block_of_exactly_one_capacity_is_published_and_one_more_row_refused() -> None:
+    ring = SampleRing(8, WIDTH)
+    assert np.all(ring.seqs == WRITING)  # no slot holds a row yet (the seqlock's start)
+    block = np.arange(8 * WIDTH, dtype=float).reshape(8, WIDTH)
+    ring.publish_block(block)
+    assert ring.published == 8 and list(ring.seqs) == list(range(8))
+    out = np.zeros((8, WIDTH))
+    assert RingCursor(ring, start=0).read_into(out) == 8
+    np.testing.assert_array_equal(out, block)
+    with pytest.raises(ValueError):
+        ring.publish_block(np.zeros((9, WIDTH)))
+
+
+def test_a_shared_ring_takes_the_name_it_is_given() -> None:
+    name = f"hydrig-test-ring-{os.getpid()}"
+    ring = SampleRing.create_shared(8, WIDTH, name=name)
+    try:
+        assert ring.shm is not None and ring.shm.name.lstrip("/") == name
+        assert np.all(ring.seqs == WRITING) and ring.published == 0
+    finally:
+        ring.unlink()
