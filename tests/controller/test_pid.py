@@ -259,6 +259,9 @@ def test_saturation_starts_beyond_the_output_limit_not_at_it() -> None:
     assert pid.limit_state == 1.0 and pid.saturated and pid.saturated_count == 1
     assert pid.update(-0.75, 0.0) == -1.0
     assert pid.limit_state == -1.0 and pid.saturated_count == 2
+    assert pid.update(-0.5, 0.0) == -1.0  # exactly at the negative limit: not clamped
+    assert pid.limit_state == 0.0 and pid.saturated_count == 0
+    pid.update(-0.75, 0.0)
     pid.saturated_count = 2_147_483_647  # the counter stops at int32's maximum
     pid.update(-0.75, 0.0)
     assert pid.saturated_count == 2_147_483_647
@@ -290,6 +293,7 @@ def test_gain_ranges_are_the_documented_bounds() -> None:
     assert r["d_filter_hz"].hi == pytest.approx(500.0)
     assert r["p"].problem("p", r["p"].hi) is None  # closed interval: the bound itself is in
     assert r["bias"].problem("bias", -8.0) is None
+    assert r["p"].problem("p", 0.0) is None and r["p"].problem("p", -1e-12) is not None
     for bad in (math.nan, math.inf, r["p"].hi * 1.0001, -1.0, True, "1"):
         assert r["p"].problem("p", bad) is not None, bad
     assert r["max_output"].problem("max_output", 1e300) is None
