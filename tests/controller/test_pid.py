@@ -299,3 +299,20 @@ def test_gain_ranges_are_the_documented_bounds() -> None:
     assert r["max_output"].problem("max_output", 1e300) is None
     assert r["max_output"].problem("max_output", math.inf) is not None  # finite only
     assert gain_problems({"p": 1.0, "bias": 9.0}, r) == [r["bias"].problem("bias", 9.0)]
+
+
+def test_a_new_pid_is_disabled_and_unsaturated_and_disable_clears_saturation() -> None:
+    pid = Pid(PidParams(p=2.0, max_output=1.0), DT)
+    assert not pid.enabled and not pid.saturated
+    assert pid.update(1.0, 0.0) == 0.0  # not enabled: no output
+    pid.enable(0.0, 0.0)
+    pid.update(1.0, 0.0)
+    assert pid.saturated
+    pid.disable()
+    assert not pid.saturated and pid.saturated_s == 0.0
+
+
+@pytest.mark.parametrize("bad", [True, math.nan, math.inf, "1", None])
+def test_parameters_must_be_finite_numbers(bad: object) -> None:
+    with pytest.raises(ValueError, match=r"PidParams\.p must be a finite number"):
+        PidParams(p=bad)  # type: ignore[arg-type]
