@@ -310,6 +310,17 @@ def _sentinel_killed(target: Target, tree: Path) -> tuple[bool, str]:
         path.write_text(text)
 
 
+def _initialised(session: Path) -> bool:
+    if not session.exists():
+        return False
+    db = sqlite3.connect(session)
+    try:
+        query = "SELECT name FROM sqlite_master WHERE name = 'work_items'"
+        return bool(db.execute(query).fetchall())
+    finally:
+        db.close()
+
+
 def _counts(session: Path) -> dict[str, int]:
     db = sqlite3.connect(session)
     try:
@@ -370,7 +381,8 @@ def run_target(name: str, budget_s: float, fresh: bool) -> dict[str, object]:
     if not killed:
         report["error"] = f"the known-bad mutant survived, score not trusted: {why}"
         return report
-    if not session.exists():
+    if not _initialised(session):
+        session.unlink(missing_ok=True)
         _run([*cr, "init", str(cfg), str(session)], tree).check_returncode()
         filt = [sys.executable, "-m", "cosmic_ray.tools.filters.operators_filter"]
         _run([*filt, str(session), str(cfg)], tree).check_returncode()
