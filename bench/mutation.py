@@ -62,7 +62,11 @@ TARGETS: dict[str, Target] = {
         ("daq/loop/shm_mailbox.py", "acquire(True, LOCK_TIMEOUT_S)", "acquire(True)"),
         timeout_s=120.0,
         # The mailbox's own tests, not the split service's (those start processes: minutes).
-        extra=("-k", "mailbox or withdrawn or withdrawal or true_outcome or payload_objects"),
+        extra=(
+            "-k",
+            "mailbox or withdrawn or withdrawal or true_outcome or payload_objects or "
+            "unanswered or never_waits or unpickle or reply_area",
+        ),
     ),
     "bounds": Target(
         ("daq/commands/bounds.py",),

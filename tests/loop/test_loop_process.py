@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import re
 import signal
 import subprocess
@@ -364,3 +365,90 @@ def test_a_withdrawal_waits_for_a_held_lock_a_bounded_time(
     assert len(errors) == 1 and isinstance(errors[0], MailboxTimeout), errors
     assert "never let go" in str(errors[0])
     assert link.words[W.CANCELLED] == 0  # not withdrawn: the caller could not take the lock
+
+
+def test_an_unanswered_request_is_not_ok() -> None:
+    from daq.loop.mailbox import Request
+
+    req = Request("stop")
+    assert not req.ok and not req.done.is_set()
+    req.finish(True, state="ARMED")
+    assert req.ok and req.data == {"state": "ARMED"} and req.done.is_set()
+
+
+def test_take_survives_a_request_withdrawn_between_its_check_and_its_pop() -> None:
+    from daq.loop.mailbox import Mailbox
+
+    class Withdrawn:
+        """A slot that held a request when looked at and is empty when popped."""
+
+        def __bool__(self) -> bool:
+            return True
+
+        def popleft(self) -> None:
+            raise IndexError("pop from an empty deque")
+
+    mailbox = Mailbox()
+    mailbox._slot = Withdrawn()  # type: ignore[assignment]
+    assert mailbox.take() is None
+
+
+def test_the_loop_never_waits_for_a_lock_the_service_holds(link: LoopLink) -> None:
+    """The loop side only tries the lock: while the service holds it (withdrawing), `take`
+    returns None at once and takes the request on a later cycle."""
+    import multiprocessing
+
+    lock = multiprocessing.get_context("spawn").Lock()
+    server = ShmMailboxServer(link, lock)
+    link.words[W.POSTED] = 1  # a request is pending
+    assert lock.acquire(True, WAIT_S)
+    got: list[Any] = []
+    taker = threading.Thread(target=lambda: got.append(server.take()), daemon=True)
+    try:
+        taker.start()
+        taker.join(WAIT_S)
+        assert not taker.is_alive(), "take() waited for the lock"
+        assert got == [None] and link.words[W.TAKEN] == 0
+    finally:
+        lock.release()
+        taker.join(WAIT_S)
+
+
+def test_a_request_that_does_not_unpickle_is_refused_not_raised(link: LoopLink) -> None:
+    lock = CountingLock()
+    server = ShmMailboxServer(link, lock)
+    garbage = b"\x80\x05not a pickle"
+    link.request[: len(garbage)] = np.frombuffer(garbage, np.uint8)
+    link.words[W.REQUEST_LEN] = len(garbage)
+    link.words[W.POSTED] = 1
+    assert server.take() is None
+    assert link.words[W.DONE] == 1  # answered
+    ok, reason, data = pickle.loads(link.reply[: int(link.words[W.REPLY_LEN])].tobytes())
+    assert not ok and "could not decode" in reason and data["code"] == "internal"
+
+
+def test_a_reply_of_exactly_the_reply_area_is_kept_whole(link: LoopLink) -> None:
+    """The reply area holds REPLY_BYTES: a reply of exactly that size keeps its reason and
+    data; one byte more is cut to the first 1000 characters of its reason, without data."""
+    from daq.loop.shared_link import REPLY_BYTES
+
+    def size(n: int) -> int:
+        return len(pickle.dumps((False, "r" * n, {}), protocol=pickle.HIGHEST_PROTOCOL))
+
+    n = REPLY_BYTES - size(0)
+    while size(n) > REPLY_BYTES:
+        n -= 1
+    assert size(n) == REPLY_BYTES
+    lock = CountingLock()
+    server = ShmMailboxServer(link, lock)
+    for length, want in ((n, n), (n + 1, 1000)):
+        posted = int(link.words[W.POSTED]) + 1
+        data = pickle.dumps(("status", None), protocol=pickle.HIGHEST_PROTOCOL)
+        link.request[: len(data)] = np.frombuffer(data, np.uint8)
+        link.words[W.REQUEST_LEN] = len(data)
+        link.words[W.POSTED] = posted
+        req = server.take()
+        assert req is not None
+        req.finish(False, "r" * length)
+        _, reason, _ = pickle.loads(link.reply[: int(link.words[W.REPLY_LEN])].tobytes())
+        assert len(reason) == want
