@@ -65,7 +65,7 @@ TARGETS: dict[str, Target] = {
         extra=(
             "-k",
             "mailbox or withdrawn or withdrawal or true_outcome or payload_objects or "
-            "unanswered or never_waits or unpickle or reply_area",
+            "unanswered or never_waits or unpickle or reply_area or request_area",
         ),
     ),
     "bounds": Target(

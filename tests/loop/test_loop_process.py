@@ -452,3 +452,22 @@ def test_a_reply_of_exactly_the_reply_area_is_kept_whole(link: LoopLink) -> None
         req.finish(False, "r" * length)
         _, reason, _ = pickle.loads(link.reply[: int(link.words[W.REPLY_LEN])].tobytes())
         assert len(reason) == want
+
+
+def test_a_request_of_exactly_the_request_area_is_posted(link: LoopLink) -> None:
+    from daq.loop.shared_link import REQUEST_BYTES
+    from daq.loop.shm_mailbox import MailboxOverflow
+
+    def size(n: int) -> int:
+        return len(pickle.dumps(("run", b"x" * n), protocol=pickle.HIGHEST_PROTOCOL))
+
+    n = REQUEST_BYTES - size(0)
+    while size(n) > REQUEST_BYTES:
+        n -= 1
+    assert size(n) == REQUEST_BYTES
+    client = ShmMailboxClient(link, CountingLock(), alive=lambda: True)
+    with pytest.raises(MailboxTimeout):  # posted (nobody takes it), not refused
+        client.call("run", b"x" * n, timeout=0.01)
+    assert link.words[W.REQUEST_LEN] == REQUEST_BYTES
+    with pytest.raises(MailboxOverflow, match=f"{REQUEST_BYTES + 1} bytes"):
+        client.call("run", b"x" * (n + 1), timeout=0.01)
