@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
@@ -87,8 +87,16 @@ def _check(cs: ChannelSet, profile: Profile, cols: list[dict[str, Any]], row: np
         assert m["seq"] == int(row[0]) and m["t"] == approx(float(row[1]))
 
 
+class Held(NamedTuple):
+    profile: Profile
+    cols: list[dict[str, Any]]
+    rows: np.ndarray
+    cs: ChannelSet
+    names: list[str]
+
+
 @pytest.fixture(scope="module")
-def held_rows() -> tuple[Profile, list[dict[str, Any]], np.ndarray]:
+def held_rows() -> Held:
     """500 cycles of the realistic simulated rig holding its home under the real hold law."""
     profile = load_profile(PROFILE)
     sim = SimBackend.from_profile(profile)
@@ -101,40 +109,31 @@ def held_rows() -> tuple[Profile, list[dict[str, Any]], np.ndarray]:
     assert loop.state == State.ARMED
     n = loop.ring.published
     rows = np.array([loop.ring.data[s & loop.ring.mask] for s in range(n - 400, n)])
-    return profile, SampleLayout.from_profile(profile).to_dict(), rows
-
-
-def test_channels_carry_the_loops_rows(
-    held_rows: tuple[Profile, list[dict[str, Any]], np.ndarray],
-) -> None:
-    profile, cols, rows = held_rows
+    cols = SampleLayout.from_profile(profile).to_dict()
     cs = ChannelSet(cols, {c.name: c.role for c in profile.channels})
-    names = [c["name"] for c in cols]
+    return Held(profile, cols, rows, cs, [c["name"] for c in cols])
+
+
+def test_channels_carry_the_loops_rows(held_rows: Held) -> None:
+    profile, cols, rows, cs, names = held_rows
     cmd = rows[:, [names.index("cmd.valve_1"), names.index("cmd.valve_2")]]
     assert np.ptp(cmd, axis=0).min() > 0.0  # the valves are driven: their values are seen
     for row in rows[::7]:
         _check(cs, profile, cols, row)
 
 
-def test_every_field_reads_its_own_column(
-    held_rows: tuple[Profile, list[dict[str, Any]], np.ndarray],
-) -> None:
+def test_every_field_reads_its_own_column(held_rows: Held) -> None:
     """A row whose columns all differ: a field reading its neighbour's column, or a unit
     factor applied to the wrong field, cannot match."""
-    profile, cols, rows = held_rows
-    cs = ChannelSet(cols, {c.name: c.role for c in profile.channels})
+    profile, cols, rows, cs, _ = held_rows
     row = rows[-1].copy()
     row[7:] = 1.0 + 0.37 * np.arange(len(row) - 7)  # after the integer header fields
     row[5], row[6] = 123e-6, 456e-6
     _check(cs, profile, cols, row)
 
 
-def test_the_following_error_is_reference_minus_position(
-    held_rows: tuple[Profile, list[dict[str, Any]], np.ndarray],
-) -> None:
-    profile, cols, rows = held_rows
-    cs = ChannelSet(cols, {c.name: c.role for c in profile.channels})
-    names = [c["name"] for c in cols]
+def test_the_following_error_is_reference_minus_position(held_rows: Held) -> None:
+    _, _, rows, cs, names = held_rows
     row = rows[-1].copy()
     q1, q2 = names.index("eng.q_1"), names.index("eng.q_2")
     row[names.index("ref.j1")] = row[q1] + math.radians(2.0)  # reference ahead: error > 0
