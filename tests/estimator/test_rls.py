@@ -125,3 +125,26 @@ def test_forgetting_in_time_equals_the_same_number_of_steps() -> None:
     untimed.update(Phi, y)
     # Without forgetting in time the memory is 10× longer: P ten times smaller or so.
     assert np.trace(timed.P) > 5.0 * np.trace(untimed.P)
+
+
+@pytest.mark.parametrize(
+    ("kw", "what"),
+    [
+        ({"forgetting": 0.0}, "forgetting"),
+        ({"forgetting": 1.0 + 1e-12}, "forgetting"),
+        ({"p0": 0.0}, "p0"),
+        ({"trace_max": 0.0}, "trace_max"),
+    ],
+)
+def test_config_bounds_are_open_where_documented(kw: dict[str, float], what: str) -> None:
+    with pytest.raises(ValueError, match=what):
+        RlsConfig(**kw)
+    RlsConfig(forgetting=1.0, p0=1e-300, trace_max=1e-300)  # the closed and tiny ends pass
+
+
+def test_a_prior_variance_of_zero_is_refused() -> None:
+    r = Rls(2, 1)
+    with pytest.raises(ValueError, match="p0_diag must be positive"):
+        r.reset(p0_diag=np.array([1.0, 0.0]))
+    r.reset(p0_diag=np.array([1.0, 1e-300]))
+    np.testing.assert_array_equal(np.diag(r.P), [1.0, 1e-300])
