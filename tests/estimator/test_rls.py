@@ -148,3 +148,12 @@ def test_a_prior_variance_of_zero_is_refused() -> None:
         r.reset(p0_diag=np.array([1.0, 0.0]))
     r.reset(p0_diag=np.array([1.0, 1e-300]))
     np.testing.assert_array_equal(np.diag(r.P), [1.0, 1e-300])
+
+
+def test_information_eigenvalues_are_those_of_the_inverse_covariance() -> None:
+    rng = np.random.default_rng(2)
+    r = Rls(3, 1, RlsConfig(p0=10.0))
+    r.update(rng.normal(size=(50, 1, 3)) * [1.0, 3.0, 0.1], rng.normal(size=(50, 1)))
+    want = np.linalg.eigvalsh(np.linalg.inv(r.P))
+    np.testing.assert_allclose(r.information_eigenvalues(), want, rtol=1e-8)
+    assert np.all(np.diff(r.information_eigenvalues()) >= 0.0)
