@@ -272,6 +272,10 @@ def test_parameters_are_immutable() -> None:
 
     with pytest.raises(dataclasses.FrozenInstanceError):
         PidParams().p = 1.0  # type: ignore[misc]
+    from controller.pid import GainRange
+
+    with pytest.raises(dataclasses.FrozenInstanceError):  # the documented ranges are shared
+        GainRange(0.0, 1.0, "V", "x").hi = 2.0  # type: ignore[misc]
 
 
 def test_gain_ranges_are_the_documented_bounds() -> None:
