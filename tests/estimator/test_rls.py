@@ -157,3 +157,35 @@ def test_information_eigenvalues_are_those_of_the_inverse_covariance() -> None:
     want = np.linalg.eigvalsh(np.linalg.inv(r.P))
     np.testing.assert_allclose(r.information_eigenvalues(), want, rtol=1e-8)
     assert np.all(np.diff(r.information_eigenvalues()) >= 0.0)
+
+
+def test_a_non_finite_sample_is_skipped_and_the_rest_of_the_batch_used() -> None:
+    rng = np.random.default_rng(4)
+    Phi = rng.normal(size=(40, 1, 2))
+    y = Phi @ np.array([1.5, -0.5]) + 0.01 * rng.normal(size=(40, 1))
+    Phi[3, 0, 1] = np.nan
+    r = Rls(2, 1, RlsConfig(p0=1e8))
+    r.update(Phi, y)
+    assert r.samples == 39 and r.skipped == 1
+    keep = np.arange(40) != 3
+    want = np.linalg.lstsq(Phi[keep, 0], y[keep, 0], rcond=None)[0]
+    np.testing.assert_allclose(r.theta, want, rtol=1e-5)
+
+
+def test_per_output_residual_variance_follows_each_outputs_noise() -> None:
+    rng = np.random.default_rng(6)
+    N, n = 4000, 3
+    Phi = rng.normal(size=(N, 2, n))
+    y = Phi @ np.array([1.0, 2.0, -1.0]) + rng.normal(size=(N, 2)) * [0.1, 0.3]
+    r = Rls(n, 2, RlsConfig(p0=1e8))
+    r.update(Phi, y)
+    var = r.output_residual_variance()
+    np.testing.assert_allclose(var, [0.01, 0.09], rtol=0.1)
+    assert np.mean(var) == pytest.approx(r.residual_variance(), rel=1e-9)
+    assert np.all(np.isnan(Rls(n, 2).output_residual_variance()))  # no data yet
+
+
+@pytest.mark.parametrize(("n", "m"), [(0, 1), (1, 0), (0, 0)])
+def test_sizes_below_one_are_refused(n: int, m: int) -> None:
+    with pytest.raises(ValueError, match="need n_params ≥ 1 and n_outputs ≥ 1"):
+        Rls(n, m)
