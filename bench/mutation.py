@@ -91,6 +91,8 @@ TARGETS: dict[str, Target] = {
             "np.add(lim, self.fe_base, out=lim)",
             "np.add(lim, 2 * self.fe_base, out=lim)",
         ),
+        # Not the test that needs real-time overruns: on a loaded machine it fails unmutated.
+        extra=("-k", "not in_real_time"),
     ),
     "loop": Target(
         ("daq/loop/cycle.py",),
