@@ -177,3 +177,35 @@ def test_a_gap_in_the_telemetry_ages_the_online_estimate_by_the_missing_time(
     grown = _growth(chain, lambda: ident.update_rows(later))
     assert ident.estimate().data.gap_s == pytest.approx(gap_s)
     np.testing.assert_allclose(np.diag(grown), expected, rtol=1e-6)
+
+
+def test_a_bad_random_walk_is_refused_naming_the_model() -> None:
+    params = plant_params(load_profile(ROOT / "hw_profiles" / "sim-2dof.toml"))
+    model = reference_models(params)[0]
+    n = model.n_params
+    for bad in (np.full(n, -0.01), np.full(n, np.nan), np.full(n + 1, 0.01)):
+        with pytest.raises(ValueError, match=f"model '{model.name}': random_walk must be"):
+            ModelChain(model, 1000.0, params.n, random_walk=bad)
+
+
+def test_no_ageing_backwards_in_time_or_without_a_residual() -> None:
+    chain = _primed_chain(0.02)
+    assert np.all(_growth(chain, lambda: chain.age(-1.0)) == 0.0)  # a clock step back
+    chain.rls.stats[0] = 0.0  # an exact fit: σ² = 0, nothing to scale the walk by
+    before = chain.rls.P.copy()
+    chain.age(1.0)
+    np.testing.assert_array_equal(chain.rls.P, before)
+
+
+def test_a_prior_is_held_in_normalised_units() -> None:
+    """θ0 and diag(cov0) in physical units become θ0/scale and cov0/scale² in the RLS, and the
+    read-out gives θ0 back in physical units."""
+    params = plant_params(load_profile(ROOT / "hw_profiles" / "sim-2dof.toml"))
+    model = reference_models(params)[1]
+    scale = np.asarray(model.param_scale, dtype=float)
+    theta0 = 3.0 * scale
+    cov0 = (0.5 * scale) ** 2
+    chain = ModelChain(model, 1000.0, params.n, theta0=theta0, cov0=cov0)
+    np.testing.assert_allclose(chain.rls.theta, 3.0)
+    np.testing.assert_allclose(np.diag(chain.rls.P), 0.25)
+    np.testing.assert_allclose(chain.theta(), theta0)
