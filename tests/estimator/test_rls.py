@@ -189,3 +189,13 @@ def test_per_output_residual_variance_follows_each_outputs_noise() -> None:
 def test_sizes_below_one_are_refused(n: int, m: int) -> None:
     with pytest.raises(ValueError, match="need n_params ≥ 1 and n_outputs ≥ 1"):
         Rls(n, m)
+
+
+def test_forgetting_without_data_grows_the_trace_to_its_bound_exactly() -> None:
+    """P ← P/λ_eff, λ_eff = max(λ, trace(P)/trace_max): unexcited, P grows by 1/λ per step
+    until its trace reaches trace_max, and then stays there (neither beyond nor short)."""
+    r = Rls(2, 1, RlsConfig(forgetting=0.9, p0=1.0, trace_max=10.0))
+    r.forget(3)
+    np.testing.assert_allclose(np.trace(r.P), 2.0 / 0.9**3, rtol=1e-12)
+    r.forget(1000)
+    np.testing.assert_allclose(np.trace(r.P), 10.0, rtol=1e-9)
