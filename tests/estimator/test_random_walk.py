@@ -209,3 +209,62 @@ def test_a_prior_is_held_in_normalised_units() -> None:
     np.testing.assert_allclose(chain.rls.theta, 3.0)
     np.testing.assert_allclose(np.diag(chain.rls.P), 0.25)
     np.testing.assert_allclose(chain.theta(), theta0)
+
+
+def test_drifting_means_forgetting_or_a_walk() -> None:
+    params = plant_params(load_profile(ROOT / "hw_profiles" / "sim-2dof.toml"))
+    model = reference_models(params)[0]
+    n = model.n_params
+
+    def chain(forgetting: float, walk: float) -> ModelChain:
+        cfg = RlsConfig(forgetting=forgetting)
+        return ModelChain(model, 1000.0, params.n, cfg, random_walk=np.full(n, walk))
+
+    assert not chain(1.0, 0.0).drifting
+    assert chain(1.0, 0.01).drifting and chain(0.999, 0.0).drifting
+    assert chain(0.999, 0.01).drifting
+    one = np.zeros(n)
+    one[0] = 0.01  # one parameter walking is enough
+    assert ModelChain(model, 1000.0, params.n, random_walk=one).drifting
+
+
+def test_excitation_is_the_smallest_eigenvalue_and_the_condition_number() -> None:
+    chain = _primed_chain(0.0)
+    ev = chain.rls.information_eigenvalues()
+    low, cond = chain.excitation()
+    assert low == pytest.approx(ev[0]) and cond == pytest.approx(ev[-1] / ev[0])
+    assert cond >= 1.0
+
+
+def test_correlated_residuals_inflate_sigma_by_their_long_run_variance() -> None:
+    """Batch means of AR(1) residuals e_k = ρ e_(k−1) + w_k: κ → (1 + ρ)/(1 − ρ) for blocks much
+    longer than the correlation time; white residuals give κ = 1."""
+    chain = _primed_chain(0.0)
+    rng = np.random.default_rng(9)
+    rho, N = 0.8, 400_000
+    w = rng.normal(size=N)
+    e = np.empty(N)
+    e[0] = w[0]
+    for k in range(1, N):
+        e[k] = rho * e[k - 1] + w[k]
+    chain._batch_means(e[:, None])
+    assert chain.correlation() == pytest.approx((1 + rho) / (1 - rho), rel=0.25)
+    white = _primed_chain(0.0)
+    white._batch_means(rng.normal(size=(N, 1)))
+    assert white.correlation() == pytest.approx(1.0, abs=0.3)
+
+
+def test_the_jackknife_needs_its_groups_and_reads_with_exactly_that_many() -> None:
+    from estimator.chain import JACKKNIFE_GROUPS
+
+    chain = _primed_chain(0.0)
+    m, n = chain.model.n_outputs, chain.model.n_params
+    rng = np.random.default_rng(3)
+    rows = chain._group_rows
+    for g in range(JACKKNIFE_GROUPS):
+        assert chain.jackknife_variance() is None, g
+        Phi = rng.normal(size=(rows, m, n))
+        chain._jackknife_groups(Phi, Phi @ np.ones(n) + 0.1 * rng.normal(size=(rows, m)))
+    assert len(chain._A) == JACKKNIFE_GROUPS  # one group per `fs` rows, exactly
+    var = chain.jackknife_variance()
+    assert var is not None and np.all(var > 0.0)
