@@ -263,9 +263,9 @@ def test_the_jackknife_needs_its_groups_and_reads_with_exactly_that_many() -> No
     rows = chain._group_rows
     for g in range(JACKKNIFE_GROUPS):
         assert chain.jackknife_variance() is None, g
-        Phi = rng.normal(size=(rows, m, n))
-        y = Phi @ np.ones(n) + 0.1 * rng.normal(size=(rows, m))
-        y[g % rows, 0] = np.nan  # a non-finite sample is left out of its group
+        Phi = rng.normal(size=(rows + 1, m, n))
+        y = Phi @ np.ones(n) + 0.1 * rng.normal(size=(rows + 1, m))
+        y[g % rows, 0] = np.nan  # one non-finite sample, left out: `rows` remain
         chain._jackknife_groups(Phi, y)
     assert len(chain._A) == JACKKNIFE_GROUPS  # one group per `fs` rows, exactly
     assert all(np.all(np.isfinite(a)) for a in chain._A)
