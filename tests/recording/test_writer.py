@@ -232,6 +232,6 @@ def test_unnamed_runs_are_numbered_and_the_trailer_says_the_next_seq(
     assert run.seq[0] == 250 and run.seq[-1] == 499
     with pytest.raises(dataclasses.FrozenInstanceError):
         stats.rows_written = 0  # type: ignore[misc]
-    rec = Recorder(ring, layout, tmp_path, meta())
+    rec = Recorder(ring, layout, tmp_path / "a" / "b", meta())  # made, parents too
     assert rec.start("with space").name.startswith("with space")
-    rec.stop()
+    assert rec.stop().error is None
