@@ -109,7 +109,7 @@ class OnlineIdentifier:
                 getattr(cfg, "model", None), self.params, prior_params=known_params(profile)
             )
             if cfg is not None:
-                models = [_apply_cfg(m, cfg) for m in models]
+                models = configure_models(models, cfg)
         if rls_config is None and cfg is not None:
             rls_config = RlsConfig(forgetting=cfg.forgetting, trace_max=cfg.trace_max)
         self.fs = profile.rig.loop_rate_hz
@@ -390,10 +390,44 @@ def random_walks(models: Sequence[LinearModel], cfg: Any) -> list[np.ndarray]:
     return out
 
 
-def _apply_cfg(model: LinearModel, cfg: Any) -> LinearModel:
-    model = with_configured_switches(with_configured_shape(model, cfg), cfg)
-    if model.name == "mechanical":
-        return model.with_conditioning(cfg.mech_cutoff_hz, cfg.mech_taps)
-    if model.name == "fluid":
-        return model.with_conditioning(cfg.fluid_cutoff_hz, cfg.fluid_taps)
-    return model
+#: `[estimator]` conditioning keys per model role. A model's role is its name up to the first
+#: "_": the reference family's `mechanical`/`fluid` and the real-rig family's
+#: `mechanical_lin`/`fluid_lin` (estimator.models_lin) alike.
+CONDITIONING_KEYS = {
+    "mechanical": ("mech_cutoff_hz", "mech_taps"),
+    "fluid": ("fluid_cutoff_hz", "fluid_taps"),
+}
+
+
+def model_role(model: LinearModel) -> str:
+    return model.name.split("_", 1)[0]
+
+
+def configure_models(models: Sequence[LinearModel], cfg: Any) -> list[LinearModel]:
+    """The models running the profile's `[estimator]` settings: conditioning per role, the
+    Coulomb band of a model with a shape, the valve constants of a model with switches. A key
+    that is set but acts on no model of the chosen family is refused, naming the key and the
+    family, rather than silently ignored."""
+    out = [with_configured_switches(with_configured_shape(m, cfg), cfg) for m in models]
+    taken: set[str] = set()
+    for i, m in enumerate(out):
+        role_keys = CONDITIONING_KEYS.get(model_role(m))
+        if role_keys is not None:
+            cutoff, taps = (getattr(cfg, k, None) for k in role_keys)
+            out[i] = m.with_conditioning(cutoff, taps)
+            taken.update(role_keys)
+        if m.shape is not None:
+            taken.add("coulomb_band_m_s")
+        if m.switches is not None:
+            taken.update(("valve_null_offset_v", "valve_lap_v"))
+    keys = [k for ks in CONDITIONING_KEYS.values() for k in ks]
+    for key in [*keys, "coulomb_band_m_s", "valve_null_offset_v", "valve_lap_v"]:
+        value = getattr(cfg, key, None)
+        if value is not None and key not in taken:
+            family = getattr(cfg, "model", None) or "reference"
+            raise ValueError(
+                f"[estimator] {key} = {value}: no model of the family '{family}' takes it "
+                f"(its models: {', '.join(m.name for m in models)}); remove the key or choose "
+                "a family it acts on"
+            )
+    return out

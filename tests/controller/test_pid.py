@@ -188,3 +188,135 @@ def test_output_never_exceeds_max_output(
         out = pid.update(cmd, fb)
         assert abs(out) <= lim
         assert pid.saturated == (pid.limit_state != 0.0)
+
+
+# ------------------------------------------------------------ each limit, on both sides
+
+
+def test_max_error_clamps_both_signs_and_passes_what_is_inside() -> None:
+    pid = make(p=1.0, max_error=0.1)
+    assert pid.update(0.5, 0.0) == pytest.approx(0.1)
+    assert pid.update(-0.5, 0.0) == pytest.approx(-0.1)
+    assert pid.update(0.05, 0.0) == pytest.approx(0.05)
+    assert pid.update(-0.05, 0.0) == pytest.approx(-0.05)
+
+
+def test_max_error_i_bounds_the_integral_on_both_sides() -> None:
+    pid = make(i=1.0, max_error_i=0.01)
+    for _ in range(100):
+        pid.update(1.0, 0.0)
+    assert pid.error_i == pytest.approx(0.01) and pid.output == pytest.approx(0.01)
+    for _ in range(300):
+        pid.update(-1.0, 0.0)
+    assert pid.error_i == pytest.approx(-0.01) and pid.output == pytest.approx(-0.01)
+    pid.update(0.5, 0.0)  # inside: it integrates again
+    assert pid.error_i == pytest.approx(-0.01 + 0.5 * DT)
+
+
+def test_max_error_d_clamps_the_measured_rate_on_both_sides() -> None:
+    pid = make(d=1.0, max_error_d=2.0)
+    pid.update(0.0, 0.01)  # feedback +0.01 in one cycle: error rate −10 rad/s
+    assert pid.error_d == pytest.approx(-2.0)
+    pid.update(0.0, -0.01)
+    assert pid.error_d == pytest.approx(2.0)
+    pid.update(0.0, -0.0105)  # −0.5 rad/s of feedback: +0.5 inside the bound
+    assert pid.error_d == pytest.approx(0.5)
+    pid.update(0.0, -0.01)
+    assert pid.error_d == pytest.approx(-0.5)
+
+
+def test_max_cmd_d_clamps_the_command_rate_on_both_sides() -> None:
+    pid = make(ff1=1.0, max_cmd_d=3.0)
+    pid.update(0.01, 0.0)
+    assert pid.cmd_d == pytest.approx(3.0)
+    pid.update(-0.01, 0.0)
+    assert pid.cmd_d == pytest.approx(-3.0)
+    pid.update(-0.0095, 0.0)
+    assert pid.cmd_d == pytest.approx(0.5)
+    pid.update(-0.01, 0.0)
+    assert pid.cmd_d == pytest.approx(-0.5)
+
+
+def test_max_i_clamps_the_integral_term_on_both_sides() -> None:
+    pid = make(i=1000.0, max_i=0.2)
+    for _ in range(10):
+        pid.update(1.0, 0.0)  # error_i 0.01 → i term 10 V
+    assert pid.output == pytest.approx(0.2)
+    for _ in range(30):
+        pid.update(-1.0, 0.0)
+    assert pid.output == pytest.approx(-0.2)
+    pid = make(i=1000.0, max_i=0.2)
+    pid.update(0.1, 0.0)  # i term 0.1 V: inside
+    assert pid.output == pytest.approx(0.1)
+
+
+def test_saturation_starts_beyond_the_output_limit_not_at_it() -> None:
+    pid = make(p=2.0, max_output=1.0)
+    assert not pid.saturated and pid.saturated_count == 0
+    assert pid.update(0.5, 0.0) == 1.0  # exactly at the limit: not clamped
+    assert pid.limit_state == 0.0 and not pid.saturated
+    assert pid.update(0.75, 0.0) == 1.0
+    assert pid.limit_state == 1.0 and pid.saturated and pid.saturated_count == 1
+    assert pid.update(-0.75, 0.0) == -1.0
+    assert pid.limit_state == -1.0 and pid.saturated_count == 2
+    assert pid.update(-0.5, 0.0) == -1.0  # exactly at the negative limit: not clamped
+    assert pid.limit_state == 0.0 and pid.saturated_count == 0
+    pid.update(-0.75, 0.0)
+    pid.saturated_count = 2_147_483_647  # the counter stops at int32's maximum
+    pid.update(-0.75, 0.0)
+    assert pid.saturated_count == 2_147_483_647
+
+
+def test_parameters_are_immutable() -> None:
+    import dataclasses
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        PidParams().p = 1.0  # type: ignore[misc]
+    from controller.pid import GainRange
+
+    with pytest.raises(dataclasses.FrozenInstanceError):  # the documented ranges are shared
+        GainRange(0.0, 1.0, "V", "x").hi = 2.0  # type: ignore[misc]
+
+
+def test_gain_ranges_are_the_documented_bounds() -> None:
+    from controller.limits import JointLimits
+    from controller.pid import FULL_SCALE_MULTIPLE, gain_problems, gain_ranges
+
+    lim = JointLimits(
+        position_min=-0.2, position_max=0.6, max_velocity=0.5, max_acceleration=4.0,
+        valve_max_v=8.0,
+    )  # fmt: skip
+    r = gain_ranges(lim, DT)
+    top = FULL_SCALE_MULTIPLE * 8.0
+    assert (r["p"].lo, r["p"].hi) == (0.0, pytest.approx(top / 0.8))
+    assert (r["d"].lo, r["d"].hi) == (0.0, pytest.approx(top / 0.5))
+    assert (r["ff0"].lo, r["ff0"].hi) == (pytest.approx(-top / 0.6), pytest.approx(top / 0.6))
+    assert (r["ff1"].lo, r["ff1"].hi) == (pytest.approx(-top / 0.5), pytest.approx(top / 0.5))
+    assert (r["ff2"].lo, r["ff2"].hi) == (pytest.approx(-top / 4.0), pytest.approx(top / 4.0))
+    assert (r["bias"].lo, r["bias"].hi) == (-8.0, 8.0)
+    assert r["d_filter_hz"].hi == pytest.approx(500.0)
+    assert r["p"].problem("p", r["p"].hi) is None  # closed interval: the bound itself is in
+    assert r["bias"].problem("bias", -8.0) is None
+    assert r["p"].problem("p", 0.0) is None and r["p"].problem("p", -1e-12) is not None
+    for bad in (math.nan, math.inf, r["p"].hi * 1.0001, -1.0, True, "1"):
+        assert r["p"].problem("p", bad) is not None, bad
+    assert r["max_output"].problem("max_output", 1e300) is None
+    assert r["max_output"].problem("max_output", math.inf) is not None  # finite only
+    assert gain_problems({"p": 1.0, "bias": 9.0}, r) == [r["bias"].problem("bias", 9.0)]
+
+
+def test_a_new_pid_is_disabled_and_unsaturated_and_disable_clears_saturation() -> None:
+    pid = Pid(PidParams(p=2.0, max_output=1.0), DT)
+    assert not pid.enabled and not pid.saturated
+    assert pid.update(1.0, 0.0) == 0.0  # not enabled: no output
+    pid.enable(0.0, 0.0)
+    pid.update(1.0, 0.0)
+    assert pid.saturated
+    pid.disable()
+    assert not pid.saturated and pid.saturated_s == 0.0
+
+
+@pytest.mark.parametrize("bad", [True, math.nan, math.inf, "1", None])
+def test_parameters_must_be_finite_numbers(bad: object) -> None:
+    with pytest.raises(ValueError, match=r"PidParams\.p must be a finite number"):
+        PidParams(p=bad)  # type: ignore[arg-type]

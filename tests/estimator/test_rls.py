@@ -125,3 +125,77 @@ def test_forgetting_in_time_equals_the_same_number_of_steps() -> None:
     untimed.update(Phi, y)
     # Without forgetting in time the memory is 10× longer: P ten times smaller or so.
     assert np.trace(timed.P) > 5.0 * np.trace(untimed.P)
+
+
+@pytest.mark.parametrize(
+    ("kw", "what"),
+    [
+        ({"forgetting": 0.0}, "forgetting"),
+        ({"forgetting": 1.0 + 1e-12}, "forgetting"),
+        ({"p0": 0.0}, "p0"),
+        ({"trace_max": 0.0}, "trace_max"),
+    ],
+)
+def test_config_bounds_are_open_where_documented(kw: dict[str, float], what: str) -> None:
+    with pytest.raises(ValueError, match=what):
+        RlsConfig(**kw)
+    RlsConfig(forgetting=1.0, p0=1e-300, trace_max=1e-300)  # the closed and tiny ends pass
+
+
+def test_a_prior_variance_of_zero_is_refused() -> None:
+    r = Rls(2, 1)
+    with pytest.raises(ValueError, match="p0_diag must be positive"):
+        r.reset(p0_diag=np.array([1.0, 0.0]))
+    r.reset(p0_diag=np.array([1.0, 1e-300]))
+    np.testing.assert_array_equal(np.diag(r.P), [1.0, 1e-300])
+
+
+def test_information_eigenvalues_are_those_of_the_inverse_covariance() -> None:
+    rng = np.random.default_rng(2)
+    r = Rls(3, 1, RlsConfig(p0=10.0))
+    r.update(rng.normal(size=(50, 1, 3)) * [1.0, 3.0, 0.1], rng.normal(size=(50, 1)))
+    want = np.linalg.eigvalsh(np.linalg.inv(r.P))
+    np.testing.assert_allclose(r.information_eigenvalues(), want, rtol=1e-8)
+    assert np.all(np.diff(r.information_eigenvalues()) >= 0.0)
+
+
+def test_a_non_finite_sample_is_skipped_and_the_rest_of_the_batch_used() -> None:
+    rng = np.random.default_rng(4)
+    Phi = rng.normal(size=(40, 1, 2))
+    y = Phi @ np.array([1.5, -0.5]) + 0.01 * rng.normal(size=(40, 1))
+    Phi[3, 0, 1] = np.nan
+    r = Rls(2, 1, RlsConfig(p0=1e8))
+    r.update(Phi, y)
+    assert r.samples == 39 and r.skipped == 1
+    keep = np.arange(40) != 3
+    want = np.linalg.lstsq(Phi[keep, 0], y[keep, 0], rcond=None)[0]
+    np.testing.assert_allclose(r.theta, want, rtol=1e-5)
+
+
+def test_per_output_residual_variance_follows_each_outputs_noise() -> None:
+    rng = np.random.default_rng(6)
+    N, n = 4000, 3
+    Phi = rng.normal(size=(N, 2, n))
+    y = Phi @ np.array([1.0, 2.0, -1.0]) + rng.normal(size=(N, 2)) * [0.1, 0.3]
+    r = Rls(n, 2, RlsConfig(p0=1e8))
+    r.update(Phi, y)
+    var = r.output_residual_variance()
+    np.testing.assert_allclose(var, [0.01, 0.09], rtol=0.1)
+    assert np.mean(var) == pytest.approx(r.residual_variance(), rel=1e-9)
+    assert np.all(np.isnan(Rls(n, 2).output_residual_variance()))  # no data yet
+
+
+@pytest.mark.parametrize(("n", "m"), [(0, 1), (1, 0), (0, 0)])
+def test_sizes_below_one_are_refused(n: int, m: int) -> None:
+    with pytest.raises(ValueError, match="need n_params ≥ 1 and n_outputs ≥ 1"):
+        Rls(n, m)
+
+
+def test_forgetting_without_data_grows_the_trace_to_its_bound_exactly() -> None:
+    """P ← P/λ_eff, λ_eff = max(λ, trace(P)/trace_max): unexcited, P grows by 1/λ per step
+    until its trace reaches trace_max, and then stays there (neither beyond nor short)."""
+    r = Rls(2, 1, RlsConfig(forgetting=0.9, p0=1.0, trace_max=10.0))
+    r.forget(3)
+    np.testing.assert_allclose(np.trace(r.P), 2.0 / 0.9**3, rtol=1e-12)
+    r.forget(1000)
+    np.testing.assert_allclose(np.trace(r.P), 10.0, rtol=1e-9)

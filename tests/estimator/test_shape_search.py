@@ -152,3 +152,28 @@ def test_configured_valve_for_the_online_estimator() -> None:
         with_configured_switches(fluid, SimpleNamespace(valve_lap_v=[0.0]))
     with pytest.raises(ValidationError, match=r"less than or equal to 0\.2"):
         Estimator(valve_lap_v=[0.3, 0.0])
+
+
+def test_the_valve_search_follows_a_diagonal_valley() -> None:
+    """The fluid model's own switch search (its lines in the (null offset, lap) plane) on a cost
+    whose valley runs along the null offset minus the lap: steep across (both edges' opening
+    points move together), shallow along. Coordinate lines alone stop on the valley's floor
+    wherever they first meet it; the model's diagonal lines walk along it to the minimum."""
+    from estimator.shape_search import choose_switches
+
+    params, _ = _plant()
+    fluid = lin_models(params)[1]
+    sw = fluid.switches
+    assert sw is not None
+    n = params.n
+    target = np.array([[0.012, -0.006][:n], [-0.004, 0.009][:n]])  # b₀ row, lap row
+
+    def cost(value: np.ndarray) -> np.ndarray:
+        d = value - target
+        return 100.0 * np.abs(d[0] + d[1]) + np.abs(d[0] - d[1]) + 1.0
+
+    got = choose_switches(sw, cost)
+    np.testing.assert_allclose(got.value, target, atol=2 * sw.tol)
+    assert np.all(got.cost < got.cost_own) and not got.at_edge
+    axes_only = choose_switches(replace(sw, directions=None), cost)
+    assert np.max(np.abs(axes_only.value - target)) > 10 * sw.tol  # the valley is the test

@@ -223,3 +223,45 @@ def test_reset_is_refused_while_the_cause_is_present(make_loop: MakeLoop) -> Non
     req = post(loop, "reset")
     cycles(loop, 1)
     assert req.ok and loop.state == State.IDLE
+
+
+def test_flag_bits_are_the_recorded_ones_and_described_by_name() -> None:
+    """The `flags` column is recorded: each trip's bit is 1 << (code − 1), never renumbered,
+    all distinct and below the clamp bit."""
+    from daq.loop.interlocks import describe_flags
+
+    assert flag(Trip.CHANNEL_RANGE) == 1 and flag(Trip.PRESSURE) == 8
+    assert flag(Trip.PROCESS_LOST) == 1 << 13
+    bits = [flag(t) for t in Trip if t != Trip.NONE]
+    assert len(set(bits)) == len(bits) and max(bits) < CLAMP_FLAG
+    assert describe_flags(0) == "none"
+    assert describe_flags(flag(Trip.PRESSURE)) == "PRESSURE"
+    assert describe_flags(flag(Trip.ESTOP) | CLAMP_FLAG) == "ESTOP, CLAMPED"
+
+
+def test_trip_messages_tell_a_stall_from_consecutive_overruns() -> None:
+    from daq.loop.interlocks import STALL, TripInfo
+
+    info = TripInfo(Trip.OVERRUN, "", 5.0, 3.0)
+    assert info.seq == -1 and info.to_dict()["seq"] == -1  # not stamped with a row yet
+    assert info.message == "5 consecutive overruns (limit 3)"
+    stall = TripInfo(Trip.OVERRUN, STALL, 12.25, 5.0)
+    assert stall.message == "a cycle ended 12.2 ms late (stall limit 5.0 ms)"
+    assert TripInfo(Trip.PRESSURE, "p_cap_1", 2.1e7, 2.0e7).message.startswith("pressure on")
+    import dataclasses
+
+    with pytest.raises(dataclasses.FrozenInstanceError):  # a latched fault is not edited
+        info.value = 0.0  # type: ignore[misc]
+
+
+def test_a_command_moving_exactly_at_the_rate_limit_does_not_trip(profile: Any) -> None:
+    from daq.loop.interlocks import Interlocks
+
+    il = Interlocks(profile)
+    lim = profile.joints[0].limits.valve_max_rate_v_per_s * profile.period
+    null = np.array([c.null_volts for c in profile.outputs])
+    il.begin_cycle()
+    il.limit_outputs(null + lim, null.copy())
+    assert il.first is None, il.first
+    il.limit_outputs(null + 1.001 * lim, null.copy())
+    assert il.first is not None and il.first.code == Trip.VALVE_RATE

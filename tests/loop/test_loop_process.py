@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import re
 import signal
 import subprocess
@@ -329,3 +330,167 @@ def test_losing_the_service_makes_the_loop_null_the_valves(tmp_path: Path, how: 
             proc.send_signal(signal.SIGCONT)
         proc.kill()
         proc.communicate(timeout=WAIT_S)
+
+
+def test_a_withdrawal_waits_for_a_held_lock_a_bounded_time(
+    link: LoopLink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loop process killed while holding the cross-process lock holds it forever: the
+    caller's withdrawal waits at most LOCK_TIMEOUT_S for a real (semaphore) lock and then says
+    so, instead of hanging the command server."""
+    import multiprocessing
+
+    from daq.loop import shm_mailbox
+
+    monkeypatch.setattr(shm_mailbox, "LOCK_TIMEOUT_S", 0.2)
+    lock = multiprocessing.get_context("spawn").Lock()
+    client = ShmMailboxClient(link, lock, alive=lambda: True)
+    assert lock.acquire(True, WAIT_S)  # held, as by a loop process that died holding it
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            client.call("stop", timeout=0.05)
+        except BaseException as exc:
+            errors.append(exc)
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    try:
+        caller.join(WAIT_S)
+        assert not caller.is_alive(), f"the caller still waits for the lock after {WAIT_S} s"
+    finally:
+        lock.release()  # a caller stuck in acquire() returns now
+        caller.join(WAIT_S)
+    assert len(errors) == 1 and isinstance(errors[0], MailboxTimeout), errors
+    assert "never let go" in str(errors[0])
+    assert link.words[W.CANCELLED] == 0  # not withdrawn: the caller could not take the lock
+
+
+def test_an_unanswered_request_is_not_ok() -> None:
+    from daq.loop.mailbox import Request
+
+    req = Request("stop")
+    assert not req.ok and not req.done.is_set()
+    req.finish(True, state="ARMED")
+    assert req.ok and req.data == {"state": "ARMED"} and req.done.is_set()
+
+
+def test_take_survives_a_request_withdrawn_between_its_check_and_its_pop() -> None:
+    from daq.loop.mailbox import Mailbox
+
+    class Withdrawn:
+        """A slot that held a request when looked at and is empty when popped."""
+
+        def __bool__(self) -> bool:
+            return True
+
+        def popleft(self) -> None:
+            raise IndexError("pop from an empty deque")
+
+    mailbox = Mailbox()
+    mailbox._slot = Withdrawn()  # type: ignore[assignment]
+    assert mailbox.take() is None
+
+
+def test_the_loop_never_waits_for_a_lock_the_service_holds(link: LoopLink) -> None:
+    """The loop side only tries the lock: while the service holds it (withdrawing), `take`
+    returns None at once and takes the request on a later cycle."""
+    import multiprocessing
+
+    lock = multiprocessing.get_context("spawn").Lock()
+    server = ShmMailboxServer(link, lock)
+    link.words[W.POSTED] = 1  # a request is pending
+    assert lock.acquire(True, WAIT_S)
+    got: list[Any] = []
+    taker = threading.Thread(target=lambda: got.append(server.take()), daemon=True)
+    try:
+        taker.start()
+        taker.join(WAIT_S)
+        assert not taker.is_alive(), "take() waited for the lock"
+        assert got == [None] and link.words[W.TAKEN] == 0
+    finally:
+        lock.release()
+        taker.join(WAIT_S)
+
+
+def test_a_request_that_does_not_unpickle_is_refused_not_raised(link: LoopLink) -> None:
+    lock = CountingLock()
+    server = ShmMailboxServer(link, lock)
+    garbage = b"\x80\x05not a pickle"
+    link.request[: len(garbage)] = np.frombuffer(garbage, np.uint8)
+    link.words[W.REQUEST_LEN] = len(garbage)
+    link.words[W.POSTED] = 1
+    assert server.take() is None
+    assert link.words[W.DONE] == 1  # answered
+    ok, reason, data = pickle.loads(link.reply[: int(link.words[W.REPLY_LEN])].tobytes())
+    assert not ok and "could not decode" in reason and data["code"] == "internal"
+
+
+def test_a_reply_of_exactly_the_reply_area_is_kept_whole(link: LoopLink) -> None:
+    """The reply area holds REPLY_BYTES: a reply of exactly that size keeps its reason and
+    data; one byte more is cut to the first 1000 characters of its reason, without data."""
+    from daq.loop.shared_link import REPLY_BYTES
+
+    def size(n: int) -> int:
+        return len(pickle.dumps((False, "r" * n, {}), protocol=pickle.HIGHEST_PROTOCOL))
+
+    n = REPLY_BYTES - size(0)
+    while size(n) > REPLY_BYTES:
+        n -= 1
+    assert size(n) == REPLY_BYTES
+    lock = CountingLock()
+    server = ShmMailboxServer(link, lock)
+    for length, want in ((n, n), (n + 1, 1000)):
+        posted = int(link.words[W.POSTED]) + 1
+        data = pickle.dumps(("status", None), protocol=pickle.HIGHEST_PROTOCOL)
+        link.request[: len(data)] = np.frombuffer(data, np.uint8)
+        link.words[W.REQUEST_LEN] = len(data)
+        link.words[W.POSTED] = posted
+        req = server.take()
+        assert req is not None
+        req.finish(False, "r" * length)
+        _, reason, _ = pickle.loads(link.reply[: int(link.words[W.REPLY_LEN])].tobytes())
+        assert len(reason) == want
+
+
+def test_a_request_of_exactly_the_request_area_is_posted(link: LoopLink) -> None:
+    from daq.loop.shared_link import REQUEST_BYTES
+    from daq.loop.shm_mailbox import MailboxOverflow
+
+    def size(n: int) -> int:
+        return len(pickle.dumps(("run", b"x" * n), protocol=pickle.HIGHEST_PROTOCOL))
+
+    n = REQUEST_BYTES - size(0)
+    while size(n) > REQUEST_BYTES:
+        n -= 1
+    assert size(n) == REQUEST_BYTES
+    client = ShmMailboxClient(link, CountingLock(), alive=lambda: True)
+    with pytest.raises(MailboxTimeout):  # posted (nobody takes it), not refused
+        client.call("run", b"x" * n, timeout=0.01)
+    assert link.words[W.REQUEST_LEN] == REQUEST_BYTES
+    with pytest.raises(MailboxOverflow, match=f"{REQUEST_BYTES + 1} bytes"):
+        client.call("run", b"x" * (n + 1), timeout=0.01)
+
+
+def test_thread_mailbox_reports_the_outcome_of_a_request_taken_after_its_timeout() -> None:
+    """In-thread mailbox: the caller's timeout comes, its withdrawal finds the slot empty
+    (the loop took the request and is finishing it), so it waits for the loop's answer and
+    returns it rather than a timeout."""
+    from daq.loop.mailbox import Mailbox, Request
+
+    class TakenSlot:
+        req: Request | None = None
+
+        def append(self, req: Request) -> None:
+            self.req = req
+
+        def popleft(self) -> Request:
+            assert self.req is not None  # the loop took it and answers now
+            self.req.finish(True, state="ARMED")
+            raise IndexError("pop from an empty deque")
+
+    mailbox = Mailbox()
+    mailbox._slot = TakenSlot()  # type: ignore[assignment]
+    req = mailbox.call("stop", timeout=0.0)
+    assert req.ok and req.data["state"] == "ARMED"

@@ -8,6 +8,7 @@ lets the writer run in the middle of it (the window a preempted reader thread ha
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from daq.ring import RingCursor, SampleRing
+from daq.ring import WRITING, RingCursor, SampleRing
 
 WIDTH = 5
 
@@ -130,8 +131,30 @@ def test_no_rows_available_returns_0_without_loss() -> None:
 
 
 def test_capacity_must_be_a_power_of_two() -> None:
-    with pytest.raises(ValueError, match="power of two"):
-        SampleRing(12, WIDTH)
+    for bad in (12, 1, 0, 3):
+        with pytest.raises(ValueError, match="power of two"):
+            SampleRing(bad, WIDTH)
+    ring = SampleRing(2, WIDTH)  # the smallest ring: two slots
+    write(ring, 5)
+    out = np.zeros((2, WIDTH))
+    cursor = RingCursor(ring, start=3)
+    assert cursor.read_into(out) == 2 and list(out[:, 0]) == [3.0, 4.0]
+
+
+def test_unlink_removes_a_shared_rings_name_once_and_quietly_after() -> None:
+    from multiprocessing import shared_memory
+
+    ring = SampleRing.create_shared(8, WIDTH)
+    name = ring.shm.name if ring.shm is not None else ""
+    attached = SampleRing.attach(name, 8, WIDTH)  # the name exists until unlinked
+    assert attached.capacity == 8
+    ring.unlink()
+    with pytest.raises(FileNotFoundError):
+        shared_memory.SharedMemory(name=name)
+    ring.unlink()  # a second unlink (both processes at shutdown) is not an error
+    write(ring, 3)  # the views stay valid after the name is gone
+    assert ring.published == 3
+    SampleRing(8, WIDTH).unlink()  # a private ring has no name: nothing to do
 
 
 def test_threaded_stress_every_returned_row_is_the_row_of_its_index() -> None:
@@ -182,3 +205,26 @@ def test_a_published_block_reads_back_like_rows_published_one_by_one() -> None:
     check_rows(cursor, out, 6)
     with pytest.raises(ValueError, match="does not fit"):
         ring.publish_block(np.zeros((9, WIDTH)))
+
+
+def test_a_block_of_exactly_one_capacity_is_published_and_one_more_row_refused() -> None:
+    ring = SampleRing(8, WIDTH)
+    assert np.all(ring.seqs == WRITING)  # no slot holds a row yet (the seqlock's start)
+    block = np.arange(8 * WIDTH, dtype=float).reshape(8, WIDTH)
+    ring.publish_block(block)
+    assert ring.published == 8 and list(ring.seqs) == list(range(8))
+    out = np.zeros((8, WIDTH))
+    assert RingCursor(ring, start=0).read_into(out) == 8
+    np.testing.assert_array_equal(out, block)
+    with pytest.raises(ValueError):
+        ring.publish_block(np.zeros((9, WIDTH)))
+
+
+def test_a_shared_ring_takes_the_name_it_is_given() -> None:
+    name = f"hydrig-test-ring-{os.getpid()}"
+    ring = SampleRing.create_shared(8, WIDTH, name=name)
+    try:
+        assert ring.shm is not None and ring.shm.name.lstrip("/") == name
+        assert np.all(ring.seqs == WRITING) and ring.published == 0
+    finally:
+        ring.unlink()

@@ -68,6 +68,36 @@ def test_loaded_in_idle_and_armed_shown_in_status_values_and_recordings(
     assert read_run(path).meta["params"]["source"] == str(second)
 
 
+def _run_models(service: Service) -> list[Any]:
+    """The plant models the running experiment's control laws hold (its feed-forward)."""
+    runner = service.loop.active
+    laws = [phase.law for phase in runner._planned]
+    return [law.model for law in laws if getattr(law, "model", None) is not None]
+
+
+def test_a_reload_reaches_the_next_runs_controller_by_value(
+    service_2dof: Service, tmp_path: Path
+) -> None:
+    """Values, not the file's hash: after a second `load_params` the `params` read-out and
+    the feed-forward of the next run's control law hold the new inertias, not the old."""
+    api = service_2dof.api
+    truth = plant_params(load_profile(PROFILES / "sim-2dof.toml"))
+    _load(service_2dof, write_params(tmp_path / "first.toml", "sim-2dof.toml", scale=1.1))
+    api.handle("arm", {}, None)
+    api.handle("run", {"experiment": _long_hold(2, "pid_ff")}, None)
+    models = _run_models(service_2dof)
+    assert models and all(m.M == pytest.approx(list(1.1 * truth.inertia)) for m in models)
+    api.handle("stop", {}, None)
+    _load(service_2dof, write_params(tmp_path / "second.toml", "sim-2dof.toml", scale=1.2))
+    values = api.handle("params", {}, None)["values"]
+    got = [j["inertia"] for j in values["joints"]]
+    assert got == pytest.approx(list(1.2 * truth.inertia), rel=1e-12)
+    api.handle("run", {"experiment": _long_hold(2, "pid_ff")}, None)
+    models = _run_models(service_2dof)
+    assert models and all(m.M == pytest.approx(list(1.2 * truth.inertia)) for m in models)
+    api.handle("stop", {}, None)
+
+
 def test_refused_while_running_with_code_and_message(service_2dof: Service, tmp_path: Path) -> None:
     api = service_2dof.api
     f = write_params(tmp_path / "p.toml", "sim-2dof.toml")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 import threading
 from pathlib import Path
 
@@ -203,3 +204,34 @@ def test_complete_only_once_the_run_is_closed(tmp_path: Path, layout: SampleLayo
     assert read_run(path).meta["first_seq"] == 0  # the header is there from the start
     stats = rec.stop()
     assert not stats.active and stats.complete and read_run(path).complete
+
+
+def test_unnamed_runs_are_numbered_and_the_trailer_says_the_next_seq(
+    tmp_path: Path, layout: SampleLayout
+) -> None:
+    """Two unnamed runs started in the same second: the first takes the plain stem, the
+    second `-2`; the trailer's `next_seq` is the row after the last recorded; a name with a
+    space is a plain file name; the stats are a frozen snapshot."""
+    import dataclasses
+
+    ring = SampleRing(1 << 12, layout.width)
+    paths = []
+    for _ in range(2):
+        rec = Recorder(ring, layout, tmp_path, meta(), chunk_rows=100)
+        paths.append(rec.start())
+        publish_rows(ring, 250, burst=50)
+        stats = rec.stop()
+    first, second = paths
+    stamp = r"sim-2dof-\d{8}-\d{6}"
+    assert re.fullmatch(stamp, first.stem), first.stem
+    # The same second: `-2`; a clock tick between the two gives a plain stem again.
+    assert re.fullmatch(stamp + "-2", second.stem) or re.fullmatch(stamp, second.stem)
+    assert second.stem != first.stem and second.stem.removesuffix("-2") >= first.stem
+    run = read_run(second)
+    assert run.trailer is not None and run.trailer["next_seq"] == 500
+    assert run.seq[0] == 250 and run.seq[-1] == 499
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        stats.rows_written = 0  # type: ignore[misc]
+    rec = Recorder(ring, layout, tmp_path / "a" / "b", meta())  # made, parents too
+    assert rec.start("with space").name.startswith("with space")
+    assert rec.stop().error is None

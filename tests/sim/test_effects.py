@@ -287,3 +287,33 @@ def test_sensor_offset_gain_and_drift_show_in_the_engineering_value() -> None:
     expected = clean * 1.02 + 5.0e4 + 1.0e3 * t
     lsb = 20.0 / 65536 * 2.0e6
     assert np.abs(seen - expected).max() <= 1.5 * lsb
+
+
+def test_null_shift_with_temperature_is_a_null_bias_on_the_spool_flow() -> None:
+    """b₀(T) = null_bias + db/dT·(T − T_ref): oil held 20 K off the reference (no cooling, no
+    losses at null) with db/dT = 0.5 mV/K drives the blocked chambers exactly as a fixed null
+    bias of 10 mV does in the same oil, in the direction of the temperature's sign; at the
+    reference it does nothing."""
+
+    def run(temp_c: float, shift: float, bias: float = 0.0) -> dict[str, np.ndarray]:
+        thermal = {
+            "initial_c": temp_c,
+            "ambient_c": min(max(temp_c, -20.0), 60.0),
+            "reference_c": 40.0,
+            "cooling_time_constant_s": 1.0e6,
+            "heat_capacity_j_per_k": 1.0e12,  # the flow's losses do not move T
+        }
+        valve = {"null_shift_v_per_k": shift, "null_bias_v": bias}
+        return _record(_rig({**BLOCKED, "valve": valve}, {"thermal": thermal}), 0.05)
+
+    warm = run(60.0, 5.0e-4)
+    assert np.abs(warm["spool_1"]).max() < 1e-3  # the spool reads null: only the flow moves
+    assert warm["p_cap_1"][-1] - warm["p_cap_1"][0] > 5e5
+    assert warm["p_rod_1"][-1] - warm["p_rod_1"][0] < -5e5
+    as_bias = run(60.0, 0.0, bias=0.01)  # same oil (bulk modulus, viscosity), fixed bias
+    for ch in ("p_cap_1", "p_rod_1"):
+        np.testing.assert_allclose(warm[ch], as_bias[ch], rtol=1e-6, atol=1.0)
+    cold = run(20.0, 5.0e-4)  # below the reference: the opposite edges open
+    assert cold["p_cap_1"][-1] - cold["p_cap_1"][0] < -5e5
+    at_reference = run(40.0, 5.0e-4)
+    assert np.ptp(at_reference["p_cap_1"]) < 1e4

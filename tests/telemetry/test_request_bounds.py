@@ -163,3 +163,62 @@ def test_a_subscription_flooder_is_cut_off_and_the_others_keep_receiving(
         monitor.close()
         flooder.close()
         honest.close()
+
+
+def _sized(first: int, length_bytes: int, payload: bytes, extra: bytes = b"") -> bytes:
+    """A str/bin/ext object with an explicit length header (even where msgpack would pick a
+    shorter form), so every header width is scanned."""
+    return bytes([first]) + len(payload).to_bytes(length_bytes, "big") + extra + payload
+
+
+def _every_type() -> list[bytes]:
+    """One encoded object of every msgpack type, each at the edges of its header byte range
+    (fixint 127 / −32, fixmap and fixarray of 0 and 15, fixstr of 0 and 31) and of its length
+    widths: a scan that skips any of them wrongly loses its place in what follows."""
+    pk = lambda x, **kw: msgpack.packb(x, use_bin_type=True, **kw)  # noqa: E731
+    objs: list[Any] = [0, 127, -1, -32, -33, 128, 255, 256, 65535, 65536, 2**32, 2**64 - 1]
+    objs += [-128, -129, -32768, -32769, -(2**31) - 1, -(2**63), None, True, False, 1.5]
+    objs += ["", "a" * 31, "a" * 32, "a" * 256, "a" * 65536, b"", b"x" * 256, b"x" * 65536]
+    objs += [{}, {i: i for i in range(15)}, {i: i for i in range(16)}]
+    objs += [[], list(range(15)), list(range(16))]
+    objs += [msgpack.ExtType(1, b"x" * k) for k in (1, 2, 4, 8, 16, 3, 256, 65536)]
+    out = [pk(x) for x in objs] + [pk(1.5, use_single_float=True)]
+    out += [_sized(0xD9, 1, b"s"), _sized(0xDA, 2, b"st"), _sized(0xDB, 4, b"str")]
+    out += [_sized(0xC4, 1, b"b"), _sized(0xC5, 2, b"bi"), _sized(0xC6, 4, b"bin")]
+    out += [_sized(0xC7, 1, b"e", b"\x05"), _sized(0xC8, 2, b"ex", b"\x05")]
+    out += [_sized(0xC9, 4, b"ext", b"\x05")]
+    out += [b"\xdd\x00\x00\x00\x02\x01\x02", b"\xdf\x00\x00\x00\x01\x01\x02"]  # array32, map32
+    out += [b"\xdc\x00\x01\x01", b"\xde\x00\x01\x01\x02"]  # array16, map16 of one
+    return out
+
+
+def _array(items: list[bytes]) -> bytes:
+    return b"\xdc" + len(items).to_bytes(2, "big") + b"".join(items)
+
+
+def test_the_scan_keeps_its_place_through_every_type() -> None:
+    """After one object of every type, a container exactly at the depth bound passes and one
+    level more is refused, as is one item past an array's bound: the scan followed each."""
+    objs = _every_type()
+    assert all(msgpack.unpackb(o, strict_map_key=False) is not None or o == b"\xc0" for o in objs)
+    deepest = msgpack.packb(_nested(MAX_DEPTH - 1))  # inside one wrapping array
+    assert _code(_array([*objs, deepest])) is None
+    deeper = msgpack.packb(_nested(MAX_DEPTH))
+    assert _code(_array([*objs, deeper])) == "too_complex"
+    long = msgpack.packb([0] * (MAX_ARRAY_LEN + 1))
+    assert _code(_array([*objs, long])) == "too_complex"
+    assert _code(_array([*objs, msgpack.packb([0] * MAX_ARRAY_LEN)])) is None
+    for obj in objs:  # each alone, before a container at the bound and one past it
+        assert _code(_array([obj, deepest])) is None, obj[:8]
+        assert _code(_array([obj, deeper])) == "too_complex", obj[:8]
+
+
+def test_exactly_max_items_pass_and_one_more_is_refused() -> None:
+    """The wrapper, 4 arrays and their items: exactly MAX_ITEMS objects, then one more."""
+    sizes = [4095, 4095, 4095, MAX_ITEMS - 5 - 3 * 4095]
+    assert 1 + len(sizes) + sum(sizes) == MAX_ITEMS
+    ok = msgpack.packb([[0] * n for n in sizes])
+    assert _code(ok) is None
+    sizes[-1] += 1
+    with pytest.raises(CommandError, match=f"more than {MAX_ITEMS} objects"):
+        check_shape(msgpack.packb([[0] * n for n in sizes]))

@@ -1,0 +1,447 @@
+"""Mutation testing of the safety- and accuracy-critical modules (docs/testing.md).
+
+    python bench/mutation.py                      # every target, smallest first
+    python bench/mutation.py --module ring        # one target (repeatable)
+    python bench/mutation.py --list               # the targets, their files and tests
+
+Tool: cosmic-ray (pinned in the `dev` extra). It rewrites the module's file on disk for each
+mutant and runs the target's own few test files, so every process sees the mutant: the loop
+process the service spawns and the numba-jitted plant (recompiled from the mutated source)
+alike, which mutmut's in-process trampolines would not reach.
+
+Each target runs in a scratch copy of the work tree (tracked and untracked, not ignored), so an
+interrupted run never leaves a mutant in the tree you work in; its cosmic-ray session stays
+there and a second run resumes it. Before trusting a score the run checks that the unmutated
+tests pass (baseline) and that one mutant known to break the module (`sentinel`) is killed.
+
+Only the operators that change behaviour in ways a test should see are kept (KEEP): each
+arithmetic operator to its inverse, each comparison to its boundary and its negation, and/or,
+not, signs, loops run zero times, break/continue, exceptions. Not ±1 on every number
+literal (cosmic-ray's NumberReplacer): it made 40 % of the mutants, most in layout constants,
+and at 10–20 s a mutant on the shared machine the budget goes to the operators above.
+Last line: JSON, per module made / killed / survived / timed out / not run, and the kill ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRATCH = Path(os.environ.get("HYDRIG_MUTATION_DIR", "/tmp/hydrig-mutation"))
+
+
+@dataclass(frozen=True)
+class Target:
+    paths: tuple[str, ...]  # the module files mutated
+    tests: tuple[str, ...]  # pytest arguments: the few test files that should kill them
+    #: A hand-made mutant that must be killed: (file, original text, broken text).
+    sentinel: tuple[str, str, str]
+    timeout_s: float = 60.0  # per mutant (a hung test is a kill: reported as timed out)
+    extra: tuple[str, ...] = field(default=())
+
+
+TARGETS: dict[str, Target] = {
+    "ring": Target(
+        ("daq/ring.py",),
+        ("tests/loop/test_ring.py",),
+        ("daq/ring.py", "self._next = k + 1", "self._next = k + 2"),
+    ),
+    "mailbox": Target(
+        ("daq/loop/mailbox.py", "daq/loop/shm_mailbox.py"),
+        ("tests/loop/test_mailbox_timing_rt.py", "tests/loop/test_loop_process.py"),
+        ("daq/loop/shm_mailbox.py", "acquire(True, LOCK_TIMEOUT_S)", "acquire(True)"),
+        timeout_s=120.0,
+        # The mailbox's own tests, not the split service's (those start processes: minutes).
+        extra=(
+            "-k",
+            "mailbox or withdrawn or withdrawal or true_outcome or payload_objects or "
+            "unanswered or never_waits or unpickle or reply_area or request_area",
+        ),
+    ),
+    "bounds": Target(
+        ("daq/commands/bounds.py",),
+        ("tests/telemetry/test_request_bounds.py", "tests/telemetry/test_request_schema.py"),
+        ("daq/commands/bounds.py", "if count > limit:", "if count > 10 * limit:"),
+    ),
+    "roles": Target(
+        ("daq/commands/server.py",),
+        ("tests/telemetry/test_security.py", "tests/telemetry/test_command_fuzz.py"),
+        ("daq/commands/server.py", 'who.role != "controller" and', 'who.role == "x" and'),
+        timeout_s=120.0,
+    ),
+    "interlocks": Target(
+        ("daq/loop/interlocks.py",),
+        (
+            "tests/loop/test_interlocks.py",
+            "tests/loop/test_stall.py",
+            "tests/loop/test_sim_interlocks.py",
+        ),
+        (
+            "daq/loop/interlocks.py",
+            "np.add(lim, self.fe_base, out=lim)",
+            "np.add(lim, 2 * self.fe_base, out=lim)",
+        ),
+        # Not the test that needs real-time overruns: on a loaded machine it fails unmutated.
+        extra=("-k", "not in_real_time"),
+    ),
+    "loop": Target(
+        ("daq/loop/cycle.py",),
+        ("tests/loop/test_loop.py", "tests/loop/test_alloc.py", "tests/loop/test_state.py"),
+        ("daq/loop/cycle.py", "row[0] = self.seq", "row[0] = self.seq + 1"),
+        timeout_s=120.0,
+    ),
+    "writer": Target(
+        ("daq/recording/writer.py",),
+        ("tests/recording/test_writer.py", "tests/recording/test_quota.py"),
+        ("daq/recording/writer.py", "self._rows += n", "self._rows += n + 1"),
+        timeout_s=120.0,
+    ),
+    "pid": Target(
+        ("controller/pid.py",),
+        ("tests/controller/test_pid.py",),
+        ("controller/pid.py", "e = command - feedback", "e = feedback - command"),
+    ),
+    "checks": Target(
+        ("controller/checks.py",),
+        ("tests/controller/test_experiment.py", "tests/params/test_valve_sine_check.py"),
+        ("controller/checks.py", "bad = signed > sign * bound", "bad = signed > 2 * sign * bound"),
+        timeout_s=120.0,
+    ),
+    "rls": Target(
+        ("estimator/rls.py",),
+        ("tests/estimator/test_rls.py", "tests/estimator/test_random_walk.py"),
+        ("estimator/rls.py", "if np.any(q > 0.0):", "if False:"),
+    ),
+    "chain": Target(
+        ("estimator/chain.py",),
+        (
+            "tests/estimator/test_random_walk.py",
+            "tests/estimator/test_online_chunks.py",
+            "tests/estimator/test_identification.py",
+        ),
+        ("estimator/chain.py", "self.age(N / self.fs)", "self.age(0.0)"),
+        timeout_s=120.0,
+        extra=("-k", "not batch"),  # the online estimates, not the batch fit
+    ),
+    "batch": Target(
+        ("estimator/batch.py",),
+        ("tests/estimator/test_identification.py", "tests/estimator/test_conditioning.py"),
+        ("estimator/batch.py", "sig_j = np.sqrt(", "sig_j = 0.5 * np.sqrt("),
+        timeout_s=300.0,
+    ),
+    "sim_effects": Target(
+        ("controller/plant/dynamics.py",),
+        ("tests/sim/test_effects.py",),
+        ("controller/plant/dynamics.py", "(temp - E[E_T_REF])", "(E[E_T_REF] - temp)"),
+        timeout_s=300.0,
+    ),
+}
+
+#: The operators kept (see the module doc); every other is marked skipped before the run:
+#: each arithmetic operator to its inverse, each comparison to its boundary and negation.
+_BINARY = "Add Sub, Sub Add, Mul Div, Div Mul, FloorDiv Div, Mod FloorDiv, Pow Mul, BitOr BitAnd, "
+_BINARY += "BitAnd BitOr, LShift RShift, RShift LShift"
+_COMPARE = (
+    "Lt LtE, LtE Lt, Gt GtE, GtE Gt, Lt GtE, Gt LtE, Eq NotEq, NotEq Eq, Is IsNot, IsNot Is, "
+)
+_COMPARE += "In NotIn, NotIn In"
+KEEP = [
+    *("core/ReplaceBinaryOperator_" + p.replace(" ", "_") for p in _BINARY.split(", ")),
+    *("core/ReplaceComparisonOperator_" + p.replace(" ", "_") for p in _COMPARE.split(", ")),
+    "core/ReplaceUnaryOperator_USub_UAdd",
+    "core/ReplaceUnaryOperator_Delete_Not",
+    "core/ReplaceTrueWithFalse",
+    "core/ReplaceFalseWithTrue",
+    "core/ReplaceAndWithOr",
+    "core/ReplaceOrWithAnd",
+    "core/ReplaceBreakWithContinue",
+    "core/ReplaceContinueWithBreak",
+    "core/ExceptionReplacer",
+    "core/ZeroIterationForLoop",
+]
+
+
+def _run(cmd: list[str], cwd: Path, timeout: float | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(cwd), PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.run(
+        cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def _scratch(name: str, fresh: bool) -> Path:
+    """A copy of the work tree (tracked and untracked files, not ignored ones)."""
+    dest = SCRATCH / name / "tree"
+    if dest.exists() and not fresh:
+        return dest
+    shutil.rmtree(dest.parent, ignore_errors=True)
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+        cwd=ROOT, capture_output=True, check=True,
+    ).stdout.decode().split("\0")  # fmt: skip
+    for rel in filter(None, files):
+        src = ROOT / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    return dest
+
+
+def _restore_originals(target: Target, tree: Path) -> None:
+    """The target's files as copied when the session began (kept beside the tree)."""
+    keep = tree.parent / "originals"
+    for rel in target.paths:
+        saved = keep / rel
+        if saved.exists():
+            shutil.copy2(saved, tree / rel)
+        else:
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(tree / rel, saved)
+
+
+Pos = tuple[int, int]  # (line from 1, column from 0), as in `ast` and cosmic-ray
+
+
+def _span(node: ast.AST) -> tuple[Pos, Pos]:
+    end = (node.end_lineno or node.lineno, node.end_col_offset or 0)
+    return (node.lineno, node.col_offset), end
+
+
+def never_executed(source: str) -> tuple[list[tuple[Pos, Pos]], list[tuple[Pos, Pos]]]:
+    """Spans where a mutant cannot change behaviour, and the spans inside them that can:
+    type annotations under `from __future__ import annotations` (kept as strings, never
+    evaluated: `X | None` → `X & None` is the same program) and a signature's own markers
+    (`*` → `/` before keyword-only parameters that every caller passes by keyword); the
+    default values in a signature stay mutable."""
+    tree = ast.parse(source)
+    lazy = any(
+        isinstance(n, ast.ImportFrom)
+        and n.module == "__future__"
+        and any(a.name == "annotations" for a in n.names)
+        for n in tree.body
+    )
+    skip: list[tuple[Pos, Pos]] = []
+    keep: list[tuple[Pos, Pos]] = []
+    for node in ast.walk(tree):
+        if lazy and isinstance(node, ast.AnnAssign):
+            skip.append(_span(node.annotation))
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        a = node.args
+        params = [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+        if lazy:
+            skip += [_span(p.annotation) for p in params if p is not None and p.annotation]
+            if node.returns is not None:
+                skip.append(_span(node.returns))
+        first = node.body[0]
+        skip.append(((node.lineno, node.col_offset), (first.lineno, first.col_offset)))
+        keep += [_span(d) for d in [*a.defaults, *a.kw_defaults] if d is not None]
+    return skip, keep
+
+
+def _inside(pos: Pos, span: tuple[Pos, Pos]) -> bool:
+    return span[0] <= pos < span[1]
+
+
+def skip_unexecuted(session: Path, tree: Path) -> int:
+    """Mark the mutants in `never_executed` spans skipped (cosmic-ray has no such filter)."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    spans: dict[str, tuple[list[tuple[Pos, Pos]], list[tuple[Pos, Pos]]]] = {}
+    n = 0
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        for item in list(db.pending_work_items):
+            m = item.mutations[0]
+            rel = str(m.module_path)
+            if rel not in spans:
+                spans[rel] = never_executed((tree / rel).read_text())
+            skip, keep = spans[rel]
+            pos = (int(m.start_pos[0]), int(m.start_pos[1]))
+            if any(_inside(pos, sp) for sp in skip) and not any(_inside(pos, k) for k in keep):
+                result = WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output="never executed")
+                db.set_result(item.job_id, result)
+                n += 1
+    return n
+
+
+def _test_command(target: Target) -> list[str]:
+    return [
+        sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+        "-m", "slow or not slow", f"--timeout={round(target.timeout_s)}",
+        *target.tests, *target.extra,
+    ]  # fmt: skip
+
+
+def _config(name: str, target: Target, tree: Path) -> Path:
+    import shlex
+
+    keep = "|".join(k.replace("/", r"\/") for k in KEEP)
+    paths = ", ".join(json.dumps(p) for p in target.paths)
+    text = f"""[cosmic-ray]
+module-path = [{paths}]
+timeout = {target.timeout_s * 2}
+excluded-modules = []
+test-command = {json.dumps(shlex.join(_test_command(target)))}
+
+[cosmic-ray.distributor]
+name = "local"
+
+[cosmic-ray.filters.operators-filter]
+exclude-operators = [{json.dumps(f"^(?!({keep})$).*")}]
+"""
+    path = tree.parent / "cosmic-ray.toml"
+    path.write_text(text)
+    return path
+
+
+def _sentinel_killed(target: Target, tree: Path) -> tuple[bool, str]:
+    """Whether the tests fail on the hand-made mutant (a score means nothing otherwise)."""
+    rel, old, new = target.sentinel
+    path = tree / rel
+    text = path.read_text()
+    if text.count(old) < 1:
+        return False, f"sentinel text not found in {rel}: {old!r}"
+    path.write_text(text.replace(old, new, 1))
+    try:
+        res = _run(_test_command(target), tree, timeout=target.timeout_s * 4)
+        return res.returncode != 0, res.stdout[-400:]
+    except subprocess.TimeoutExpired:
+        return True, "timed out (a kill)"
+    finally:
+        path.write_text(text)
+
+
+def _initialised(session: Path) -> bool:
+    if not session.exists():
+        return False
+    db = sqlite3.connect(session)
+    try:
+        query = "SELECT name FROM sqlite_master WHERE name = 'work_items'"
+        return bool(db.execute(query).fetchall())
+    finally:
+        db.close()
+
+
+def _counts(session: Path) -> dict[str, int]:
+    db = sqlite3.connect(session)
+    try:
+        rows = db.execute(
+            "SELECT r.worker_outcome, r.test_outcome, r.output FROM work_items w "
+            "LEFT JOIN work_results r ON w.job_id = r.job_id"
+        ).fetchall()
+    finally:
+        db.close()
+    out = {"made": 0, "killed": 0, "survived": 0, "timed_out": 0, "incompetent": 0, "not_run": 0}
+    for worker, test, output in rows:
+        worker, test = (str(x).lower() if x is not None else None for x in (worker, test))
+        if worker == "skipped":
+            continue
+        out["made"] += 1
+        if worker is None:
+            out["not_run"] += 1
+        elif test == "killed" and output == "timeout":  # cosmic-ray: a timeout is a kill
+            out["timed_out"] += 1
+        elif test == "killed":
+            out["killed"] += 1
+        elif test == "survived":
+            out["survived"] += 1
+        else:
+            out["incompetent"] += 1  # the mutant broke the import or the worker itself
+    return out
+
+
+def survivors(session: Path) -> list[str]:
+    """`file:line  operator  occurrence` of every surviving mutant."""
+    db = sqlite3.connect(session)
+    try:
+        rows = db.execute(
+            "SELECT m.module_path, m.start_pos_row, m.operator_name, m.occurrence "
+            "FROM mutation_specs m JOIN work_results r ON m.job_id = r.job_id "
+            "WHERE lower(r.test_outcome) = 'survived' ORDER BY m.module_path, m.start_pos_row"
+        ).fetchall()
+    finally:
+        db.close()
+    return [f"{p}:{line}  {op}  {occ}" for p, line, op, occ in rows]
+
+
+def run_target(name: str, budget_s: float, fresh: bool) -> dict[str, object]:
+    target = TARGETS[name]
+    tree = _scratch(name, fresh)
+    cfg = _config(name, target, tree)
+    session = tree.parent / "session.sqlite"
+    cr = [sys.executable, "-m", "cosmic_ray.cli"]
+    report: dict[str, object] = {"files": list(target.paths), "tests": list(target.tests)}
+    t0 = time.monotonic()
+    _restore_originals(target, tree)  # an interrupted run leaves its last mutant on disk
+    base = _run(_test_command(target), tree, timeout=target.timeout_s * 4)
+    if base.returncode != 0:
+        report["error"] = "the tests fail unmutated: " + base.stdout[-400:]
+        return report
+    killed, why = _sentinel_killed(target, tree)
+    report["sentinel_killed"] = killed
+    if not killed:
+        report["error"] = f"the known-bad mutant survived, score not trusted: {why}"
+        return report
+    if not _initialised(session):
+        session.unlink(missing_ok=True)
+        _run([*cr, "init", str(cfg), str(session)], tree).check_returncode()
+        filt = [sys.executable, "-m", "cosmic_ray.tools.filters.operators_filter"]
+        _run([*filt, str(session), str(cfg)], tree).check_returncode()
+        pragma = [sys.executable, "-m", "cosmic_ray.tools.filters.pragma_no_mutate"]
+        _run([*pragma, str(session)], tree).check_returncode()
+        skip_unexecuted(session, tree)
+    left = budget_s - (time.monotonic() - t0)
+    try:
+        _run([*cr, "exec", str(cfg), str(session)], tree, timeout=max(left, 1.0))
+    except subprocess.TimeoutExpired:
+        report["stopped"] = f"budget of {budget_s:.0f} s spent; run again to resume"
+    report.update(_counts(session))
+    made, done = int(report["made"]), int(report["killed"]) + int(report["timed_out"])
+    judged = made - int(report["not_run"]) - int(report["incompetent"])
+    report["killed_pct"] = round(100.0 * done / judged, 1) if judged else None
+    report["survivors"] = survivors(session)
+    report["session"] = str(session)
+    report["wall_s"] = round(time.monotonic() - t0, 1)
+    return report
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--module", action="append", choices=sorted(TARGETS), help="repeatable")
+    ap.add_argument("--budget-s", type=float, default=1800.0, help="per module, then stop")
+    ap.add_argument("--fresh", action="store_true", help="new copy and session (no resume)")
+    ap.add_argument("--list", action="store_true")
+    args = ap.parse_args()
+    if args.list:
+        for name, t in TARGETS.items():
+            print(f"{name:12s} {' '.join(t.paths)}\n{'':12s} tests: {' '.join(t.tests)}")
+        return
+    names = args.module or sorted(TARGETS, key=lambda n: sum(
+        (ROOT / p).stat().st_size for p in TARGETS[n].paths))  # fmt: skip
+    results: dict[str, object] = {}
+    for name in names:
+        results[name] = res = run_target(name, args.budget_s, args.fresh)
+        for line in res.get("survivors", []):  # type: ignore[union-attr]
+            print(f"{name}: survived {line}", file=sys.stderr)
+        brief = {k: v for k, v in res.items() if k != "survivors"}  # type: ignore[union-attr]
+        print(f"{name}: {json.dumps(brief)}", file=sys.stderr)
+    summary = {
+        n: {k: r.get(k) for k in ("made", "killed", "survived", "timed_out", "incompetent",
+                                   "not_run", "killed_pct", "sentinel_killed", "error")}
+        for n, r in results.items() if isinstance(r, dict)
+    }  # fmt: skip
+    print(json.dumps({"mutation": summary, "date": time.strftime("%Y-%m-%d")}))
+
+
+if __name__ == "__main__":
+    main()
