@@ -373,7 +373,9 @@ def _constrain(x: np.ndarray, P: np.ndarray) -> None:
     relief/cavitation bounds; it keeps the square roots real (Sakai Sec. II-B).
     """
     n = int(P[G_N])
-    pmax = 1.1 * P[G_PS]
+    # 5 % above the cylinders' relief valves (cracking at relief_ratio = 1.05 × the working
+    # supply): the guard stays where it is when a station's supply falls or is switched off.
+    pmax = P[G_RELIEF] * (1.1 / 1.05)
     for i in range(n):
         o = N_GLOBAL + N_JOINT * i
         half = 0.5 * P[o + J_L]

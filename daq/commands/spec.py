@@ -85,6 +85,14 @@ def _map(v: Any) -> str | None:
     return None if all(isinstance(k, str) for k in v) else "got a map with non-string keys"
 
 
+def _power_level(v: Any) -> str | None:
+    return None if v in ("off", "low", "high") else _got(v)
+
+
+def _number(v: Any) -> str | None:
+    return None if _finite_number(v) else _got(v)
+
+
 @dataclass(frozen=True)
 class Arg:
     type_name: str  # as written in docs/protocol.md
@@ -163,6 +171,21 @@ COMMANDS: dict[str, Command] = {
         "load a plant-parameter file (IDLE or ARMED only); model-based segments use it at once",
     ),
     "params": Command({}, True, "the current plant-parameter set and its values"),
+    # The station (daq.service.station_api, docs/operations.md).
+    "power": Command(
+        {"level": Arg("str: off | low | high", _power_level)},
+        False,
+        "switch the station's hydraulic power ([hydraulics]); estop also drops it",
+    ),
+    "jog": Command(
+        {
+            "joint": STR,
+            "target_deg": Arg("finite number (deg, inside the soft limits)", _number),
+            "velocity_deg_s": Arg("finite number > 0 (deg/s)", _number, required=False),
+        },
+        False,
+        "move one joint slowly to a target at low pressure, also from outside its soft limits",
+    ),
 }
 
 

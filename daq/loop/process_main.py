@@ -132,6 +132,8 @@ class LinkWriter:
         st[S.SKIPPED] = tm.skipped
         st[S.WAKE_MAX_NS] = tm.wake_max_ns
         st[S.COMPUTE_MAX_NS] = tm.compute_max_ns
+        st[S.POWER] = loop.station.power
+        st[S.JOGGING] = loop.station.jogging
         runner = loop.active
         if runner is not self._runner:
             self._new_runner(runner)

@@ -165,6 +165,9 @@ class ControlApi:
             "load_params": self._load_params,
             "params": self._params,
         }
+        from daq.service.station_api import station_handlers
+
+        self._handlers.update(station_handlers(self))
 
     def handle(self, cmd: str, args: dict[str, Any], client: Any = None) -> dict[str, Any]:
         fn = self._handlers.get(cmd)

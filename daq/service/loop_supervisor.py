@@ -38,6 +38,8 @@ from daq.loop.process_main import LoopSpec, main
 from daq.loop.shared_link import RUNNER_FIELDS, EventReader, LoopLink, S, StopReason, W
 from daq.loop.shm_mailbox import ShmMailboxClient
 from daq.loop.states import State
+from daq.loop.station import station_dict
+from daq.station.power import initial
 from daq.loop.timing import DEFAULT_BINS_US, LoopTiming
 from daq.profile.schema import Profile
 from daq.ring import SampleRing
@@ -396,6 +398,7 @@ class LoopProcess:
             self._runner_progress(),
             self.timing,
         )
+        out["station"] = station_dict(_int_or(st[S.POWER], initial(self.profile)), st[S.JOGGING] == 1.0)
         out["loop_process"] = self.process_status()
         return out
 
@@ -443,3 +446,8 @@ def _trip_from_event(ev: dict[str, Any]) -> TripInfo:
         int(ev.get("seq", -1)),
         number(ev.get("t")),
     )
+
+
+def _int_or(x: float, default: int) -> int:
+    """A status word as an int; `default` while it is still NaN (the loop has not written)."""
+    return int(x) if x == x else default
