@@ -56,7 +56,9 @@ class JogRunner:
         end = start.copy()
         end[self.joint] = self.target
         n = self.n
-        self.path = trapezoid(start, end, [self.velocity] * n, [self.acceleration] * n)
+        self.path = trapezoid(
+            start.tolist(), end.tolist(), [self.velocity] * n, [self.acceleration] * n
+        )
         self.total_duration = self.path.duration
         self.elapsed = self.time_in_segment = 0.0
         self.done = False

@@ -33,6 +33,7 @@ SUBCOMMAND_MODULES = (
     "rigctl.cmd_identify",
     "rigctl.cmd_report",
     "rigctl.cmd_params",
+    "rigctl.cmd_station",  # power, jog
 )
 
 

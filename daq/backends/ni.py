@@ -239,9 +239,7 @@ class NiBackend(Backend):
         self._do = nidaqmx.Task(f"{self.rig_id}_power")
         for line in self.power_lines:
             self._stage = f"add DO line {line}"
-            self._do.do_channels.add_do_chan(
-                line, line_grouping=c.LineGrouping.CHAN_PER_LINE
-            )
+            self._do.do_channels.add_do_chan(line, line_grouping=c.LineGrouping.CHAN_PER_LINE)
         self._do_writer = nidaqmx.stream_writers.DigitalMultiChannelWriter(
             self._do.out_stream, auto_start=True
         )
@@ -474,7 +472,12 @@ class NiBackend(Backend):
             # 2. Null again on demand: takes effect at once, with or without a running clock
             #    (a cleared AO task leaves its line at the last value it wrote).
             steps.append(("write null volts (on demand)", lambda: self._write_null_now(ao)))
-        for task, what in ((ai, "AI task"), (ao, "AO task"), (do, "power DO task"), (wd, "watchdog")):
+        for task, what in (
+            (ai, "AI task"),
+            (ao, "AO task"),
+            (do, "power DO task"),
+            (wd, "watchdog"),
+        ):
             if task is not None:
                 steps.append((f"close the {what}", task.close))
         interrupted: BaseException | None = None

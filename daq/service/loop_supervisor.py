@@ -39,11 +39,11 @@ from daq.loop.shared_link import RUNNER_FIELDS, EventReader, LoopLink, S, StopRe
 from daq.loop.shm_mailbox import ShmMailboxClient
 from daq.loop.states import State
 from daq.loop.station import station_dict
-from daq.station.power import initial
 from daq.loop.timing import DEFAULT_BINS_US, LoopTiming
 from daq.profile.schema import Profile
 from daq.ring import SampleRing
 from daq.sample_layout import SampleLayout
+from daq.station.power import initial
 
 log = logging.getLogger("daq.service")
 
@@ -398,7 +398,9 @@ class LoopProcess:
             self._runner_progress(),
             self.timing,
         )
-        out["station"] = station_dict(_int_or(st[S.POWER], initial(self.profile)), st[S.JOGGING] == 1.0)
+        out["station"] = station_dict(
+            _int_or(st[S.POWER], initial(self.profile)), st[S.JOGGING] == 1.0
+        )
         out["loop_process"] = self.process_status()
         return out
 

@@ -27,7 +27,7 @@ def lines(level: Power) -> tuple[bool, bool]:
 
 
 def parse(name: str) -> Power:
-    """"off" | "low" | "high" → `Power`; ValueError naming the allowed values otherwise."""
+    """ "off" | "low" | "high" → `Power`; ValueError naming the allowed values otherwise."""
     try:
         return Power[name.upper()]
     except (KeyError, AttributeError):

@@ -115,7 +115,11 @@ def _sine(seconds: float) -> dict[str, Any]:
             {
                 "name": "sine",
                 "duration_s": seconds,
-                "trajectory": {"kind": "sine", "amplitude_deg": [2.0, 0.0], "frequency_hz": [0.5, 0.5]},
+                "trajectory": {
+                    "kind": "sine",
+                    "amplitude_deg": [2.0, 0.0],
+                    "frequency_hz": [0.5, 0.5],
+                },
                 "controller": {"kind": "pid"},
             }
         ],
@@ -183,7 +187,7 @@ def test_jog_brings_an_arm_parked_outside_its_soft_range_back(make_rig: Any) -> 
     assert q1() < 27.5
     with pytest.raises(CommandError, match=r"outside its soft limits.*jog j1"):
         rig("arm")
-    with pytest.raises(CommandError, match="outside its soft limits.*only moves toward"):
+    with pytest.raises(CommandError, match=r"outside its soft limits.*only moves toward"):
         rig("jog", joint="j1", target_deg=20.0)  # away from the range
     rig("power", level="high")
     rig.supply_at(HIGH)
@@ -204,3 +208,35 @@ def test_jog_brings_an_arm_parked_outside_its_soft_range_back(make_rig: Any) -> 
     rig("power", level="high")  # the jog is done: high pressure is allowed
     rig("disarm")
     assert rig("arm")["state"] == "ARMED"
+
+
+def test_power_and_estop_through_the_service_with_the_loop_in_its_own_process(
+    tmp_path: Any,
+) -> None:
+    from daq.service import Service
+    from tests.loop.conftest import with_changes
+
+    profile = with_changes(station_profile(), overrun_limit=0)
+    service = Service(profile, None, loop_process=True, network=False, run_dir=tmp_path / "runs")
+    service.start()
+    try:
+        api = service.api
+        assert service.status()["station"]["power"] == "OFF"
+        with pytest.raises(CommandError, match="hydraulic power is off"):
+            api.handle("arm", {})
+        assert api.handle("power", {"level": "low"})["power"] == "LOW"
+        assert wait_until(lambda: service.status()["station"]["power"] == "LOW")
+        assert wait_until(lambda: _try_arm(api), 60.0), "arm once the supply has built"
+        api.handle("estop", {"reason": "test"})
+        assert wait_until(lambda: service.status()["station"]["power"] == "OFF")
+    finally:
+        assert service.shutdown() == 0
+
+
+def _try_arm(api: ControlApi) -> bool:
+    try:
+        api.handle("arm", {})
+    except CommandError as exc:
+        assert "supply pressure" in str(exc)
+        return False
+    return True
