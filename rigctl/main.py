@@ -34,6 +34,7 @@ SUBCOMMAND_MODULES = (
     "rigctl.cmd_report",
     "rigctl.cmd_params",
     "rigctl.cmd_station",  # power, jog
+    "rigctl.cmd_calibrate",
 )
 
 

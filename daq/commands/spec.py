@@ -113,6 +113,7 @@ def _param_text(v: Any) -> str | None:
 
 
 PARAM_TEXT = Arg(f"str (a parameter file's TOML text, ≤ {MAX_PARAM_TEXT} chars)", _param_text)
+CAL_TEXT = Arg(f"str (a calibration file's TOML text, ≤ {MAX_PARAM_TEXT} chars)", _param_text)
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,13 @@ COMMANDS: dict[str, Command] = {
         False,
         "move one joint slowly to a target at low pressure, also from outside its soft limits",
     ),
+    "calibration": Command({}, True, "the transducer calibration in force and the applied list"),
+    "calibration_apply": Command(
+        {"text": CAL_TEXT, "source": OPT_STR},
+        False,
+        "check a calibration file against the rig, apply it in IDLE and keep it (atomically)",
+    ),
+    "calibration_revert": Command({}, False, "back to the previously applied calibration"),
 }
 
 

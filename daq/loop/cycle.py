@@ -214,6 +214,11 @@ class Loop(StationCommands):
         out["station"] = self.station.to_dict()
         return out
 
+    def preset_calibration(self, swap: Any) -> None:
+        """Before `start()`: the calibration in force from the first cycle on."""
+        self.scaler.set_correction(swap.offset, swap.inv_gain)
+        self.station.calibration = swap.ident
+
     def drain_events(self) -> list[dict[str, Any]]:
         """The events made since the last call, oldest first (the service's housekeeping)."""
         events = self.events

@@ -74,6 +74,8 @@ class LoopSpec:
     heartbeat_timeout_s: float
     duration: float | None
     log_level: int = logging.WARNING
+    #: The calibration in force from the first cycle (`daq.loop.station.CalibrationSwap`).
+    calibration: Any = None
 
 
 class LinkWriter:
@@ -256,6 +258,8 @@ def main(spec: LoopSpec) -> None:
             spin_us=spec.spin_us,
             ring=ring,
         )
+        if spec.calibration is not None:
+            loop.preset_calibration(spec.calibration)
         loop.warm_up()
     except Exception as exc:  # BackendError, OSError, ValueError: reported, not raised
         events.append({"kind": "_error", "stage": "start", "message": str(exc) or repr(exc)})

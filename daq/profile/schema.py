@@ -549,6 +549,13 @@ class Recording(Strict):
     min_free_bytes: Annotated[int, Field(ge=0)] = 1_000_000_000
 
 
+class CalibrationSection(Strict):
+    """`[calibration]`: where the rig's transducer calibrations are kept (daq/station)."""
+
+    #: Files go to `<directory>/<rig id>/`; relative to the service's working directory.
+    directory: str = "calibration"
+
+
 class Estimator(Strict):
     """The online estimator (`rig-estimator`, docs/estimator.md). Optional section."""
 
@@ -606,6 +613,7 @@ class Profile(Strict):
     plant: Plant | None = None
     estimator: Estimator | None = None
     hydraulics: Hydraulics | None = None
+    calibration: CalibrationSection = CalibrationSection()
 
     @property
     def period(self) -> float:

@@ -108,7 +108,13 @@ class LoopProcess:
         self._timing.compute_hist = self.link.compute_hist
         self._stop_supervisor = threading.Event()
         self._supervisor: threading.Thread | None = None
+        #: The calibration in force from the first cycle (`preset_calibration`).
+        self.calibration: Any = None
         self._beat()
+
+    def preset_calibration(self, swap: Any) -> None:
+        """Before `prepare()`: the loop process applies it before its first cycle."""
+        self.calibration = swap
 
     # ------------------------------------------------------------------ life cycle
 
@@ -142,6 +148,7 @@ class LoopProcess:
             parent_pid=os.getpid(),
             heartbeat_timeout_s=self.heartbeat_timeout_s,
             duration=duration,
+            calibration=self.calibration,
             log_level=logging.getLogger().getEffectiveLevel(),
         )
         self._beat()

@@ -80,6 +80,9 @@ DOC_COMMANDS: dict[str, dict[str, tuple[bool, Callable[[Any], bool]]]] = {
         "target_deg": (True, _number),
         "velocity_deg_s": (False, _number),
     },
+    "calibration": {},
+    "calibration_apply": {"text": (True, _param_text), "source": (False, _str256)},
+    "calibration_revert": {},
 }
 
 
