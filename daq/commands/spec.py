@@ -89,6 +89,10 @@ def _power_level(v: Any) -> str | None:
     return None if v in ("off", "low", "high") else _got(v)
 
 
+def _bool(v: Any) -> str | None:
+    return None if isinstance(v, bool) else _got(v)
+
+
 def _number(v: Any) -> str | None:
     return None if _finite_number(v) else _got(v)
 
@@ -194,6 +198,19 @@ COMMANDS: dict[str, Command] = {
         "check a calibration file against the rig, apply it in IDLE and keep it (atomically)",
     ),
     "calibration_revert": Command({}, False, "back to the previously applied calibration"),
+    "calibrate": Command(
+        {
+            "procedure": STR,
+            "apply": Arg("bool", _bool, required=False),
+            "drain_s": Arg("finite number > 0 (s)", _number, required=False),
+            "window_s": Arg("finite number > 0 (s)", _number, required=False),
+            "valve_volts": Arg("finite number (V)", _number, required=False),
+            "push_s": Arg("finite number > 0 (s)", _number, required=False),
+        },
+        False,
+        "start a calibration procedure (pressure_zero, position) from IDLE",
+    ),
+    "calibrate_status": Command({}, True, "the procedure's step and, at its end, its result"),
 }
 
 

@@ -105,7 +105,7 @@ class LoopCommands:
         req.finish(False, f"unknown loop command '{req.kind}'", code="internal")
 
     def _handle(self, req: Request) -> None:
-        if req.kind in ("power", "jog", "calibration"):
+        if req.kind in ("power", "jog", "calibration", "drain"):
             self._handle_station(req)
             return
         try:

@@ -36,7 +36,7 @@ from daq.station.power import Power, initial, stage_pressure
 
 #: A jog's soft limits start this far beyond where the joint stands (sensor noise, sag).
 JOG_MARGIN_RAD = math.radians(0.5)
-STATION_COMMANDS = frozenset({"power", "jog", "calibration"})
+STATION_COMMANDS = frozenset({"power", "jog", "calibration", "drain"})
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,9 @@ class LoopStation:
         self._tmp = np.zeros_like(self.soft_min)
         self.jogging = False
         self.jog_runner: Any = None
+        #: Valves opened with the power off (calibration: chambers to tank): no soft limits
+        #: (the valves can only let the arm down to rest) and no supply check.
+        self.draining = False
         self.calibration = ""  # identity of the calibration the scaler applies ("" = none)
 
     def supply_low(self, eng: np.ndarray) -> bool:
@@ -100,7 +103,7 @@ class LoopStation:
     def restore(self, il: Interlocks) -> None:
         np.copyto(il.soft_min, self.soft_min)
         np.copyto(il.soft_max, self.soft_max)
-        self.jogging = False
+        self.jogging = self.draining = False
         self.jog_runner = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -125,13 +128,13 @@ class StationCommands(LoopCommands):
         """Per cycle, after the input checks: the supply interlock and a jog's limits."""
         st = self.station
         if self.state in LIVE_STATES:
-            if st.supply_low(eng):
+            if st.supply_low(eng) and not st.draining:
                 self.interlocks.trip(
                     Trip.SUPPLY_LOST, st.supply_name, float(eng[st.supply_index]), st.supply_min
                 )
             if st.jogging:
                 st.narrow(self.fb.q, self.interlocks)
-        elif st.jogging:
+        elif st.jogging or st.draining:
             st.restore(self.interlocks)
 
     def _set_power(self, level: Power) -> bool:
@@ -168,6 +171,8 @@ class StationCommands(LoopCommands):
             self._power_command(req)
         elif kind == "jog":
             self._jog_command(req)
+        elif kind == "drain":
+            self._drain_command(req)
         else:
             self._calibration_command(req)
 
@@ -187,6 +192,12 @@ class StationCommands(LoopCommands):
             req.finish(
                 False, f"power off refused in {self.state.name}: disarm first (or estop)",
                 code="invalid_state",
+            )  # fmt: skip
+            return
+        if st.draining and level != Power.OFF:
+            req.finish(
+                False, f"power {level.name.lower()} refused while the valves drain: disarm "
+                "first", code="invalid_state",
             )  # fmt: skip
             return
         if self.state == State.RUNNING and level != st.power:
@@ -246,6 +257,31 @@ class StationCommands(LoopCommands):
         st.jogging, st.jog_runner = True, jr.runner
         self._set_state(State.ARMED)
         self._event("jog", joint=il.joint_names[jr.joint], target=jr.target)
+        req.finish(True, "", state=self.state.name, seq=self.seq)
+
+    def _drain_command(self, req: Request) -> None:
+        """IDLE, power off → ARMED with the given runner opening the valves (calibration)."""
+        st = self.station
+        if self.state != State.IDLE:
+            req.finish(False, f"drain refused in {self.state.name}: needs IDLE", code="invalid_state")
+            return
+        if st.hydraulics is None or st.power != Power.OFF:
+            req.finish(
+                False, "drain refused: the valves open to drain only with the hydraulic power "
+                "off", code="rejected",
+            )  # fmt: skip
+            return
+        il = self.interlocks
+        il.soft_min.fill(-np.inf)
+        il.soft_max.fill(np.inf)
+        st.draining = True
+        error = self._switch_runner(req.payload)
+        if error is not None:
+            st.restore(il)
+            req.finish(False, f"drain refused: the runner failed to {error}", code="rejected")
+            return
+        self._set_state(State.ARMED)
+        self._event("drain")
         req.finish(True, "", state=self.state.name, seq=self.seq)
 
     def _calibration_command(self, req: Request) -> None:

@@ -176,6 +176,12 @@ class ControlApi:
             calibration_dir if calibration_dir is not None else self.profile.calibration.directory,
         )
         self._handlers.update(calibration_handlers(self, self.calibration))
+        from daq.service.procedures import ProcedureRunner
+
+        #: The calibration procedure under way or last run (daq.service.procedures).
+        self.procedures = ProcedureRunner(self)
+        self._handlers["calibrate"] = lambda a, c: self.procedures.start(a)
+        self._handlers["calibrate_status"] = lambda a, c: self.procedures.report()
 
     def handle(self, cmd: str, args: dict[str, Any], client: Any = None) -> dict[str, Any]:
         fn = self._handlers.get(cmd)

@@ -57,9 +57,15 @@ def test_a_good_file_round_trips_through_its_text() -> None:
     ("change", "message"),
     [
         (('rig = "sim2dof"', 'rig = "other"'), r"made for rig 'other', this rig is 'sim2dof'"),
-        (("gain = 1.004", "gain = 1.3"), r"channels.p_cap_1.gain: 1.3 is outside the allowed 0.8–1.25"),
+        (
+            ("gain = 1.004", "gain = 1.3"),
+            r"channels.p_cap_1.gain: 1.3 is outside the allowed 0.8–1.25",
+        ),
         (("gain = 1.004", "gain = 0.7"), r"gain: 0.7 is outside the allowed 0.8–1.25"),
-        (("offset = 30000.0", "offset = nan"), r"channels.p_cap_1.offset: expected a finite number"),
+        (
+            ("offset = 30000.0", "offset = nan"),
+            r"channels.p_cap_1.offset: expected a finite number",
+        ),
         (("sigma_offset = 300.0", "sigma_offset = -1.0"), r"sigma_offset: must be ≥ 0"),
         (("[channels.p_cap_1]", "[channels.p_cap_9]"), r"channels.p_cap_9: not a channel of rig"),
         (("[channels.p_cap_1]", "[channels.valve_1]"), r"valve_1: an output"),
@@ -124,7 +130,9 @@ def test_a_calibrated_table_channel_and_no_allocation_per_row() -> None:
         scaler.scale(raw, eng)
     snap = tracemalloc.take_snapshot()
     tracemalloc.stop()
-    scaling_py = [s for s in snap.statistics("filename") if s.traceback[0].filename.endswith("scaling.py")]
+    scaling_py = [
+        s for s in snap.statistics("filename") if s.traceback[0].filename.endswith("scaling.py")
+    ]
     assert sum(s.size for s in scaling_py) < 1024
 
 

@@ -83,6 +83,15 @@ DOC_COMMANDS: dict[str, dict[str, tuple[bool, Callable[[Any], bool]]]] = {
     "calibration": {},
     "calibration_apply": {"text": (True, _param_text), "source": (False, _str256)},
     "calibration_revert": {},
+    "calibrate": {
+        "procedure": (True, _str256),
+        "apply": (False, lambda v: isinstance(v, bool)),
+        "drain_s": (False, _number),
+        "window_s": (False, _number),
+        "valve_volts": (False, _number),
+        "push_s": (False, _number),
+    },
+    "calibrate_status": {},
 }
 
 
