@@ -10,6 +10,13 @@ publishes, as the recorder does. It starts only from IDLE, and ends disarmed.
   periods in which its metering edge connects it to tank (a residual supply cannot reach it
   then): offset = the reading at zero gauge pressure, σ by batch means, residual = the window's
   settling drift.
+- valve_null: first, power off, each valve commanded to its amplitude limit both ways: where
+  that saturates the spool (k_v · valve_max_v ≥ u_max) the LVDT's readings at the spool's two
+  stops (±u_max, the valve datasheet's stroke) give its span; else the span stays declared with
+  its accuracy class as σ. Then at low pressure each joint is held still by a slow integral
+  (PID with `null_i` V/(rad·s)) at several poses; the LVDT reading and the valve command at
+  which it holds, averaged over the poses, are the null (the spread over the poses, i.e. over
+  the loads, is the residual).
 - position: power low, push each piston slowly (a small constant valve command) onto one end
   stop and then through its whole stroke onto the other, dwelling at each. The datasheet stroke
   is the length standard: the potentiometer's readings at s = ±L/2 give its offset and gain; the
@@ -42,7 +49,7 @@ from daq.station.power import Power, stage_pressure
 
 log = logging.getLogger(__name__)
 
-PROCEDURES = ("pressure_zero", "position")
+PROCEDURES = ("pressure_zero", "position", "valve_null")
 #: Loop-time limits (s) of the waits, so a stuck procedure ends with a reason.
 WAIT_LIMIT_S = 600.0
 
@@ -218,6 +225,8 @@ class ProcedureRunner:
             "applied": False,
             "oil_c": oil,
         }
+        if "valve_null_v" in self.status:
+            result["valve_null_v"] = self.status.pop("valve_null_v")
         if apply and ok:
             self._step("applying")
             state = self.api.calibration
@@ -439,6 +448,109 @@ class ProcedureRunner:
         self._call("disarm")
         return findings
 
+    # -------------------------------------------------------------- valve null
+
+    def _valve_null(self, args: dict[str, Any]) -> list[Finding]:
+        import dataclasses
+
+        from controller.station_runner import Phase, PhaseRunner
+        from daq.service.control_api import joint_gains, joint_limits
+
+        p = self.profile
+        plant = p.plant
+        assert plant is not None
+        n = len(p.joints)
+        lay = self.api.loop.layout
+        rows = Rows(self.api.loop)
+        vmax = tuple(j.limits.valve_max_v for j in p.joints)
+        saturates = [
+            vmax[j] * plant.joints[j].valve_gain >= 1.02 * plant.joints[j].spool_max
+            for j in range(n)
+        ]
+        span: dict[int, Any] = {}
+        if any(saturates):
+            self._power(Power.OFF)
+            self._wait_supply(rows, below=0.01 * stage_pressure(p, Power.HIGH), above=None)
+            half_s = float(args.get("stop_s", 1.0))
+            runner = PhaseRunner(
+                [Phase("spool stops", 2 * half_s + 0.5, vmax, square_s=half_s)],
+                joint_gains(p), joint_limits(p), p.period, max_rate_v_per_s=500.0,
+            )  # fmt: skip
+            self._step("spool stops with the power off: LVDT span")
+            rows.restart()
+            self._call("drain", runner)
+            win = rows.seconds(2 * half_s)
+            self._call("disarm")
+            for j, joint in enumerate(p.joints):
+                lvdt = p.joint_channel(joint.name, "lvdt")
+                out = next(c for c in p.outputs if c.joint == joint.name)
+                if lvdt is None or not saturates[j]:
+                    continue
+                cmd = win[:, lay.index(f"cmd.{out.name}")]
+                x = self._declared(win, lvdt.name)
+                hi = window_mean(_settled(x, cmd > 0.99 * vmax[j]))
+                lo = window_mean(_settled(x, cmd < -0.99 * vmax[j]))
+                umax = plant.joints[j].spool_max
+                span[j] = two_point(lo, hi, -umax, umax)
+        self._power(Power.LOW)
+        self._wait_supply(rows, below=None, above=0.95 * stage_pressure(p, Power.LOW))
+        self._step("arm")
+        self._call("arm")
+        gi = float(args.get("null_i", 2.0))
+        gains = [dataclasses.replace(g, i=gi) for g in joint_gains(p)]
+        hold_s, poses = float(args.get("hold_s", 8.0)), int(args.get("poses", 3))
+        push = float(args.get("valve_volts", 0.3))
+        phases = []
+        for k in range(poses):
+            if k:
+                sign = 1.0 if k % 2 else -1.0
+                phases.append(Phase(f"to pose {k + 1}", 0.4 * k, (sign * push,) * n))
+            phases.append(Phase(f"hold {k + 1}", hold_s, (None,) * n))
+        runner = PhaseRunner(phases, gains, joint_limits(p), p.period)
+        self._step(f"holding still by a slow integral at {poses} poses (low pressure)")
+        rows.restart()
+        self._call("run", runner)
+        st = lay.index("state")
+        run = rows.read(_until_run_ends(st), sum(ph.duration_s for ph in phases) + 60.0)
+        if run[-1, st] != 1:
+            fault = self.api.loop.fault
+            raise ProcedureError(
+                f"the holds ended in a fault: {fault.message if fault is not None else 'unknown'}"
+            )
+        run = run[run[:, st] == 2]
+        self._call("disarm")
+        # The last 3/8 of each hold: the integral has settled.
+        ends = np.cumsum([round(ph.duration_s / p.period) for ph in phases])
+        windows = [
+            run[e - round(0.375 * ph.duration_s / p.period) : e]
+            for ph, e in zip(phases, ends, strict=True)
+            if ph.name.startswith("hold")
+        ]
+        oil = self._oil(run)
+        findings = []
+        self.status["valve_null_v"] = null_cmd = {}
+        for j, joint in enumerate(p.joints):
+            lvdt = p.joint_channel(joint.name, "lvdt")
+            out = next(c for c in p.outputs if c.joint == joint.name)
+            if lvdt is None:
+                continue
+            at = np.array([window_mean(self._declared(w, lvdt.name)).value for w in windows])
+            cmd = np.array([w[:, lay.index(f"cmd.{out.name}")].mean() for w in windows])
+            null_cmd[joint.name] = float(cmd.mean())
+            spread = float(at.std(ddof=1)) if len(at) > 1 else 0.0
+            sigma = spread / math.sqrt(len(at)) if len(at) > 1 else 0.0
+            acc = lvdt.accuracy
+            if j in span:
+                gain, sg = float(span[j].gain), float(span[j].sigma_gain)
+            else:
+                cur = self._current(lvdt.name)
+                gain = cur.gain
+                sg = cur.sigma_gain or (acc.gain if acc is not None else 0.0)
+            findings.append(self._finding(lvdt.name, ChannelCal(
+                float(at.mean()), gain, sigma, sg, "valve_null", now_utc(), oil, spread,
+            )))  # fmt: skip
+        return findings
+
     def _at_stop(self, win: np.ndarray, pot: str, joint: str, which: str) -> Mean:
         x = self._declared(win, pot)
         m = window_mean(x)
@@ -449,6 +561,15 @@ class ProcedureRunner:
                 f"{slope * 1e3:.2f} mm/s at the end of the push); raise valve_volts or push_s"
             )
         return m
+
+
+def _settled(x: np.ndarray, on: np.ndarray) -> np.ndarray:
+    """The samples of each run of `on` after its first half (the spool has reached its stop)."""
+    out = []
+    idx = np.flatnonzero(np.diff(np.concatenate(([0], on.astype(np.int8), [0]))))
+    for a, b in zip(idx[::2], idx[1::2], strict=True):
+        out.append(x[a + (b - a) // 2 : b])
+    return np.concatenate(out) if out else x[:0]
 
 
 def _until_run_ends(state_col: int) -> Callable[[np.ndarray], int | None]:
