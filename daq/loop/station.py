@@ -263,7 +263,9 @@ class StationCommands(LoopCommands):
         """IDLE, power off → ARMED with the given runner opening the valves (calibration)."""
         st = self.station
         if self.state != State.IDLE:
-            req.finish(False, f"drain refused in {self.state.name}: needs IDLE", code="invalid_state")
+            req.finish(
+                False, f"drain refused in {self.state.name}: needs IDLE", code="invalid_state"
+            )
             return
         if st.hydraulics is None or st.power != Power.OFF:
             req.finish(

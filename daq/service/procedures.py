@@ -302,9 +302,9 @@ class ProcedureRunner:
             ok = (below is None or p < below) and (above is None or p > above)
             return len(r) if ok else None
 
-        what = (
-            f"below {below / 1e6:.3g} MPa" if below is not None else f"above {above / 1e6:.3g} MPa"
-        )  # type: ignore[operator]
+        level = below if below is not None else above
+        assert level is not None
+        what = f"{'below' if below is not None else 'above'} {level / 1e6:.3g} MPa"
         self._step(f"waiting for the supply to fall/rise {what}")
         try:
             rows.read(done, 5.0 * ramp + 10.0)

@@ -125,3 +125,21 @@ def _arms(api: ControlApi) -> bool:
     except CommandError:
         return False
     return True
+
+
+def test_valve_null_finds_the_lvdt_span_at_the_spool_stops_and_the_holding_command(
+    station: Station,
+) -> None:
+    result = station.calibrate("valve_null")
+    assert not result["applied"]  # not asked to
+    chans = result["channels"]
+    assert set(chans) == {"spool_1", "spool_2"}
+    for name, found in chans.items():
+        _, gain = station.truth(name)
+        assert found["gain"] == pytest.approx(gain, rel=1e-3), name
+        assert found["residual"] is not None and found["sigma_offset"] >= 0.0
+    # The valve command that holds each joint still, in volts at the valve (null bias
+    # 7 mV / −6 mV of spool and k_v = 0.25 make it tens of mV).
+    assert set(result["valve_null_v"]) == {"j1", "j2"}
+    assert all(abs(v) < 0.2 for v in result["valve_null_v"].values())
+    assert station.loop.state.name == "IDLE"
