@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from daq.commands.client import CommandClient, ProtocolError, ServiceUnreachable
-from rigctl.common import EXIT_OK, EXIT_REFUSED, EXIT_UNREACHABLE, client_keys
+from rigctl.common import EXIT_OK, EXIT_REFUSED, client_error_exit, client_keys
 
 PROCEDURES = {
     "pressure-zero": ("pressure_zero", "power off, drain the chambers, average each pressure"),
@@ -67,12 +67,8 @@ def _run(args: argparse.Namespace) -> int:
                     print(f"rigctl: {name} still running after {args.wait:g} s", file=sys.stderr)
                     return EXIT_REFUSED
                 time.sleep(POLL_S)
-    except ServiceUnreachable as e:
-        print(f"rigctl: {e}", file=sys.stderr)
-        return EXIT_UNREACHABLE
-    except ProtocolError as e:
-        print(f"rigctl: {e}", file=sys.stderr)
-        return EXIT_REFUSED
+    except (ServiceUnreachable, ProtocolError) as e:
+        return client_error_exit(e)
     if args.json:
         print(json.dumps(report, default=str))
     if report.get("error"):
