@@ -143,3 +143,17 @@ def test_valve_null_finds_the_lvdt_span_at_the_spool_stops_and_the_holding_comma
     assert set(result["valve_null_v"]) == {"j1", "j2"}
     assert all(abs(v) < 0.2 for v in result["valve_null_v"].values())
     assert station.loop.state.name == "IDLE"
+
+
+def test_a_calibrated_twin_is_in_force_for_the_plain_profile(tmp_path: Path) -> None:
+    from daq.profile.loader import load_profile
+    from daq.service.twin_calibration import calibrate_twin
+    from daq.station.calstore import CalibrationStore
+    from tests.loop.station_profile import PROFILES
+
+    plain = load_profile(PROFILES / REALISTIC)
+    cal, path, results = calibrate_twin(plain, tmp_path)
+    assert [r["procedure"] for r in results] == ["pressure_zero", "position"]
+    assert "p_supply" not in cal.channels and {"p_cap_1", "piston_2", "q_1"} <= set(cal.channels)
+    current = CalibrationStore(tmp_path, plain).current()
+    assert current is not None and current[1] == path
