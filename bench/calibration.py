@@ -37,6 +37,7 @@ from daq.loop import Loop  # noqa: E402
 from daq.profile.loader import load_profile  # noqa: E402
 from daq.profile.schema import Profile  # noqa: E402
 from daq.service.control_api import ControlApi, joint_gains, make_hold_runner  # noqa: E402
+from daq.service.twin_calibration import run_procedure  # noqa: E402
 from daq.station.twin import with_station  # noqa: E402
 
 TARGETS = {
@@ -45,16 +46,6 @@ TARGETS = {
     "pot_span_rel": 1e-3,
     "valve_null_v": 0.5e-3,
 }
-
-
-def _run(api: ControlApi, procedure: str) -> dict[str, Any]:
-    api.handle("calibrate", {"procedure": procedure, "apply": True})
-    while api.handle("calibrate_status", {})["running"]:
-        time.sleep(0.05)
-    report = api.handle("calibrate_status", {})
-    if report["error"]:
-        raise RuntimeError(report["error"])
-    return dict(report["result"])
 
 
 def _truth(profile: Profile, name: str, t: float) -> tuple[float, float]:
@@ -78,12 +69,12 @@ def one_seed(base: Profile, seed: int, cal_dir: Path) -> dict[str, Any]:
     loop.start()
     out: dict[str, Any] = {"seed": seed}
     try:
-        zero = _run(api, "pressure_zero")
+        zero = run_procedure(api, "pressure_zero", apply=True)
         t = loop.t
         out["pressure_offset_error_pa"] = {
             n: c["offset"] - _truth(profile, n, t)[0] for n, c in zero["channels"].items()
         }
-        pos = _run(api, "position")
+        pos = run_procedure(api, "position", apply=True)
         out["pot_zero_error_m"], out["pot_span_error_rel"], out["resolver_error_rad"] = {}, {}, {}
         for n, c in pos["channels"].items():
             offset, gain = _truth(profile, n, loop.t)
@@ -93,7 +84,7 @@ def one_seed(base: Profile, seed: int, cal_dir: Path) -> dict[str, Any]:
                 out["pot_span_error_rel"][n] = c["gain"] / gain - 1.0
             else:
                 out["resolver_error_rad"][n] = c["offset"] - offset
-        null = _run(api, "valve_null")
+        null = run_procedure(api, "valve_null", apply=True)
         oil = sim.true_oil_temperature()
         eff = sim.true_effects
         out["oil_c"] = oil
