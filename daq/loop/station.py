@@ -71,6 +71,11 @@ class LoopStation:
         low = stage_pressure(profile, Power.LOW)
         self.supply_min = hyd.supply_min_fraction * low if hyd is not None else 0.0
         self.check_supply = hyd is not None and supply is not None
+        # The per-cycle comparison through preallocated arrays (no scalar objects per cycle).
+        self._idx = np.array([max(self.supply_index, 0)], dtype=np.intp)
+        self._val = np.zeros(1)
+        self._min = np.array([self.supply_min])
+        self._ok = np.zeros(1, dtype=bool)
         il = interlocks
         self.soft_min = il.soft_min.copy()  # the profile's, restored after a jog
         self.soft_max = il.soft_max.copy()
@@ -83,7 +88,12 @@ class LoopStation:
         self.calibration = ""  # identity of the calibration the scaler applies ("" = none)
 
     def supply_low(self, eng: np.ndarray) -> bool:
-        return self.check_supply and not eng[self.supply_index] >= self.supply_min
+        """The supply below its limit (or NaN) in this cycle's scaled inputs."""
+        if not self.check_supply:
+            return False
+        np.take(eng, self._idx, out=self._val)
+        np.greater_equal(self._val, self._min, out=self._ok)
+        return not self._ok[0]
 
     def narrow(self, q: np.ndarray, il: Interlocks) -> None:
         """While jogging: pull the widened soft limits in behind each joint as it moves toward
