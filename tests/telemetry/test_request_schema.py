@@ -203,7 +203,7 @@ VALID_ARGS: dict[str, dict[str, Any]] = {
     "power": {"level": "low"},
     "jog": {"joint": "j1", "target_deg": 35.0},
     "calibration": {},
-    "calibration_apply": {"text": "rig = \"x\"\n"},
+    "calibration_apply": {"text": 'rig = "x"\n'},
     "calibration_revert": {},
     "calibrate": {"procedure": "pressure_zero"},
     "calibrate_status": {},
