@@ -484,7 +484,7 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
                     # A flagged parameter has no σ: it does not count as covered here.
                     sig = abs(th) * sp / 100.0 if ok and math.isfinite(sp) else -1.0
                     row["batch_within_3sigma"] = bool(abs(th - tr) <= 3.0 * sig)
-                    signoise = abs(th) * spn / 100.0 if math.isfinite(spn) else -1.0
+                    signoise = abs(th) * spn / 100.0 if ok and math.isfinite(spn) else -1.0
                     row["batch_within_3sigma_noise"] = bool(abs(th - tr) <= 3.0 * signoise)
                     row["batch_sigma_pct_noise"] = _finite(spn)
                     o = online.get(nm)

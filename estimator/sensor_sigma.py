@@ -127,8 +127,8 @@ def propagate(
 def combine(fit: Any, prop: Propagated, size: np.ndarray | None = None) -> list[str]:
     """Fold σ_cal into `fit` (estimator.batch.ModelFit): `sigma_pct_noise` keeps the σ from
     the noise, `sigma_pct` becomes the total; a parameter whose 3σ total exceeds
-    `IDENTIFIABLE_3SIGMA` of its size (prior, else estimate) is no longer identifiable. Returns
-    the warnings."""
+    `IDENTIFIABLE_3SIGMA` of its size (prior, else estimate) where the noise's alone does not
+    is no longer identifiable. Returns the warnings."""
     theta = np.asarray(fit.theta, dtype=float)
     fit.sigma_pct_noise = np.asarray(fit.sigma_pct, dtype=float).copy()
     fit.sigma_cal = prop.sigma
@@ -140,7 +140,10 @@ def combine(fit: Any, prop: Propagated, size: np.ndarray | None = None) -> list[
     ref = (
         np.abs(theta) if size is None else np.where(np.isfinite(size), np.abs(size), np.abs(theta))
     )
-    weak = fit.identifiable & (3.0 * total > IDENTIFIABLE_3SIGMA * ref) & (prop.sigma > 0)
+    # Flagged here only where the sensors' share makes the parameter weak: the noise alone is
+    # the batch's own verdict (fit_model), already given.
+    limit = IDENTIFIABLE_3SIGMA * ref
+    weak = fit.identifiable & (3.0 * total > limit) & ~(3.0 * noise > limit)
     warnings = []
     if weak.any():
         names = [n for n, w in zip(fit.names, weak, strict=True) if w]
