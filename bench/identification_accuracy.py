@@ -329,12 +329,32 @@ def case_inputs(case: str, profile: Path, seed: int, where: Path) -> dict[str, A
     return {"profile": prof, "experiment": exp, "virtual": virtual}
 
 
-def run_case(case: str, profile: Path, seeds: Sequence[int], base: Path) -> dict[str, Any]:
+def calibrated(profile: Path, out: Path) -> Path:
+    """The profile with `[calibration] directory` in `out`, after the calibration procedures
+    ran on its simulated twin with a hydraulic station (daq.service.twin_calibration), as a
+    user would run `rigctl calibrate pressure-zero --apply` and `position --apply` first."""
+    from daq.profile.loader import load_profile
+    from daq.service.twin_calibration import calibrate_twin
+
+    cal_dir = (out / "calibration").resolve()
+    text = profile.read_text().rstrip() + f'\n\n[calibration]\ndirectory = "{cal_dir}"\n'
+    path = out / f"{profile.stem}-calibrated.toml"
+    path.write_text(text)
+    cal, where, _ = calibrate_twin(load_profile(path), cal_dir)
+    _say(f"calibrated {len(cal.channels)} channels: {where}")
+    return path
+
+
+def run_case(
+    case: str, profile: Path, seeds: Sequence[int], base: Path, calibrate: bool = False
+) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     for seed in seeds:
         out = base / case / f"seed{seed}"
         out.mkdir(parents=True, exist_ok=True)
         inp = case_inputs(case, profile, seed, out)
+        if calibrate:
+            inp["profile"] = calibrated(inp["profile"], out)
         if case == "nomotion":
             proc, wall = identify_process(
                 inp["profile"], out / "identify", experiment=inp["experiment"]
@@ -382,6 +402,7 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
     from daq.profile.plant import known_params
     from estimator.batch import identify_run
     from estimator.models import load_models, reference_models
+    from estimator.sensor_sigma import channel_uncertainty
     from estimator.sim_truth import family_truth
 
     prof = load_profile(profile)
@@ -395,15 +416,21 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
         ("profile", load_models(spec, known, profile.parent)),
         ("reference", reference_models(known)),
     ):
+        # Every σ includes the sensors' calibration uncertainty (the run's calibration, else
+        # the declared accuracy classes; estimator.sensor_sigma), the noise's share beside it.
+        cal = run.run.meta.get("calibration")
+        unc = channel_uncertainty(prof, cal if isinstance(cal, dict) else None)
         bres = identify_run(
-            run.columns, known, profile=prof, models=models, linkwise=label == "profile"
-        )
+            run.columns, known, profile=prof, models=models, linkwise=label == "profile",
+            sensor_uncertainty=unc,
+        )  # fmt: skip
         rows = []
         for f in bres.fits:
+            noise_pct = f.sigma_pct if f.sigma_pct_noise is None else f.sigma_pct_noise
             lw = dict(zip(f.linkwise.names, f.linkwise.theta, strict=True) if f.linkwise else [])
             ls = f.theta if f.theta_wls is None else f.theta_wls
-            for nm, th, sp, ok, th_ls in zip(
-                f.names, f.theta, f.sigma_pct, f.identifiable, ls, strict=True
+            for nm, th, sp, ok, th_ls, spn in zip(
+                f.names, f.theta, f.sigma_pct, f.identifiable, ls, noise_pct, strict=True
             ):
                 row: dict[str, Any] = {
                     "name": nm,
@@ -423,6 +450,9 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
                     # A flagged parameter has no σ: it does not count as covered here.
                     sig = abs(th) * sp / 100.0 if ok and math.isfinite(sp) else -1.0
                     row["batch_within_3sigma"] = bool(abs(th - tr) <= 3.0 * sig)
+                    signoise = abs(th) * spn / 100.0 if ok and math.isfinite(spn) else -1.0
+                    row["batch_within_3sigma_noise"] = bool(abs(th - tr) <= 3.0 * signoise)
+                    row["batch_sigma_pct_noise"] = _finite(spn)
                     o = online.get(nm)
                     if label == "profile" and o is not None and o.get("online") is not None:
                         row["online_error_pct"] = float(100.0 * (o["online"] - tr) / tr)
@@ -463,6 +493,9 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
             default=None,
         ),
         "batch_within_3sigma": int(sum(r["batch_within_3sigma"] for r in prof_rows)),
+        "batch_within_3sigma_noise_only": int(
+            sum(r["batch_within_3sigma_noise"] for r in prof_rows)
+        ),
         "with_truth": len(prof_rows),
         "flagged": sum(not r["identifiable"] for r in prof_rows),
         "fit_min_batch_pct": min(fit) if fit else None,
@@ -528,6 +561,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cases", default="nominal", help=f"comma-separated, of {', '.join(CASES)}")
     ap.add_argument("--profile", default=str(ROOT / "hw_profiles" / "sim-2dof.toml"))
     ap.add_argument("--keep", help="keep every run's output under this directory")
+    ap.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="calibrate the transducers first (pressure zero, position) on the rig's twin",
+    )
     args = ap.parse_args(argv)
     if args.seeds < 1:
         ap.error("--seeds must be ≥ 1")
@@ -541,7 +579,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ident-acc-") as tmp:
         base = Path(args.keep) if args.keep else Path(tmp)
         for case in cases:
-            results.append(run_case(case, profile, range(1, args.seeds + 1), base))
+            results.append(
+                run_case(case, profile, range(1, args.seeds + 1), base, calibrate=args.calibrate)
+            )
     experiment = ROOT / "experiments" / "standard-2dof.toml"
     summary = {
         "bench": "identification_accuracy",
@@ -549,6 +589,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "experiment": str(experiment.relative_to(ROOT)),
         "experiment_nominal_s": nominal_length(experiment),
         "seeds": list(range(1, args.seeds + 1)),
+        "calibrated": args.calibrate,
         "targets": TARGETS,
         "cases": {r["case"]: r for r in results},
         "pass": {r["case"]: r["pass"] for r in results},

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -64,8 +65,14 @@ class BatchResult:
     methods: list[str] = field(init=False)
     theta_wls: np.ndarray = field(init=False)
     sigma_pct_wls: np.ndarray = field(init=False)
+    #: %σ from the noise alone where the sensors' uncertainty was counted (`sigma_pct` is the
+    #: total), else None.
+    sigma_pct_noise: np.ndarray | None = field(init=False)
 
     def __post_init__(self) -> None:
+        noise = [f.sigma_pct if f.sigma_pct_noise is None else f.sigma_pct_noise for f in self.fits]
+        counted = any(f.sigma_pct_noise is not None for f in self.fits)
+        self.sigma_pct_noise = np.concatenate(noise) if counted else None
         self.methods = [f.method for f in self.fits for _ in f.names]
         self.theta_wls = np.concatenate(
             [f.theta if f.theta_wls is None else f.theta_wls for f in self.fits]
@@ -117,6 +124,7 @@ def identify_run(
     refine: bool = True,
     linkwise: bool = False,
     repeat_period_s: float | None = None,
+    sensor_uncertainty: Mapping[str, Any] | None = None,
 ) -> BatchResult:
     """IDIM-LS/WLS of every model on a recorded run (see the module docstring).
 
@@ -137,6 +145,9 @@ def identify_run(
     `repeat_period_s`: the experiment's repeated period (s); where the recorded reference
     repeats with it, every model is also fitted by ML on the averaged repeats
     (`estimator.repeats`, `BatchResult.periodic`), beside the printed estimate.
+    `sensor_uncertainty` (channel → `estimator.sensor_sigma.ChannelUncertainty`): carry each
+    channel's offset and gain σ into every parameter's σ by sensitivities; `sigma_pct` is then
+    the total and `sigma_pct_noise` the σ from the noise alone.
     """
     fs = profile.rig.loop_rate_hz
     nj = len(profile.joints)
@@ -234,6 +245,30 @@ def identify_run(
         fit, notes_m = got
         fit.shape_value = shape_value
         notes += notes_m
+        if sensor_uncertainty:
+            from estimator.sensor_sigma import combine, propagate, used_channels
+
+            def refit(
+                cols: Mapping[str, np.ndarray], mdl: LinearModel = mdl, fc: float = fc,
+                nd: int = nd, trim: int = trim, blks: list[slice] = blks,
+                not_excited: list[str] = not_excited,
+            ) -> np.ndarray | None:  # fmt: skip
+                raw_p = signals_from_columns(cols, profile, params_known, fuse_angles=fuse_angles)
+                if spool_fused:
+                    fuse_blocks(raw_p, cols, profile, params_known, all_blocks)
+                g = fit_blocks(
+                    mdl, raw_p, blks, fs=fs, nj=nj, cutoff_hz=fc, nd=nd, trim=trim,
+                    rank_tol=rank_tol, block_s=block_s, jackknife_groups=0, still=not_excited,
+                    refine=False,
+                )  # fmt: skip
+                return None if g is None else g[0].theta
+
+            prop = propagate(
+                refit, columns, sensor_uncertainty, used_channels(profile, params_known)
+            )
+            if prop is not None:
+                prior = np.asarray(mdl.prior, dtype=float) if mdl.prior is not None else None
+                fit.warnings += combine(fit, prop, prior)
         fit.warnings += fit_warnings(fit, still, nj)
         fits.append(fit)
         used.append((fc, nd))

@@ -74,6 +74,10 @@ class ModelFit:
     linkwise: LinkwiseFit | None = None
     #: The model's shape constant as the batch chose it (LinearModel.shape), if it has one.
     shape_value: float | None = None
+    #: With the sensors' calibration uncertainty counted (estimator.sensor_sigma): the %σ from
+    #: the noise alone (`sigma_pct` is then the total) and σ_cal per parameter (absolute).
+    sigma_pct_noise: np.ndarray | None = None
+    sigma_cal: np.ndarray | None = None
 
 
 def _ls(W: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:

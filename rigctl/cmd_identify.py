@@ -82,6 +82,12 @@ def register(subparsers: Any) -> None:
         help="batch: also Lin's link-by-link estimate (outermost link first), beside the "
         "stacked one (--json 'linkwise', a 'linkwise:' line otherwise)",
     )
+    p.add_argument(
+        "--no-sensor-sigma",
+        action="store_true",
+        help="batch: σ from the noise only (default: σ also includes the sensors' calibration "
+        "uncertainty, from the run's calibration or the channels' declared accuracy)",
+    )
     p.set_defaults(func=run)
 
 
@@ -97,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
                 args.profile,
                 refine=not args.no_refine,
                 linkwise=args.link_by_link,
+                sensor_sigma=not args.no_sensor_sigma,
             )
         else:
             if args.profile is None:
@@ -120,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: {note}")
         if result.get("data_summary"):
             print(f"data: {result['data_summary']}")
+        for line in sensor_sigma_lines(result.get("sensor_sigma")):
+            print(line)
         for model, lw in (result.get("linkwise") or {}).items():
             vals = ", ".join(
                 f"{nm} {th:.5g} ±{sp:.2f}%"
@@ -147,15 +156,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _offline(
-    run_path: Path, profile_path: str | None, *, refine: bool, linkwise: bool
+    run_path: Path,
+    profile_path: str | None,
+    *,
+    refine: bool,
+    linkwise: bool,
+    sensor_sigma: bool = True,
 ) -> dict[str, Any]:
     from estimator.report.analysis import batch_identify
     from estimator.report.runs import load_run
 
     data = load_run(run_path, profile_path)
-    batch = batch_identify(data, refine=refine, linkwise=linkwise)
+    batch = batch_identify(data, refine=refine, linkwise=linkwise, sensor_sigma=sensor_sigma)
     rows = _table_rows(batch, data, None)
     extra = {
+        "sensor_sigma": _sensor_sigma(batch),
         "run": str(run_path),
         "data": batch.data.as_dict(),
         "data_summary": batch.data.summary(1.0 / batch.fs),
@@ -273,6 +288,7 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         refine=not args.no_refine,
         repeat_period_s=_repeat_period(experiment),
         linkwise=args.link_by_link,
+        sensor_sigma=not args.no_sensor_sigma,
     )
     theta_on, sigma_on = _online_vectors(online, batch.names)
     rows = _table_rows(batch, data, (theta_on, sigma_on))
@@ -289,6 +305,7 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         "batch_methods": _methods(batch),
         "periodic": _periodic(batch),
         "linkwise": _linkwise(batch),
+        "sensor_sigma": _sensor_sigma(batch),
     }
     if tracking is not None:
         extra["tracking"] = tracking
@@ -407,6 +424,29 @@ def _result(
         "warnings": warnings,
         **extra,
     }
+
+
+def _sensor_sigma(batch: Any) -> dict[str, Any] | None:
+    """Batch %σ from the noise alone and including the sensors' calibration uncertainty (the
+    table's %σ and its ±3σ verdicts use the latter); None when no channel declared any."""
+    noise = batch.sigma_pct_noise
+    if noise is None:
+        return None
+    return {
+        n: {"sigma_pct_noise": float(a), "sigma_pct": float(b)}
+        for n, a, b in zip(batch.names, noise, batch.sigma_pct, strict=True)
+    }
+
+
+def sensor_sigma_lines(sigma: dict[str, Any] | None) -> list[str]:
+    if not sigma:
+        return []
+    parts = [
+        f"{n} {v['sigma_pct_noise']:.3g} → {v['sigma_pct']:.3g} %"
+        for n, v in sigma.items()
+        if v["sigma_pct_noise"] == v["sigma_pct_noise"]
+    ]
+    return ["batch %σ from noise → including the sensors' calibration: " + ", ".join(parts)]
 
 
 def _say(stream: Any, text: str) -> None:

@@ -177,6 +177,7 @@ class View:
         return {
             "state": self.status.get("state"),
             "fault": self.status.get("fault"),
+            "station": self.status.get("station"),
             "seq": self.last_seq,
             "rows": self.rows,
             "lost_rows": lost,
@@ -207,6 +208,11 @@ class View:
         t = Text(f"{rig}  ")
         t.append(f" {state} ", style=STATE_STYLE.get(state, "bold"))
         t.append(f"  seq {self.last_seq}  lost {lost}")
+        station = self.status.get("station") or {}
+        if station.get("power"):
+            t.append(
+                f"  power {station['power']}" + (" (jogging)" if station.get("jogging") else "")
+            )
         fault = self.status.get("fault")
         if fault:
             t.append(f"\nfault: {fault_text(fault)}", style="bold red")

@@ -109,12 +109,8 @@ def call(
     with CommandClient(args.endpoint, timeout=args.timeout, keys=keys) as client:
         try:
             reply = client.request(cmd, cmd_args)
-        except ServiceUnreachable as e:
-            print(f"rigctl: {e}", file=sys.stderr)
-            return EXIT_UNREACHABLE
-        except ProtocolError as e:
-            print(f"rigctl: {e}", file=sys.stderr)
-            return EXIT_REFUSED
+        except (ServiceUnreachable, ProtocolError) as e:
+            return client_error_exit(e)
     if getattr(args, "json", False):
         print(json.dumps(reply, default=str, sort_keys=True))
     elif not reply["ok"]:
@@ -130,6 +126,12 @@ def call(
         )
         return EXIT_REFUSED
     return EXIT_OK
+
+
+def client_error_exit(e: ServiceUnreachable | ProtocolError) -> int:
+    """Print a client error and return its exit code (3 unreachable, 1 otherwise)."""
+    print(f"rigctl: {e}", file=sys.stderr)
+    return EXIT_UNREACHABLE if isinstance(e, ServiceUnreachable) else EXIT_REFUSED
 
 
 def fault_text(fault: Any) -> str:

@@ -356,12 +356,37 @@ def _derivative(
         det = m11 * m22 - m12 * m12
         b1 = tau1 - h1
         b2 = tau2 - h2
-        dx[2] = (m22 * b1 - m12 * b2) / det
-        dx[3] = (m11 * b2 - m12 * b1) / det
+        a1 = (m22 * b1 - m12 * b2) / det
+        a2 = (m11 * b2 - m12 * b1) / det
+        # A joint resting on an end stop and pushed into it is held by the stop's reaction
+        # torque on its own coordinate: its acceleration is 0 and the other joint moves with
+        # its own row alone (M q̈ = b + [0, λ]ᵀ, q̈₂ = 0 ⇒ q̈₁ = b₁/m₁₁). Without this, the
+        # clamped joint's large push into the stop leaks into the other through m₁₂.
+        stop1 = _pushing_stop(P, 0, x[0], a1)
+        stop2 = _pushing_stop(P, 1, x[1], a2)
+        if stop1 and stop2:
+            a1 = a2 = 0.0
+        elif stop2:
+            a1, a2 = b1 / m11, 0.0
+        elif stop1:
+            a1, a2 = 0.0, b2 / m22
+        dx[2] = a1
+        dx[3] = a2
     if x.shape[0] > 5 * n:
         dx[5 * n] = 0.0
         if thermal:
             dx[5 * n] = heat / E[E_HEAT_CAP] - (x[5 * n] - E[E_T_AMB]) / E[E_TAU_COOL]
+
+
+@njit
+def _pushing_stop(P: np.ndarray, i: int, q: float, qdd: float) -> bool:
+    """Joint i sits on an end stop (|s| = L/2, where `_constrain` puts it) and its computed
+    acceleration pushes it further into the stop."""
+    o = N_GLOBAL + N_JOINT * i
+    half = 0.5 * P[o + J_L]
+    s, r = piston(P, i, q)
+    tol = 1e-9 * P[o + J_L]
+    return (s >= half - tol and r * qdd > 0.0) or (s <= -half + tol and r * qdd < 0.0)
 
 
 @njit
@@ -373,7 +398,9 @@ def _constrain(x: np.ndarray, P: np.ndarray) -> None:
     relief/cavitation bounds; it keeps the square roots real (Sakai Sec. II-B).
     """
     n = int(P[G_N])
-    pmax = 1.1 * P[G_PS]
+    # 5 % above the cylinders' relief valves (cracking at relief_ratio = 1.05 × the working
+    # supply): the guard stays where it is when a station's supply falls or is switched off.
+    pmax = P[G_RELIEF] * (1.1 / 1.05)
     for i in range(n):
         o = N_GLOBAL + N_JOINT * i
         half = 0.5 * P[o + J_L]

@@ -61,6 +61,13 @@ class Backend(ABC):
     def write_null(self) -> None:
         """Every output to its null voltage now. Must not raise."""
 
+    def write_power(self, level: int) -> BackendStatus:
+        """Set the station's hydraulic power lines (`daq.station.power.Power`: pump line on
+        for LOW and HIGH, high-stage line on for HIGH). Called on the rare cycle that changes
+        the level (a `power` command, an e-stop), never per cycle. A backend without the lines
+        ([hydraulics] absent, or not on this device) has nothing to switch: OK."""
+        return BackendStatus.OK
+
     @abstractmethod
     def close(self) -> None:
         """Outputs to null, then release devices. Idempotent."""

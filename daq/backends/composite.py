@@ -147,6 +147,19 @@ class CompositeBackend(Backend):
                 status = BackendStatus.ERROR
         return status
 
+    def write_power(self, level: int) -> BackendStatus:
+        """Every device: the one that carries [hydraulics]' lines switches them, the others
+        have none (OK)."""
+        status = BackendStatus.OK
+        for p in self.parts:
+            try:
+                s = p.backend.write_power(level)
+            except Exception:  # contained: the caller reports the failure
+                s = BackendStatus.ERROR
+            if s != BackendStatus.OK:
+                status = BackendStatus.ERROR
+        return status
+
     def null_outputs_after_crash(self) -> str:
         """Each device in turn, every one attempted whatever the others did."""
         done = []

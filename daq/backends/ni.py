@@ -36,6 +36,7 @@ import numpy as np
 from daq.backends import ni_waitclock
 from daq.backends.base import Backend, BackendError, BackendStatus
 from daq.profile.schema import Channel, Profile
+from daq.station.power import Power, lines, power_lines
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,8 @@ class NiBackend(Backend):
         self.rate = profile.rig.loop_rate_hz
         self.period = profile.period
         self.rig_id = profile.rig.id
+        #: The station's power lines on this card ([hydraulics]; docs/ni.md): pump[, high].
+        self.power_lines = power_lines(profile, "ni")
         self._check_channels()
         if cfg.watchdog_timeout_s < 5 * self.period:
             raise BackendError(
@@ -124,11 +127,14 @@ class NiBackend(Backend):
         self._null = np.array([c.null_volts for c in self.outputs], dtype=np.float64)
         self._volts_out = np.zeros(self.n_outputs)
         self._period_ns = round(self.period * 1e9)
+        self._power_state = np.zeros(len(self.power_lines), dtype=bool)
         # Driver objects; all None while closed.
         self._nidaqmx: Any = None
         self._ai: Any = None
         self._ao: Any = None
         self._wd: Any = None
+        self._do: Any = None
+        self._do_writer: Any = None
         self._reader: Any = None
         self._writer: Any = None
         self._waiter: ni_waitclock.SampleClockWaiter | None = None
@@ -155,6 +161,12 @@ class NiBackend(Backend):
                         f"channel '{c.name}': physical '{c.physical}' is not an {kind.upper()} "
                         f"line of NI device '{self.device}' (expected '{self.device}/{kind}N')"
                     )
+        for line in self.power_lines:
+            if not re.fullmatch(rf"{dev}/port\d+/line\d+", line):
+                raise BackendError(
+                    f"hydraulics: power line '{line}' is not a digital line of NI device "
+                    f"'{self.device}' (expected '{self.device}/portN/lineM')"
+                )
         seen: dict[str, str] = {}
         for c in (*self.inputs, *self.outputs):
             if c.physical in seen:
@@ -217,6 +229,34 @@ class NiBackend(Backend):
             log.warning("NI %s: cannot make late cycles warnings (DAQmx %d)", self.device, code)
         if self.n_outputs:
             self._configure_outputs(nidaqmx, c)
+        if self.power_lines:
+            self._configure_power(nidaqmx, c)
+
+    def _configure_power(self, nidaqmx: Any, c: Any) -> None:
+        """An on-demand DO task over the power lines, written off now; with a watchdog the
+        lines also expire low (pump off) when the loop stops refreshing it."""
+        self._stage = "create the power DO task"
+        self._do = nidaqmx.Task(f"{self.rig_id}_power")
+        for line in self.power_lines:
+            self._stage = f"add DO line {line}"
+            self._do.do_channels.add_do_chan(line, line_grouping=c.LineGrouping.CHAN_PER_LINE)
+        self._do_writer = nidaqmx.stream_writers.DigitalMultiChannelWriter(
+            self._do.out_stream, auto_start=True
+        )
+        self._do_writer.verify_array_shape = False
+        self._stage = "switch the power lines off"
+        self._power_state[:] = False
+        self._do_writer.write_one_sample_one_line(self._power_state, timeout=_CLOSE_WRITE_TIMEOUT_S)
+        if self._wd is not None:
+            self._stage = "set the watchdog's DO expiration states (power off)"
+            self._wd.cfg_watchdog_do_expir_states(
+                [
+                    nidaqmx.types.DOExpirationState(
+                        physical_channel=line, expiration_state=c.Level.LOW
+                    )
+                    for line in self.power_lines
+                ]
+            )
 
     def _configure_outputs(self, nidaqmx: Any, c: Any) -> None:
         self._stage = "create the AO task"
@@ -352,6 +392,24 @@ class NiBackend(Backend):
             return BackendStatus.ERROR
         return BackendStatus.OK
 
+    def write_power(self, level: int) -> BackendStatus:
+        if not self.power_lines:
+            return BackendStatus.OK
+        if self._do_writer is None:
+            return BackendStatus.ERROR
+        pump, high = lines(Power(level))
+        self._power_state[0] = pump
+        if len(self._power_state) > 1:
+            self._power_state[1] = high
+        try:
+            self._do_writer.write_one_sample_one_line(
+                self._power_state, timeout=self.cfg.clock_timeout_s
+            )
+        except Exception as exc:
+            self.last_error_code = getattr(exc, "error_code", -1)
+            return BackendStatus.ERROR
+        return BackendStatus.OK
+
     def null_outputs_after_crash(self) -> str:
         """An on-demand AO task over the output channels, one null write, cleared. The dead
         process's tasks are released by the driver when it exits; its hardware watchdog
@@ -393,12 +451,16 @@ class NiBackend(Backend):
 
     def _shutdown(self) -> None:
         ai, ao, wd, writer = self._ai, self._ao, self._wd, self._writer
-        self._ai = self._ao = self._wd = None
+        do, do_writer = self._do, self._do_writer
+        self._ai = self._ao = self._wd = self._do = self._do_writer = None
         self._reader = self._writer = self._waiter = None
         self._running = False
-        if ai is None and ao is None and wd is None:
+        if ai is None and ao is None and wd is None and do is None:
             return
         steps: list[tuple[str, Any]] = []
+        if do_writer is not None:
+            # 0. Pump off first: a station whose service stops drops its hydraulic power.
+            steps.append(("switch the power lines off", lambda: self._power_off(do_writer)))
         if writer is not None:
             # 1. Null through the hardware-timed path: on the valves at the next clock edge
             #    while the AI clock still runs.
@@ -410,7 +472,12 @@ class NiBackend(Backend):
             # 2. Null again on demand: takes effect at once, with or without a running clock
             #    (a cleared AO task leaves its line at the last value it wrote).
             steps.append(("write null volts (on demand)", lambda: self._write_null_now(ao)))
-        for task, what in ((ai, "AI task"), (ao, "AO task"), (wd, "watchdog")):
+        for task, what in (
+            (ai, "AI task"),
+            (ao, "AO task"),
+            (do, "power DO task"),
+            (wd, "watchdog"),
+        ):
             if task is not None:
                 steps.append((f"close the {what}", task.close))
         interrupted: BaseException | None = None
@@ -424,6 +491,10 @@ class NiBackend(Backend):
         log.info("NI %s: valves nulled, tasks closed", self.device)
         if interrupted is not None:
             raise interrupted
+
+    def _power_off(self, writer: Any) -> None:
+        self._power_state[:] = False
+        writer.write_one_sample_one_line(self._power_state, timeout=_CLOSE_WRITE_TIMEOUT_S)
 
     def _write_null(self, writer: Any) -> None:
         writer.write_one_sample(self._null, timeout=self.cfg.clock_timeout_s)

@@ -30,6 +30,7 @@ import numpy as np
 from daq.backends import serial_protocol as sp
 from daq.backends.base import Backend, BackendError, BackendStatus
 from daq.profile.schema import Channel, Profile
+from daq.station.power import power_lines
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,11 @@ class SerialResolverBackend(Backend):
         if outputs:
             names = ", ".join(c.name for c in outputs)
             raise BackendError(f"the serial resolver board has no outputs; got {names}")
+        if power_lines(profile, "serial"):
+            raise BackendError(
+                "the serial resolver board has no digital outputs for [hydraulics]' power "
+                "lines; put them on another device (hydraulics.device)"
+            )
         self.cfg = cfg
         self.inputs = inputs
         self.timeout_s = cfg.timeout_s if timeout_s is None else timeout_s

@@ -85,6 +85,18 @@ def _map(v: Any) -> str | None:
     return None if all(isinstance(k, str) for k in v) else "got a map with non-string keys"
 
 
+def _power_level(v: Any) -> str | None:
+    return None if v in ("off", "low", "high") else _got(v)
+
+
+def _bool(v: Any) -> str | None:
+    return None if isinstance(v, bool) else _got(v)
+
+
+def _number(v: Any) -> str | None:
+    return None if _finite_number(v) else _got(v)
+
+
 @dataclass(frozen=True)
 class Arg:
     type_name: str  # as written in docs/protocol.md
@@ -105,6 +117,7 @@ def _param_text(v: Any) -> str | None:
 
 
 PARAM_TEXT = Arg(f"str (a parameter file's TOML text, ≤ {MAX_PARAM_TEXT} chars)", _param_text)
+CAL_TEXT = Arg(f"str (a calibration file's TOML text, ≤ {MAX_PARAM_TEXT} chars)", _param_text)
 
 
 @dataclass(frozen=True)
@@ -175,6 +188,41 @@ COMMANDS: dict[str, Command] = {
         "load a plant-parameter file (IDLE or ARMED only); model-based segments use it at once",
     ),
     "params": Command({}, True, "the current plant-parameter set and its values"),
+    # The station (daq.service.station_api, docs/operations.md).
+    "power": Command(
+        {"level": Arg("str: off | low | high", _power_level)},
+        False,
+        "switch the station's hydraulic power ([hydraulics]); estop also drops it",
+    ),
+    "jog": Command(
+        {
+            "joint": STR,
+            "target_deg": Arg("finite number (deg, inside the soft limits)", _number),
+            "velocity_deg_s": Arg("finite number > 0 (deg/s)", _number, required=False),
+        },
+        False,
+        "move one joint slowly to a target at low pressure, also from outside its soft limits",
+    ),
+    "calibration": Command({}, True, "the transducer calibration in force and the applied list"),
+    "calibration_apply": Command(
+        {"text": CAL_TEXT, "source": OPT_STR},
+        False,
+        "check a calibration file against the rig, apply it in IDLE and keep it (atomically)",
+    ),
+    "calibration_revert": Command({}, False, "back to the previously applied calibration"),
+    "calibrate": Command(
+        {
+            "procedure": STR,
+            "apply": Arg("bool", _bool, required=False),
+            "drain_s": Arg("finite number > 0 (s)", _number, required=False),
+            "window_s": Arg("finite number > 0 (s)", _number, required=False),
+            "valve_volts": Arg("finite number (V)", _number, required=False),
+            "push_s": Arg("finite number > 0 (s)", _number, required=False),
+        },
+        False,
+        "start a calibration procedure (pressure_zero, position) from IDLE",
+    ),
+    "calibrate_status": Command({}, True, "the procedure's step and, at its end, its result"),
 }
 
 

@@ -98,7 +98,16 @@ class LoopCommands:
             self._event("fault", **self.fault.to_dict())
         self._set_state(state)
 
+    def _drop_power(self) -> None:
+        """E-stop also drops the station's hydraulic power (`daq.loop.station`)."""
+
+    def _handle_station(self, req: Request) -> None:
+        req.finish(False, f"unknown loop command '{req.kind}'", code="internal")
+
     def _handle(self, req: Request) -> None:
+        if req.kind in ("power", "jog", "calibration", "drain"):
+            self._handle_station(req)
+            return
         try:
             action = Action[req.kind.upper()] if req.kind != "set_gains" else None
         except KeyError:
@@ -114,6 +123,7 @@ class LoopCommands:
             return
         if action == Action.ESTOP:
             self._enter_latched(State.ESTOP, TripInfo(Trip.ESTOP, str(req.payload or ""), 0, 0))
+            self._drop_power()
         elif action == Action.RESET:
             active = self.last_flags & ~CLAMP_FLAG
             if active:
@@ -164,8 +174,13 @@ class LoopCommands:
                 return (
                     f"arm refused: joint {name} at {math.degrees(q[j]):.2f}° is outside its soft "
                     f"limits [{math.degrees(il.soft_min[j]):.2f}°, "
-                    f"{math.degrees(il.soft_max[j]):.2f}°]"
+                    f"{math.degrees(il.soft_max[j]):.2f}°]; bring it back with "
+                    f"`jog {name} TARGET_DEG` at low pressure"
                 )
+        return self._station_refusal()
+
+    def _station_refusal(self) -> str | None:
+        """The station's reason to refuse `arm` (power, supply), or None (`daq.loop.station`)."""
         return None
 
     def _set_gains(self, req: Request) -> None:

@@ -38,11 +38,12 @@ from typing import Any
 import numpy as np
 
 from daq.backends.base import Backend, BackendStatus
-from daq.loop.commands import EventSink, LoopCommands, Runner
+from daq.loop.commands import EventSink, Runner
 from daq.loop.feedback_map import FeedbackMap
 from daq.loop.interlocks import STALL, Interlocks, Trip, TripInfo
 from daq.loop.mailbox import Mailbox, Request
 from daq.loop.states import LATCHED_STATES, LIVE_STATES, State
+from daq.loop.station import LoopStation, StationCommands
 from daq.loop.timing import LoopTiming
 from daq.profile.schema import Profile
 from daq.ring import SampleRing
@@ -86,7 +87,7 @@ class LoopError(RuntimeError):
     """The loop stopped because of an exception inside a cycle."""
 
 
-class Loop(LoopCommands):
+class Loop(StationCommands):
     def __init__(
         self,
         profile: Profile,
@@ -123,6 +124,8 @@ class Loop(LoopCommands):
         self.fbmap = FeedbackMap(profile)
         self.fb = self.fbmap.new_feedback()
         self.interlocks = Interlocks(profile)
+        self.station = LoopStation(profile, self.interlocks)
+        self.eng_now = self._eng_placeholder = np.zeros(len(inputs))
         self.timing = LoopTiming(self.period)
         #: Commands in: a `Mailbox` (loop thread in the service) or, in the loop process, a
         #: `daq.loop.shm_mailbox.ShmMailboxServer`; either way `take()` never blocks.
@@ -196,7 +199,7 @@ class Loop(LoopCommands):
 
     def status(self) -> dict[str, Any]:
         wall = (self.stopped_ns or time.monotonic_ns()) - self.started_ns if self.started_ns else 0
-        return status_dict(
+        out = status_dict(
             self.state,
             self.fault,
             self.seq,
@@ -208,6 +211,13 @@ class Loop(LoopCommands):
             self._runner_progress(),
             self.timing,
         )
+        out["station"] = self.station.to_dict()
+        return out
+
+    def preset_calibration(self, swap: Any) -> None:
+        """Before `start()`: the calibration in force from the first cycle on."""
+        self.scaler.set_correction(swap.offset, swap.inv_gain)
+        self.station.calibration = swap.ident
 
     def drain_events(self) -> list[dict[str, Any]]:
         """The events made since the last call, oldest first (the service's housekeeping)."""
@@ -367,6 +377,7 @@ class Loop(LoopCommands):
             il.trip(Trip.BACKEND_READ, "read returned ERROR")
         self.scaler.scale(raw, eng)
         self.fbmap.fill(eng, self.fb, t)
+        self.eng_now = eng
         if self._pending_trip:
             il.trip(
                 self._pending_trip, self._pending_where, self._pending_value, self._pending_limit
@@ -376,6 +387,7 @@ class Loop(LoopCommands):
         if req is not None:
             self._handle(req)
         il.check_inputs(eng, backend.channel_fault)
+        self._station_cycle(eng)
         volts = self.volts
         if self.state in LIVE_STATES:
             il.check_position(self.fb.q)

@@ -49,6 +49,9 @@ class Trip(enum.IntEnum):
     # The other process of the split is gone (issue 15): the loop process saw the service's
     # heartbeat go stale, or the service saw the loop process die. Valves null either way.
     PROCESS_LOST = 14
+    # The station's supply pressure fell below [hydraulics].supply_min_fraction × the low
+    # stage while the valves were live (pump stopped, hose burst): valves null.
+    SUPPLY_LOST = 15
 
 
 def flag(code: Trip) -> int:

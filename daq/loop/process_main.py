@@ -77,6 +77,8 @@ class LoopSpec:
     #: Called at exit when the service died: `(link, ring, why)`; the service passes
     #: `daq.recording.salvage.salvage_from_loop` (this package imports no recording part).
     orphan_hook: Callable[[LoopLink, SampleRing, str], None] | None = None
+    #: The calibration in force from the first cycle (`daq.loop.station.CalibrationSwap`).
+    calibration: Any = None
 
 
 class LinkWriter:
@@ -139,6 +141,8 @@ class LinkWriter:
         st[S.SKIPPED] = tm.skipped
         st[S.WAKE_MAX_NS] = tm.wake_max_ns
         st[S.COMPUTE_MAX_NS] = tm.compute_max_ns
+        st[S.POWER] = loop.station.power
+        st[S.JOGGING] = loop.station.jogging
         runner = loop.active
         if runner is not self._runner:
             self._new_runner(runner)
@@ -263,6 +267,8 @@ def main(spec: LoopSpec) -> None:
             spin_us=spec.spin_us,
             ring=ring,
         )
+        if spec.calibration is not None:
+            loop.preset_calibration(spec.calibration)
         loop.warm_up()
     except Exception as exc:  # BackendError, OSError, ValueError: reported, not raised
         events.append({"kind": "_error", "stage": "start", "message": str(exc) or repr(exc)})

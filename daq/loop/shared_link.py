@@ -94,6 +94,9 @@ class S(enum.IntEnum):
     TIME_IN_SEGMENT = 19
     SEGMENT_DURATION = 20
     SEGMENT_REPEATS = 21
+    # The station (daq.loop.station): hydraulic power level, 1 while a jog is active.
+    POWER = 30
+    JOGGING = 31
     N = 32
 
 

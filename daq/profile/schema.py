@@ -22,8 +22,17 @@ NonNegative = Annotated[float, Field(ge=0.0)]
 FlowGains = Annotated[list[Annotated[float, Field(gt=0.0)]], Field(min_length=4, max_length=4)]
 
 Role = Literal[
-    "pressure_cap", "pressure_rod", "lvdt", "potentiometer", "resolver", "valve", "temperature"
+    "pressure_cap",
+    "pressure_rod",
+    "lvdt",
+    "potentiometer",
+    "resolver",
+    "valve",
+    "temperature",
+    "supply",
 ]
+#: Roles of channels that belong to the rig, not to one joint.
+RIG_ROLES: tuple[Role, ...] = ("temperature", "supply")
 #: Roles every joint must have, and the roles a joint may have at most once.
 REQUIRED_JOINT_ROLES: tuple[Role, ...] = ("resolver", "valve", "pressure_cap", "pressure_rod")
 JOINT_ROLES: tuple[Role, ...] = (*REQUIRED_JOINT_ROLES, "lvdt", "potentiometer")
@@ -104,6 +113,14 @@ class TableScaling(Strict):
 Scaling = Annotated[LinearScaling | PolynomialScaling | TableScaling, Field(discriminator="kind")]
 
 
+class Accuracy(Strict):
+    """A sensor's accuracy class as a datasheet states it, read as 1σ: zero (offset, in the
+    channel's engineering units) and span (relative gain error, 0.005 = 0.5 %)."""
+
+    offset: NonNegative = 0.0
+    gain: Annotated[float, Field(ge=0.0, le=0.2)] = 0.0
+
+
 class Channel(Strict):
     name: Identifier
     role: Role
@@ -126,6 +143,9 @@ class Channel(Strict):
     sim_error: SensorError | None = None
     #: Output channels: the voltage that means "no flow" (null of the servo valve).
     null_volts: float = 0.0
+    #: The sensor's datasheet accuracy class, until a calibration replaces it
+    #: (daq/calibration): 1σ offset in engineering units and 1σ relative gain error.
+    accuracy: Accuracy | None = None
 
     @property
     def is_output(self) -> bool:
@@ -137,7 +157,7 @@ class Channel(Strict):
             raise ValueError(
                 f"valid_max ({self.valid_max}) must be greater than valid_min ({self.valid_min})"
             )
-        if self.role != "temperature" and self.joint is None:
+        if self.role not in RIG_ROLES and self.joint is None:
             raise ValueError(f"a '{self.role}' channel needs a joint")
         return self
 
@@ -343,6 +363,19 @@ class Thermal(Strict):
     ramp_duration_s: NonNegative = 0.0
 
 
+class SimSupply(Strict):
+    """`[backend.sim.plant.supply]`: the simulated power unit. Its accumulator charges towards
+    the stage's relief setting and discharges when the pump stops (first order); the true
+    settings differ from the declared ones as a real station's do."""
+
+    #: True relief settings of the low and high stages, Pa (absent: the declared pressures).
+    low_relief_pa: Positive | None = None
+    high_relief_pa: Positive | None = None
+    #: Charging and discharging time constants, s (absent: a third of the declared ramps).
+    charge_time_constant_s: Positive | None = None
+    discharge_time_constant_s: Positive | None = None
+
+
 class SimPlant(Strict):
     """`[backend.sim.plant]`: the simulator's true plant. Reaches nothing but the simulator and
     the truth (comparison) columns of identification tables and reports."""
@@ -352,6 +385,7 @@ class SimPlant(Strict):
     joints: Annotated[list[SimPlantJoint], Field(min_length=1, max_length=2)]
     fluid: Fluid | None = None
     thermal: Thermal | None = None
+    supply: SimSupply | None = None
 
 
 class SensorError(Strict):
@@ -466,6 +500,32 @@ class Interlocks(Strict):
     service_heartbeat_ms: Annotated[float, Field(ge=100.0, le=10000.0)] = 2000.0
 
 
+class Hydraulics(Strict):
+    """`[hydraulics]`: the station's hydraulic power (pump and service manifold) as the service
+    switches it: off, low (a reduced-pressure stage for set-up, jogging and calibration, as
+    station manifolds have) or high (the working pressure, [plant].supply_pressure_pa).
+    Without this section the service does not switch power: it is implicitly on (high)."""
+
+    #: Digital line that runs the pump / opens the manifold ("Dev1/port0/line0"; "sim").
+    pump_line: str
+    #: Digital line that selects the high-pressure stage; "" = the manifold has one stage
+    #: (then low and high both mean "on" at [plant].supply_pressure_pa).
+    high_line: str = ""
+    #: Which device drives the lines in a composite backend (default: the backend's kind).
+    device: DeviceName | None = None
+    #: Nominal supply at the low stage, Pa (set-up and jogging).
+    low_pressure_pa: Positive
+    #: Time for the supply to build to a stage, and to decay after power off (≈ 3 time
+    #: constants of the accumulator), s.
+    ramp_up_s: Annotated[float, Field(gt=0.0, le=120.0)] = 2.0
+    ramp_down_s: Annotated[float, Field(gt=0.0, le=600.0)] = 10.0
+    #: With a `supply` channel: while ARMED or RUNNING a supply below this fraction of the low
+    #: stage's pressure is a lost supply (FAULT, valves null); arming needs it too.
+    supply_min_fraction: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.7
+    #: `jog`: the fastest a joint may be jogged (deg/s), at low pressure only.
+    jog_max_velocity_deg_s: Annotated[float, Field(gt=0.0, le=30.0)] = 5.0
+
+
 #: The endpoints a profile without [network] binds, and clients use without a profile.
 DEFAULT_TELEMETRY = "tcp://127.0.0.1:5555"
 DEFAULT_COMMANDS = "tcp://127.0.0.1:5556"
@@ -487,6 +547,13 @@ class Recording(Strict):
     #: Stop recording (loudly) when the directory holds more than this, or the disk less.
     quota_bytes: Annotated[int, Field(ge=0)] = 0
     min_free_bytes: Annotated[int, Field(ge=0)] = 1_000_000_000
+
+
+class CalibrationSection(Strict):
+    """`[calibration]`: where the rig's transducer calibrations are kept (daq/station)."""
+
+    #: Files go to `<directory>/<rig id>/`; relative to the service's working directory.
+    directory: str = "calibration"
 
 
 class Estimator(Strict):
@@ -545,6 +612,8 @@ class Profile(Strict):
     channels: Annotated[list[Channel], Field(min_length=1)]
     plant: Plant | None = None
     estimator: Estimator | None = None
+    hydraulics: Hydraulics | None = None
+    calibration: CalibrationSection = CalibrationSection()
 
     @property
     def period(self) -> float:
@@ -568,6 +637,11 @@ class Profile(Strict):
     def oil_temperature(self) -> Channel | None:
         """The oil's `temperature` channel (the first one, if several)."""
         return next((c for c in self.channels if c.role == "temperature"), None)
+
+    @property
+    def supply_channel(self) -> Channel | None:
+        """The station's supply-pressure channel (`role = "supply"`), if it has one."""
+        return next((c for c in self.channels if c.role == "supply"), None)
 
     def home_rad(self) -> list[float]:
         return [math.radians(j.home_deg) for j in self.joints]
@@ -593,7 +667,22 @@ class Profile(Strict):
                     raise ValueError(f"joint '{j}' has no '{role}' channel (required)")
                 if n > 1:
                     raise ValueError(f"joint '{j}' has {n} '{role}' channels (at most 1)")
+        if sum(1 for c in self.channels if c.role == "supply") > 1:
+            raise ValueError("at most one 'supply' channel")
         devices = self.backend.devices()
+        hyd = self.hydraulics
+        if hyd is not None:
+            if hyd.device is not None and hyd.device not in devices:
+                raise ValueError(
+                    f"hydraulics.device '{hyd.device}' is not one of the backend's {list(devices)}"
+                )
+            if self.backend.kind == "composite" and hyd.device is None:
+                raise ValueError("hydraulics needs a device in a composite backend")
+            if self.plant is not None and hyd.low_pressure_pa > self.plant.supply_pressure_pa:
+                raise ValueError(
+                    f"hydraulics.low_pressure_pa ({hyd.low_pressure_pa}) must not exceed "
+                    f"plant.supply_pressure_pa ({self.plant.supply_pressure_pa}), the high stage"
+                )
         for c in self.channels:
             if c.device is not None and c.device not in devices:
                 raise ValueError(

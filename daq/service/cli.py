@@ -60,6 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--record", action="store_true", help="record from the first cycle")
     p.add_argument("--run-dir", default=None, help="recording directory (overrides the profile)")
+    p.add_argument(
+        "--calibration-dir",
+        default=None,
+        help="transducer calibrations (overrides [calibration].directory)",
+    )
     p.add_argument("--rt-priority", type=int, default=None, help="SCHED_FIFO priority (0 = off)")
     p.add_argument("--cpu", type=int, default=None, help="pin the loop thread (-1 = any)")
     p.add_argument("--no-mlock", action="store_true", help="do not lock memory")
@@ -168,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             profile_text=profile_text,
             virtual_time=args.virtual_time,
             run_dir=args.run_dir,
+            calibration_dir=args.calibration_dir,
             rt_settings=rt_settings,
             spin_us=profile.realtime.spin_us if args.spin_us is None else args.spin_us,
             network=not args.no_network,

@@ -149,6 +149,7 @@ class ControlApi:
         on_describe: Callable[[], None] | None = None,
         params: Any | None = None,
         on_params: Callable[[Any], None] | None = None,
+        calibration_dir: str | Path | None = None,
     ) -> None:
         """`status`: the service's full status (defaults to the loop's); `recorder`: for
         record_start/stop; `on_describe`: e.g. telemetry's `request_meta`; `params`: plant
@@ -187,6 +188,22 @@ class ControlApi:
             "load_params": self._load_params,
             "params": self._params,
         }
+        from daq.service.calibration_api import CalibrationState, calibration_handlers
+        from daq.service.station_api import station_handlers
+
+        self._handlers.update(station_handlers(self))
+        #: Transducer calibrations: the store on disk, the one in force (daq.station).
+        self.calibration = CalibrationState(
+            self,
+            calibration_dir if calibration_dir is not None else self.profile.calibration.directory,
+        )
+        self._handlers.update(calibration_handlers(self, self.calibration))
+        from daq.service.procedures import ProcedureRunner
+
+        #: The calibration procedure under way or last run (daq.service.procedures).
+        self.procedures = ProcedureRunner(self)
+        self._handlers["calibrate"] = lambda a, c: self.procedures.start(a)
+        self._handlers["calibrate_status"] = lambda a, c: self.procedures.report()
 
     def handle(self, cmd: str, args: dict[str, Any], client: Any = None) -> dict[str, Any]:
         fn = self._handlers.get(cmd)

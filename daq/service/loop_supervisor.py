@@ -43,10 +43,12 @@ from daq.loop.process_main import LoopSpec, main
 from daq.loop.shared_link import RUNNER_FIELDS, EventReader, LoopLink, S, StopReason, W
 from daq.loop.shm_mailbox import ShmMailboxClient
 from daq.loop.states import State
+from daq.loop.station import station_dict
 from daq.loop.timing import DEFAULT_BINS_US, LoopTiming
 from daq.profile.schema import Profile
 from daq.ring import SampleRing
 from daq.sample_layout import SampleLayout
+from daq.station.power import initial
 
 log = logging.getLogger("daq.service")
 
@@ -124,7 +126,13 @@ class LoopProcess:
         self._timing.compute_hist = self.link.compute_hist
         self._stop_supervisor = threading.Event()
         self._supervisor: threading.Thread | None = None
+        #: The calibration in force from the first cycle (`preset_calibration`).
+        self.calibration: Any = None
         self._beat()
+
+    def preset_calibration(self, swap: Any) -> None:
+        """Before `prepare()`: the loop process applies it before its first cycle."""
+        self.calibration = swap
 
     # ------------------------------------------------------------------ life cycle
 
@@ -158,6 +166,7 @@ class LoopProcess:
             parent_pid=os.getpid(),
             heartbeat_timeout_s=self.heartbeat_timeout_s,
             duration=duration,
+            calibration=self.calibration,
             log_level=logging.getLogger().getEffectiveLevel(),
             orphan_hook=self.orphan_hook,
         )
@@ -483,6 +492,9 @@ class LoopProcess:
             self._runner_progress(),
             self.timing,
         )
+        out["station"] = station_dict(
+            _int_or(st[S.POWER], initial(self.profile)), st[S.JOGGING] == 1.0
+        )
         out["loop_process"] = self.process_status()
         return out
 
@@ -545,3 +557,8 @@ def _trip_from_event(ev: dict[str, Any]) -> TripInfo:
         int(ev.get("seq", -1)),
         number(ev.get("t")),
     )
+
+
+def _int_or(x: float, default: int) -> int:
+    """A status word as an int; `default` while it is still NaN (the loop has not written)."""
+    return int(x) if x == x else default

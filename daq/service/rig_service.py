@@ -75,6 +75,7 @@ class Service:
         command_endpoint: str | None = None,
         params: Any | None = None,
         heartbeat_helper: bool = True,
+        calibration_dir: str | Path | None = None,
     ) -> None:
         """`params`: plant parameters (a `daq.param_set.ParamSet`, or bare `PlantParams`) for
         model-based experiment segments; None refuses such segments until `load_params`.
@@ -137,8 +138,11 @@ class Service:
             on_describe=self._request_meta,
             params=params,
             on_params=self._params_loaded,
+            calibration_dir=calibration_dir,
         )
         self._params_loaded(None)
+        self.api.calibration.on_change = self._calibration_changed
+        self._calibration_changed(self.api.calibration.summary(), event=False)
         if network:
             self._make_network(telemetry_endpoint, command_endpoint)
         self.housekeeping = Housekeeping(
@@ -212,6 +216,14 @@ class Service:
             if param_set is not None:
                 self.recorder.event("params_loaded", **(summary or {}))
 
+    def _calibration_changed(self, summary: dict[str, Any] | None, event: bool = True) -> None:
+        """Every recording started from now on carries the calibration in force in its header;
+        one under way gets an event (calibrations change only in IDLE)."""
+        if self.recorder is not None:
+            self.recorder.meta["calibration"] = summary
+            if event:
+                self.recorder.event("calibration_applied", calibration=summary)
+
     def _request_meta(self) -> None:
         if self.telemetry is not None:
             self.telemetry.request_meta()
@@ -225,6 +237,10 @@ class Service:
         s["recorder"] = recorder_stats_dict(self.recorder.stats) if self.recorder else None
         s["params"] = self.api.params_summary()
         s["check"] = self.api.check_status()
+        cal = self.api.calibration.summary()
+        s["calibration"] = (
+            None if cal is None else {k: cal[k] for k in ("source", "created_utc", "sha256")}
+        )
         if self.telemetry is not None:
             s["telemetry"] = self.telemetry.stats.as_dict()
         if self.commands is not None:

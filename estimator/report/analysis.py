@@ -121,11 +121,14 @@ def batch_identify(
     refine: bool = True,
     repeat_period_s: float | None = None,
     linkwise: bool = False,
+    sensor_sigma: bool = True,
 ) -> BatchResult:
     """Batch identification of a run with its profile's models; `refine`: the output-error
     refinement (estimator.refine), on by default; `repeat_period_s`: the experiment's repeated
     period, for the ML fit on the averaged repeats beside it (estimator.repeats); `linkwise`:
-    Lin's link-by-link estimate beside the stacked one (estimator.linkwise)."""
+    Lin's link-by-link estimate beside the stacked one (estimator.linkwise); `sensor_sigma`:
+    every parameter's σ includes the sensors' calibration uncertainty (the calibration in the
+    run's header, else each channel's declared accuracy; estimator.sensor_sigma)."""
     cfg = rd.profile.estimator
     # A user model kept beside its profile loads from there (no PYTHONPATH needed).
     source = Path(rd.profile_source)
@@ -153,6 +156,7 @@ def batch_identify(
             refine=refine,
             repeat_period_s=repeat_period_s,
             linkwise=linkwise,
+            sensor_uncertainty=_sensor_uncertainty(rd) if sensor_sigma else None,
         )
     except ValueError as exc:
         raise ReportError(f"{rd.path.name}: batch identification failed: {exc}") from None
@@ -322,3 +326,12 @@ def fit_table(data: ReportData) -> list[dict[str, Any]]:
             row[s] = data.validation[s].torque_rms[i]
         rows.append(row)
     return rows
+
+
+def _sensor_uncertainty(rd: RunData) -> dict[str, Any]:
+    """Each channel's offset and gain σ for the run: the calibration its header names, else
+    the profile's declared accuracy classes."""
+    from estimator.sensor_sigma import channel_uncertainty
+
+    cal = rd.run.meta.get("calibration")
+    return dict(channel_uncertainty(rd.profile, cal if isinstance(cal, dict) else None))

@@ -104,3 +104,28 @@ def test_no_buffer_made_and_freed_in_any_cycle(make_loop: MakeLoop) -> None:
     assert excess[worst] < CYCLE_PEAK_BYTES, f"cycle {worst}: {excess[worst]} B above its start"
     assert np.median(excess) < 2048, np.median(excess)
     assert grown < 16 * 1024, grown
+
+
+def test_no_growth_while_jogging_with_the_supply_watched(make_loop: MakeLoop) -> None:
+    import math
+
+    from controller.jog import JogRunner
+    from daq.loop.station import JogRequest
+    from daq.service.control_api import joint_gains, joint_limits
+    from tests.loop.station_profile import station_profile
+
+    profile = station_profile()
+    loop, backend = make_loop(profile, ring_capacity=1 << 10)
+    backend.override["p_supply"] = 2.5e6
+    post(loop, "power", 1)
+    cycles(loop, 5)
+    target = math.radians(profile.joints[0].home_deg + 1.0)
+    runner = JogRunner(
+        joint_gains(profile), joint_limits(profile), profile.period, 0, target, 1e-4, 1e-3
+    )
+    post(loop, "jog", JogRequest(runner, 0, target))
+    cycles(loop, 5)
+    assert loop.state == State.ARMED and loop.station.jogging and loop.station.check_supply
+    grown, where = _growth(loop, 20_000)
+    assert loop.state == State.ARMED and loop.fault is None
+    assert grown < 1024, where

@@ -28,6 +28,7 @@ PROFILES = Path(__file__).resolve().parents[2] / "hw_profiles"
 AI_HANDLE = ctypes.c_void_p(0xA1)
 AO_HANDLE = ctypes.c_void_p(0xA0)
 WD_HANDLE = ctypes.c_void_p(0xD0)
+DO_HANDLE = ctypes.c_void_p(0xD1)
 
 
 @dataclass
@@ -72,7 +73,7 @@ def interpreter(fake_lib: FakeDaqmxLib) -> Any:
     """An autospecced interpreter behind every nidaqmx object, with just enough state for
     nidaqmx's own bookkeeping (task names, channel counts)."""
     interp = mock.create_autospec(BaseInterpreter, instance=True)
-    handles = {"_ai": AI_HANDLE, "_ao": AO_HANDLE}
+    handles = {"_ai": AI_HANDLE, "_ao": AO_HANDLE, "_power": DO_HANDLE}
     names: dict[int | None, str] = {}
     chans: dict[int | None, int] = {}
 
@@ -92,6 +93,7 @@ def interpreter(fake_lib: FakeDaqmxLib) -> Any:
     interp.create_task.side_effect = create_task
     interp.create_ai_voltage_chan.side_effect = add_chan
     interp.create_ao_voltage_chan.side_effect = add_chan
+    interp.create_do_chan.side_effect = add_chan
     interp.create_watchdog_timer_task_ex.side_effect = create_wd
     interp.get_task_attribute_string.side_effect = lambda h, attr: names[h.value]
     interp.get_task_attribute_uint32.side_effect = lambda h, attr: chans[h.value]

@@ -212,3 +212,32 @@ def test_ni_plus_serial_profile_is_paced_by_the_ni_clock() -> None:
     assert [c.name for c in made["ni"].outputs] == [c.name for c in prof.outputs]  # type: ignore[attr-defined]
     with pytest.raises(NotImplementedError, match="no virtual time"):
         comp.advance(prof.period)
+
+
+def test_power_passes_through_to_the_device_with_the_lines_and_not_the_serial_board() -> None:
+    from daq.backends.serial_resolver import SerialResolverBackend
+    from daq.profile import load_profile
+    from daq.station.power import Power
+    from tests.serial.conftest import ROOT
+
+    base = load_profile(ROOT / "hw_profiles" / "ni-serial-2dof.toml")
+    data = base.model_dump(exclude_none=True)
+    data["hydraulics"] = {"pump_line": "Dev1/port0/line0", "low_pressure_pa": 2e6, "device": "ni"}
+    prof = Profile.model_validate(data)
+    levels: dict[str, list[int]] = {}
+
+    class Lines(Fake):
+        def write_power(self, level: int) -> BackendStatus:
+            levels.setdefault(self.device, []).append(level)
+            return BackendStatus.OK
+
+    def factory(p: Profile, dev: str, ins: list[Channel], outs: list[Channel]) -> Backend:
+        return SerialResolverBackend(p, ins, outs) if dev == "serial" else Lines(dev, ins, outs)
+
+    comp = CompositeBackend(prof, make_device=factory)
+    assert comp.write_power(Power.HIGH) == BackendStatus.OK
+    assert levels == {"ni": [Power.HIGH]}  # the serial board has none: its default says OK
+    data["hydraulics"]["device"] = "serial"
+    on_serial = Profile.model_validate(data)
+    with pytest.raises(BackendError, match="no digital outputs for \\[hydraulics\\]"):
+        CompositeBackend(on_serial, make_device=factory)

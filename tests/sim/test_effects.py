@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import math
 import tomllib
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -317,3 +318,23 @@ def test_null_shift_with_temperature_is_a_null_bias_on_the_spool_flow() -> None:
     assert cold["p_cap_1"][-1] - cold["p_cap_1"][0] < -5e5
     at_reference = run(40.0, 5.0e-4)
     assert np.ptp(at_reference["p_cap_1"]) < 1e4
+
+
+def test_a_joint_pushed_onto_its_end_stop_does_not_drive_the_other() -> None:
+    """Joint 2 held on its retracted stop by its pressure must not push joint 1 through m12:
+    both pistons, driven to retract, come to rest on their retracted stops."""
+    from controller.plant.dynamics import cylinder
+    from daq.backends.sim.rig import SimRig
+    from daq.profile.loader import load_profile
+    from daq.station.twin import with_station
+
+    root = Path(__file__).resolve().parents[2]
+    rig = SimRig(with_station(load_profile(root / "hw_profiles" / "sim-2dof-realistic.toml")))
+    rig.backend.write_power(1)  # low stage
+    for _ in range(3000):
+        rig.step(np.zeros(2))
+    for _ in range(6000):
+        rig.step(np.array([-0.3, -0.15]))
+    x = rig.backend.true_state()
+    s, _ = cylinder(rig.true_params, x[:2])
+    np.testing.assert_allclose(s, -0.5 * rig.true_params.stroke, atol=1e-6)

@@ -74,6 +74,24 @@ DOC_COMMANDS: dict[str, dict[str, tuple[bool, Callable[[Any], bool]]]] = {
     "record_stop": {},
     "load_params": {"text": (True, _param_text), "source": (False, _str256)},
     "params": {},
+    "power": {"level": (True, lambda v: v in ("off", "low", "high"))},
+    "jog": {
+        "joint": (True, _str256),
+        "target_deg": (True, _number),
+        "velocity_deg_s": (False, _number),
+    },
+    "calibration": {},
+    "calibration_apply": {"text": (True, _param_text), "source": (False, _str256)},
+    "calibration_revert": {},
+    "calibrate": {
+        "procedure": (True, _str256),
+        "apply": (False, lambda v: isinstance(v, bool)),
+        "drain_s": (False, _number),
+        "window_s": (False, _number),
+        "valve_volts": (False, _number),
+        "push_s": (False, _number),
+    },
+    "calibrate_status": {},
 }
 
 

@@ -200,10 +200,17 @@ VALID_ARGS: dict[str, dict[str, Any]] = {
     "record_stop": {},
     "load_params": {"text": "[rig]\n"},
     "params": {},
+    "power": {"level": "low"},
+    "jog": {"joint": "j1", "target_deg": 35.0},
+    "calibration": {},
+    "calibration_apply": {"text": 'rig = "x"\n'},
+    "calibration_revert": {},
+    "calibrate": {"procedure": "pressure_zero"},
+    "calibrate_status": {},
 }
 #: The commands that only read, written out here (not taken from the spec under test: a flipped
 #: `read_only` in daq/commands/spec.py must fail this file).
-READ_ONLY = {"status", "describe", "params"}
+READ_ONLY = {"status", "describe", "params", "calibration", "calibrate_status"}
 #: The safety decision (docs/protocol.md, "Security"): anyone trusted to watch the rig may stop
 #: it. A monitor key may therefore send `estop` besides the read-only commands; nothing else.
 MONITOR_MAY_ALSO = {"estop"}

@@ -19,9 +19,10 @@ import numpy as np
 
 from controller.plant import dynamics
 from controller.plant.jit import njit
-from controller.plant.params import NOMINAL_OIL_C, PlantEffects, PlantParams
+from controller.plant.params import G_PS, NOMINAL_OIL_C, PlantEffects, PlantParams
 from daq.backends.base import Backend, BackendStatus
 from daq.backends.sim import faults as F
+from daq.backends.sim.supply import SimSupplyUnit
 from daq.profile.plant import sim_plant
 from daq.profile.schema import Channel, LinearScaling, Profile
 from daq.scaling import eng_to_counts, lsb
@@ -36,6 +37,7 @@ ROLE_CODES = {
     "potentiometer": 3,
     "resolver": 4,
     "temperature": 5,
+    "supply": 6,
 }
 SUBSTEPS = 4  # RK4 substeps per 1 ms: see tests/sim/test_accuracy.py for the error it buys
 NOISE_BLOCK = 1024
@@ -81,8 +83,10 @@ def _sense(
             y, _ = dynamics.piston(P, j, x[j])
         elif r == 4:
             y = x[j]
-        else:
+        elif r == 5:
             y = x[5 * n]
+        else:
+            y = P[G_PS]  # the station's supply pressure (daq.backends.sim.supply)
         # The true sensor: its own gain, offset and drift (the declared scaling ignores them).
         y = y * (1.0 + err_gain[c]) + err_offset[c] + err_drift[c] * t
         k = sigma[c] * (burst[c] if mode[c] == F.NOISE_BURST else 1.0)
@@ -117,7 +121,12 @@ class SimBackend(Backend):
         self.true_params: PlantParams = params
         self.true_effects: PlantEffects = effects
         self.period = profile.period
-        self._P = params.pack()
+        #: The power unit: None when the profile has no [hydraulics] (supply constant).
+        self.supply = SimSupplyUnit.from_profile(profile, self.period)
+        # With a power unit the supply entry of the plant's array moves: a private copy.
+        self._P = params.pack() if self.supply is None else params.pack().copy()
+        if self.supply is not None:
+            self._P[G_PS] = self.supply.pressure  # a station starts with its power off
         self._E = effects.pack(params)
         n = self.true_params.n
         self._n = n
@@ -286,6 +295,11 @@ class SimBackend(Backend):
         for i in range(self.n_outputs):
             self._v[self._out_joint[i]] = self._null[i]
 
+    def write_power(self, level: int) -> BackendStatus:
+        if self.supply is not None:
+            self.supply.switch(level)
+        return BackendStatus.OK
+
     def close(self) -> None:
         self.write_null()
         self._open = False
@@ -314,6 +328,8 @@ class SimBackend(Backend):
             for j in range(self._n):
                 if not math.isnan(self._stuck_v[j]):
                     v[j] = self._stuck_v[j]
+        if self.supply is not None:
+            self.supply.step(self._P)
         dynamics.integrate_fx(self._x, v, self._P, self._E, self.period, SUBSTEPS, self._work)
         rate, start, end = self._ramp
         if rate != 0.0 and start <= (self._t_plant or 0.0) < end:
@@ -325,6 +341,10 @@ class SimBackend(Backend):
     def true_state(self) -> np.ndarray:
         """[q, q̇, p⁺, p⁻, u] (tests and benchmarks only)."""
         return self._x[: 5 * self._n].copy()
+
+    def true_supply_pressure(self) -> float:
+        """The supply pressure the valves see, Pa (tests and benchmarks only)."""
+        return float(self._P[G_PS])
 
     def true_oil_temperature(self) -> float:
         """The oil temperature state T, °C (tests and benchmarks only)."""

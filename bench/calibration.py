@@ -1,0 +1,147 @@
+"""Transducer calibration on the realistic plant against the simulator's truth.
+
+    .venv/bin/python bench/calibration.py [--seeds 1,2,3,4,5] [--profile P]
+
+For each seed, the realistic profile (hw_profiles/sim-2dof-realistic.toml) given a hydraulic
+station (daq.station.twin: power unit and supply transducer) runs in virtual time behind the
+service's command handler, and the three procedures run as `rigctl calibrate … --apply` would
+start them: pressure_zero, position, valve_null. Each result is compared with the truth of the
+simulated sensors (`sim_error`), at the loop time it was measured:
+
+- pressure offsets: offset + drift·t, target within 2 kPa;
+- potentiometer zero and span: offset within 0.05 mm, 1 + gain_error within 0.1 %;
+- resolver mounting offset (reported);
+- LVDT span (reported) and valve null: the LVDT's reading where the metering edges are
+  centred, o + (1 + g)·(−b(T)) with the valve's null bias b(T) = b₀ + (db/dT)(T − T_ref) at the
+  oil temperature of the run, target within 0.5 mV; also the valve command that holds.
+
+JSON on the last line (per seed, worst over seeds, targets, pass flags); progress on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from tempfile import TemporaryDirectory
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from daq.backends.sim import SimBackend  # noqa: E402
+from daq.loop import Loop  # noqa: E402
+from daq.profile.loader import load_profile  # noqa: E402
+from daq.profile.schema import Profile  # noqa: E402
+from daq.service.control_api import ControlApi, joint_gains, make_hold_runner  # noqa: E402
+from daq.service.twin_calibration import run_procedure  # noqa: E402
+from daq.station.twin import with_station  # noqa: E402
+
+TARGETS = {
+    "pressure_offset_pa": 2000.0,
+    "pot_zero_m": 0.05e-3,
+    "pot_span_rel": 1e-3,
+    "valve_null_v": 0.5e-3,
+}
+
+
+def _truth(profile: Profile, name: str, t: float) -> tuple[float, float]:
+    ch = next(c for c in profile.inputs if c.name == name)
+    e = ch.sim_error
+    if e is None:
+        return 0.0, 1.0
+    return e.offset + e.drift_per_hour * t / 3600.0, 1.0 + e.gain_error
+
+
+def one_seed(base: Profile, seed: int, cal_dir: Path) -> dict[str, Any]:
+    profile = with_station(base, seed=seed)
+    sim = SimBackend.from_profile(profile)
+    sim.open()
+    loop = Loop(
+        profile, sim, hold=make_hold_runner(profile, joint_gains(profile)), virtual_time=True,
+        ring_capacity=1 << 14,
+    )  # fmt: skip
+    loop.warm_up()
+    api = ControlApi(loop, calibration_dir=cal_dir / f"seed{seed}")
+    loop.start()
+    out: dict[str, Any] = {"seed": seed}
+    try:
+        zero = run_procedure(api, "pressure_zero", apply=True)
+        t = loop.t
+        out["pressure_offset_error_pa"] = {
+            n: c["offset"] - _truth(profile, n, t)[0] for n, c in zero["channels"].items()
+        }
+        pos = run_procedure(api, "position", apply=True)
+        out["pot_zero_error_m"], out["pot_span_error_rel"], out["resolver_error_rad"] = {}, {}, {}
+        for n, c in pos["channels"].items():
+            offset, gain = _truth(profile, n, loop.t)
+            ch = next(x for x in profile.inputs if x.name == n)
+            if ch.role == "potentiometer":
+                out["pot_zero_error_m"][n] = c["offset"] - offset
+                out["pot_span_error_rel"][n] = c["gain"] / gain - 1.0
+            else:
+                out["resolver_error_rad"][n] = c["offset"] - offset
+        null = run_procedure(api, "valve_null", apply=True)
+        oil = sim.true_oil_temperature()
+        eff = sim.true_effects
+        out["oil_c"] = oil
+        out["valve_null_error_v"], out["lvdt_span_error_rel"] = {}, {}
+        out["valve_null_residual_v"], out["valve_null_command_v"] = {}, null.get("valve_null_v")
+        joints = [j.name for j in profile.joints]
+        for n, c in null["channels"].items():
+            ch = next(x for x in profile.inputs if x.name == n)
+            j = joints.index(str(ch.joint))
+            offset, gain = _truth(profile, n, loop.t)
+            je = eff.joints[j]
+            bias = je.null_bias + je.null_shift_per_k * (oil - eff.reference_c)
+            out["valve_null_error_v"][n] = c["offset"] - (offset - gain * bias)
+            out["lvdt_span_error_rel"][n] = c["gain"] / gain - 1.0
+            out["valve_null_residual_v"][n] = c["residual"]
+        out["applied"] = {
+            "pressure_zero": zero["applied"], "position": pos["applied"],
+            "valve_null": null["applied"],
+        }  # fmt: skip
+    finally:
+        loop.stop()
+        loop.join(30.0)
+    return out
+
+
+def _worst(seeds: list[dict[str, Any]], key: str) -> float:
+    return max(abs(v) for s in seeds for v in s[key].values())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", default="1,2,3,4,5")
+    ap.add_argument("--profile", default=str(ROOT / "hw_profiles" / "sim-2dof-realistic.toml"))
+    args = ap.parse_args(argv)
+    base = load_profile(args.profile)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    results = []
+    t0 = time.monotonic()
+    with TemporaryDirectory() as tmp:
+        for seed in seeds:
+            print(f"seed {seed} …", file=sys.stderr, flush=True)
+            results.append(one_seed(base, seed, Path(tmp)))
+    worst = {
+        "pressure_offset_pa": _worst(results, "pressure_offset_error_pa"),
+        "pot_zero_m": _worst(results, "pot_zero_error_m"),
+        "pot_span_rel": _worst(results, "pot_span_error_rel"),
+        "resolver_offset_rad": _worst(results, "resolver_error_rad"),
+        "lvdt_span_rel": _worst(results, "lvdt_span_error_rel"),
+        "valve_null_v": _worst(results, "valve_null_error_v"),
+    }
+    passed = {k: worst[k] <= v for k, v in TARGETS.items()}
+    print(json.dumps({
+        "bench": "calibration", "profile": args.profile, "seeds": results, "worst": worst,
+        "targets": TARGETS, "pass": passed, "wall_s": time.monotonic() - t0,
+    }))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,310 @@
+"""The station in the loop: hydraulic power, the supply interlock, jogging, calibration swaps.
+
+`LoopStation` holds the state (power level, supply check, the soft limits a jog widens) and
+does the per-cycle part without allocating: one scalar comparison for the supply, a few
+in-place numpy operations while a jog is active. `StationCommands` (a mixin of
+`daq.loop.Loop`, like `LoopCommands`) handles the rare requests: `power`, `jog` and
+`calibration`.
+
+Rules (docs/operations.md, "Hydraulic power"):
+- arming needs power on and, with a `supply` channel, the supply above
+  `supply_min_fraction` × the low stage's pressure;
+- a supply below that while ARMED or RUNNING trips `SUPPLY_LOST`: FAULT, valves null in that
+  very cycle;
+- `estop` drops power as well as nulling the valves;
+- `power off` is refused while the valves are live (disarm first), `power` changes while
+  RUNNING are refused (stop first), `power high` while a jog moves is refused;
+- a jog runs at low pressure only; it may start outside the soft limits and move *toward* them:
+  the soft limits are widened to where each joint stands and narrowed again as it comes in.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from daq.backends.base import Backend, BackendStatus
+from daq.loop.commands import LoopCommands
+from daq.loop.interlocks import Interlocks, Trip
+from daq.loop.mailbox import Request
+from daq.loop.states import LATCHED_STATES, LIVE_STATES, State
+from daq.profile.schema import Profile
+from daq.station.power import Power, initial, stage_pressure
+
+#: A jog's soft limits start this far beyond where the joint stands (sensor noise, sag).
+JOG_MARGIN_RAD = math.radians(0.5)
+STATION_COMMANDS = frozenset({"power", "jog", "calibration", "drain"})
+
+
+@dataclass(frozen=True)
+class JogRequest:
+    """What the service hands the loop for a jog: the runner built for it, the joint, the
+    target angle (rad, inside the soft limits: checked by the service)."""
+
+    runner: Any
+    joint: int
+    target: float
+
+
+@dataclass(frozen=True)
+class CalibrationSwap:
+    """Per input channel: the offset and 1/gain the loop applies after the declared scaling
+    (eng = (declared − offset) / gain), and the calibration's identity for the status."""
+
+    offset: np.ndarray
+    inv_gain: np.ndarray
+    ident: str
+
+
+class LoopStation:
+    def __init__(self, profile: Profile, interlocks: Interlocks) -> None:
+        self.hydraulics = profile.hydraulics
+        self.power = initial(profile)
+        supply = profile.supply_channel
+        names = [c.name for c in profile.inputs]
+        self.supply_index = names.index(supply.name) if supply is not None else -1
+        self.supply_name = supply.name if supply is not None else ""
+        hyd = profile.hydraulics
+        low = stage_pressure(profile, Power.LOW)
+        self.supply_min = hyd.supply_min_fraction * low if hyd is not None else 0.0
+        self.check_supply = hyd is not None and supply is not None
+        # The per-cycle comparison through preallocated arrays (no scalar objects per cycle).
+        self._idx = np.array([max(self.supply_index, 0)], dtype=np.intp)
+        self._val = np.zeros(1)
+        self._min = np.array([self.supply_min])
+        self._ok = np.zeros(1, dtype=bool)
+        il = interlocks
+        self.soft_min = il.soft_min.copy()  # the profile's, restored after a jog
+        self.soft_max = il.soft_max.copy()
+        self._tmp = np.zeros_like(self.soft_min)
+        self.jogging = False
+        self.jog_runner: Any = None
+        #: Valves opened with the power off (calibration: chambers to tank): no soft limits
+        #: (the valves can only let the arm down to rest) and no supply check.
+        self.draining = False
+        self.calibration = ""  # identity of the calibration the scaler applies ("" = none)
+
+    def supply_low(self, eng: np.ndarray) -> bool:
+        """The supply below its limit (or NaN) in this cycle's scaled inputs."""
+        if not self.check_supply:
+            return False
+        np.take(eng, self._idx, out=self._val)
+        np.greater_equal(self._val, self._min, out=self._ok)
+        return not self._ok[0]
+
+    def narrow(self, q: np.ndarray, il: Interlocks) -> None:
+        """While jogging: pull the widened soft limits in behind each joint as it moves toward
+        the profile's range, never past the profile's own limits."""
+        tmp = self._tmp
+        np.subtract(q, JOG_MARGIN_RAD, out=tmp)
+        np.maximum(il.soft_min, tmp, out=il.soft_min)
+        np.minimum(il.soft_min, self.soft_min, out=il.soft_min)
+        np.add(q, JOG_MARGIN_RAD, out=tmp)
+        np.minimum(il.soft_max, tmp, out=il.soft_max)
+        np.maximum(il.soft_max, self.soft_max, out=il.soft_max)
+
+    def widen(self, q: np.ndarray, il: Interlocks) -> None:
+        np.minimum(self.soft_min, q - JOG_MARGIN_RAD, out=il.soft_min)
+        np.maximum(self.soft_max, q + JOG_MARGIN_RAD, out=il.soft_max)
+
+    def restore(self, il: Interlocks) -> None:
+        np.copyto(il.soft_min, self.soft_min)
+        np.copyto(il.soft_max, self.soft_max)
+        self.jogging = self.draining = False
+        self.jog_runner = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return station_dict(self.power, self.jogging)
+
+
+def station_dict(power: int, jogging: bool) -> dict[str, Any]:
+    """What `status` shows of the station (the loop thread's and the loop process's alike)."""
+    return {"power": Power(power).name, "jogging": bool(jogging)}
+
+
+class StationCommands(LoopCommands):
+    """Mixin of `daq.loop.Loop`: the attributes below are created by `Loop.__init__`."""
+
+    station: LoopStation
+    backend: Backend
+    scaler: Any
+    #: The scaled inputs of the cycle being run (the row's eng slice).
+    eng_now: np.ndarray
+
+    def _station_cycle(self, eng: np.ndarray) -> None:
+        """Per cycle, after the input checks: the supply interlock and a jog's limits."""
+        st = self.station
+        if self.state in LIVE_STATES:
+            if st.supply_low(eng) and not st.draining:
+                self.interlocks.trip(
+                    Trip.SUPPLY_LOST, st.supply_name, float(eng[st.supply_index]), st.supply_min
+                )
+            if st.jogging:
+                st.narrow(self.fb.q, self.interlocks)
+        elif st.jogging or st.draining:
+            st.restore(self.interlocks)
+
+    def _set_power(self, level: Power) -> bool:
+        """Switch the lines; False if the backend could not."""
+        ok = self.backend.write_power(int(level)) == BackendStatus.OK
+        if ok and level != self.station.power:
+            previous, self.station.power = self.station.power, level
+            self._event("power", power=level.name, previous=previous.name)
+        return ok
+
+    def _drop_power(self) -> None:
+        """E-stop: power off (a station without [hydraulics] has no lines to switch)."""
+        if self.station.hydraulics is not None:
+            self._set_power(Power.OFF)
+
+    def _station_refusal(self) -> str | None:
+        """Why `arm` is refused by the station (power off, supply not built), or None."""
+        if self.station.power == Power.OFF:
+            return "arm refused: hydraulic power is off; switch it on first (power low|high)"
+        return self._supply_refusal(self.eng_now)
+
+    def _supply_refusal(self, eng: np.ndarray) -> str | None:
+        st = self.station
+        if st.supply_low(eng):
+            return (
+                f"arm refused: supply pressure {eng[st.supply_index] / 1e6:.2f} MPa on "
+                f"{st.supply_name} is below {st.supply_min / 1e6:.2f} MPa; wait for it to build"
+            )
+        return None
+
+    def _handle_station(self, req: Request) -> None:
+        kind = req.kind
+        if kind == "power":
+            self._power_command(req)
+        elif kind == "jog":
+            self._jog_command(req)
+        elif kind == "drain":
+            self._drain_command(req)
+        else:
+            self._calibration_command(req)
+
+    def _power_command(self, req: Request) -> None:
+        level = Power(int(req.payload))
+        st = self.station
+        if st.hydraulics is None:
+            req.finish(False, "power: the profile has no [hydraulics] section", code="rejected")
+            return
+        if self.state in LATCHED_STATES and level != Power.OFF:
+            req.finish(
+                False, f"power {level.name.lower()} refused: {self.state.name} is latched; reset "
+                "first", code="invalid_state",
+            )  # fmt: skip
+            return
+        if level == Power.OFF and self.state in LIVE_STATES:
+            req.finish(
+                False, f"power off refused in {self.state.name}: disarm first (or estop)",
+                code="invalid_state",
+            )  # fmt: skip
+            return
+        if st.draining and level != Power.OFF:
+            req.finish(
+                False, f"power {level.name.lower()} refused while the valves drain: disarm "
+                "first", code="invalid_state",
+            )  # fmt: skip
+            return
+        if self.state == State.RUNNING and level != st.power:
+            req.finish(False, "power change refused in RUNNING: stop first", code="invalid_state")
+            return
+        moving = self.active is st.jog_runner and not getattr(st.jog_runner, "done", True)
+        if level == Power.HIGH and st.jogging and moving:
+            req.finish(
+                False, "power high refused while a jog moves: jogging is at low pressure only",
+                code="invalid_state",
+            )  # fmt: skip
+            return
+        if not self._set_power(level):
+            req.finish(False, f"power {level.name.lower()}: the backend could not switch the "
+                       "lines", code="rejected")  # fmt: skip
+            return
+        req.finish(True, "", state=self.state.name, seq=self.seq, power=level.name)
+
+    def _jog_command(self, req: Request) -> None:
+        jr: JogRequest = req.payload
+        st = self.station
+        if self.state not in (State.IDLE, State.ARMED):
+            req.finish(
+                False, f"jog refused in {self.state.name}: jog needs IDLE or ARMED",
+                code="invalid_state",
+            )  # fmt: skip
+            return
+        if st.power != Power.LOW:
+            req.finish(
+                False, f"jog refused: power is {st.power.name}; jogging runs at low pressure "
+                "only (power low)", code="rejected",
+            )  # fmt: skip
+            return
+        il = self.interlocks
+        if not st.soft_min[jr.joint] <= jr.target <= st.soft_max[jr.joint]:
+            req.finish(
+                False, f"jog refused: target {math.degrees(jr.target):.2f}° of joint "
+                f"{il.joint_names[jr.joint]} is outside its soft limits "
+                f"[{math.degrees(st.soft_min[jr.joint]):.2f}°, "
+                f"{math.degrees(st.soft_max[jr.joint]):.2f}°]; a jog only moves toward them",
+                code="rejected",
+            )  # fmt: skip
+            return
+        if self.state == State.IDLE:
+            reason = self._supply_refusal(self.eng_now)
+            if reason is not None:
+                req.finish(False, reason.replace("arm refused", "jog refused"), code="rejected")
+                return
+        st.widen(self.fb.q, il)
+        error = self._switch_runner(jr.runner)
+        if error is not None:
+            st.restore(il)
+            if self.state == State.ARMED:
+                self._hold_or_fault()
+            req.finish(False, f"jog refused: the controller failed to {error}", code="rejected")
+            return
+        st.jogging, st.jog_runner = True, jr.runner
+        self._set_state(State.ARMED)
+        self._event("jog", joint=il.joint_names[jr.joint], target=jr.target)
+        req.finish(True, "", state=self.state.name, seq=self.seq)
+
+    def _drain_command(self, req: Request) -> None:
+        """IDLE, power off → ARMED with the given runner opening the valves (calibration)."""
+        st = self.station
+        if self.state != State.IDLE:
+            req.finish(
+                False, f"drain refused in {self.state.name}: needs IDLE", code="invalid_state"
+            )
+            return
+        if st.hydraulics is None or st.power != Power.OFF:
+            req.finish(
+                False, "drain refused: the valves open to drain only with the hydraulic power "
+                "off", code="rejected",
+            )  # fmt: skip
+            return
+        il = self.interlocks
+        il.soft_min.fill(-np.inf)
+        il.soft_max.fill(np.inf)
+        st.draining = True
+        error = self._switch_runner(req.payload)
+        if error is not None:
+            st.restore(il)
+            req.finish(False, f"drain refused: the runner failed to {error}", code="rejected")
+            return
+        self._set_state(State.ARMED)
+        self._event("drain")
+        req.finish(True, "", state=self.state.name, seq=self.seq)
+
+    def _calibration_command(self, req: Request) -> None:
+        swap: CalibrationSwap = req.payload
+        if self.state != State.IDLE:
+            req.finish(
+                False, f"calibration refused in {self.state.name}: a calibration is applied "
+                "in IDLE only (the hold would jump)", code="invalid_state",
+            )  # fmt: skip
+            return
+        self.scaler.set_correction(swap.offset, swap.inv_gain)
+        self.station.calibration = swap.ident
+        self._event("calibration", ident=swap.ident)
+        req.finish(True, "", state=self.state.name, seq=self.seq, calibration=swap.ident)

@@ -1,0 +1,582 @@
+"""Calibration procedures run by the service (docs/operations.md, "Calibration procedures").
+
+`calibrate` starts one in a thread of the service and returns; `calibrate_status` reports its
+step and, at the end, what it found. A procedure drives the rig only through the loop's own
+requests (power, drain, arm, run, disarm: every interlock stays on) and reads the rows the loop
+publishes, as the recorder does. It starts only from IDLE, and ends disarmed.
+
+- pressure_zero: power off, wait for the supply to decay, open the valves to drain both
+  chambers (the arm settles to rest on its stops), then average each chamber over the half-
+  periods in which its metering edge connects it to tank (a residual supply cannot reach it
+  then): offset = the reading at zero gauge pressure, σ by batch means, residual = the window's
+  settling drift.
+- valve_null: first, power off, each valve commanded to its amplitude limit both ways: where
+  that saturates the spool (k_v · valve_max_v ≥ u_max) the LVDT's readings at the spool's two
+  stops (±u_max, the valve datasheet's stroke) give its span; else the span stays declared with
+  its accuracy class as σ. Then at low pressure each joint is held still by a slow integral
+  (PID with `null_i` V/(rad·s)) at several poses; the LVDT reading and the valve command at
+  which it holds, averaged over the poses, are the null (the spread over the poses, i.e. over
+  the loads, is the residual).
+- position: power low, push each piston slowly (a small constant valve command) onto one end
+  stop and then through its whole stroke onto the other, dwelling at each. The datasheet stroke
+  is the length standard: the potentiometer's readings at s = ±L/2 give its offset and gain; the
+  resolver's readings at the two stops, through the cylinder kinematics (DESIGN §1.1), give its
+  mounting offset; the residual is the RMS disagreement of the two sensors over the sweep
+  between the stops, as piston displacement.
+
+Each result is checked against the channel's declared accuracy (`accuracy`, 1σ offset and
+gain): a residual above it, or an estimate farther than 5 σ of the class from the declared
+scaling, is reported and not applied.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from daq.commands.errors import CommandError
+from daq.ring import RingCursor
+from daq.station.analysis import Mean, correct, two_point, window_mean
+from daq.station.calfile import Calibration, ChannelCal, now_utc
+from daq.station.power import Power, stage_pressure
+
+log = logging.getLogger(__name__)
+
+PROCEDURES = ("pressure_zero", "position", "valve_null")
+#: Loop-time limits (s) of the waits, so a stuck procedure ends with a reason.
+WAIT_LIMIT_S = 600.0
+
+
+class ProcedureError(RuntimeError):
+    """The rig did not do what the procedure needs; the message says what and why."""
+
+
+@dataclass
+class Finding:
+    """One channel's result."""
+
+    channel: str
+    cal: ChannelCal
+    accuracy_offset: float | None
+    accuracy_gain: float | None
+    problems: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "offset": self.cal.offset,
+            "gain": self.cal.gain,
+            "sigma_offset": self.cal.sigma_offset,
+            "sigma_gain": self.cal.sigma_gain,
+            "residual": self.cal.residual,
+            "accuracy_offset": self.accuracy_offset,
+            "accuracy_gain": self.accuracy_gain,
+            "ok": not self.problems,
+            "problems": self.problems,
+        }
+
+
+class Rows:
+    """The rows the loop publishes, read from the moment of the call (a private cursor)."""
+
+    def __init__(self, loop: Any) -> None:
+        self.loop = loop
+        self.layout = loop.layout
+        self.cursor = RingCursor(loop.ring)
+        self._buf = np.zeros((4096, loop.layout.width))
+
+    def restart(self) -> None:
+        self.cursor = RingCursor(self.loop.ring)
+
+    def read(self, done: Callable[[np.ndarray], int | None], limit_s: float) -> np.ndarray:
+        """Rows until `done(rows so far)` returns how many to keep (None: go on), or the loop
+        time passes `limit_s` from the first row (ProcedureError)."""
+        chunks: list[np.ndarray] = []
+        total = 0
+        t0 = None
+        t_col = self.layout.index("t")
+        while True:
+            n = self.cursor.read_into(self._buf)
+            if n == 0:
+                if self.loop.finished.is_set():
+                    raise ProcedureError("the loop stopped")
+                time.sleep(0.001)
+                continue
+            chunks.append(self._buf[:n].copy())
+            total += n
+            rows = np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+            chunks = [rows]
+            if t0 is None:
+                t0 = float(rows[0, t_col])
+            keep = done(rows)
+            if keep is not None:
+                return rows[:keep]
+            if float(rows[-1, t_col]) - t0 > limit_s:
+                raise ProcedureError(f"not done within {limit_s:g} s of loop time")
+
+    def seconds(self, s: float) -> np.ndarray:
+        n = max(1, round(s / self.loop.profile.period))
+        return self.read(lambda r: n if len(r) >= n else None, s + 60.0)
+
+
+class ProcedureRunner:
+    """At most one procedure at a time, in a thread of the service."""
+
+    def __init__(self, api: Any) -> None:
+        self.api = api
+        self.profile = api.profile
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.status: dict[str, Any] = {"procedure": None, "running": False}
+
+    # -------------------------------------------------------------- commands
+
+    def start(self, args: dict[str, Any]) -> dict[str, Any]:
+        name = str(args["procedure"])
+        if name not in PROCEDURES:
+            raise CommandError(
+                "bad_args",
+                f"calibrate: unknown procedure {name!r} (one of {', '.join(PROCEDURES)})",
+            )
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                raise CommandError(
+                    "rejected", f"calibrate: {self.status['procedure']} is still running"
+                )
+            state = self.api.loop.state.name
+            if state != "IDLE":
+                raise CommandError(
+                    "invalid_state",
+                    f"calibrate {name} refused in {state}: a procedure starts from IDLE "
+                    "(stop and disarm first; reset a latched fault)",
+                )
+            if self.profile.hydraulics is None:
+                raise CommandError(
+                    "rejected",
+                    f"calibrate {name}: needs [hydraulics] (the procedure switches the power)",
+                )
+            self.status = {"procedure": name, "running": True, "step": "starting",
+                           "result": None, "error": None}  # fmt: skip
+            self._thread = threading.Thread(
+                target=self._main, args=(name, dict(args)), name=f"calibrate-{name}", daemon=True
+            )
+            self._thread.start()
+        return {"procedure": name, "started": True}
+
+    def report(self) -> dict[str, Any]:
+        return dict(self.status)
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    # -------------------------------------------------------------- the thread
+
+    def _main(self, name: str, args: dict[str, Any]) -> None:
+        try:
+            findings = getattr(self, f"_{name}")(args)
+            self.status["result"] = self._finish(name, findings, bool(args.get("apply", False)))
+        except (ProcedureError, CommandError, ValueError) as exc:
+            msg = exc.message if isinstance(exc, CommandError) else str(exc)
+            self.status["error"] = f"{name}: {msg} (at step: {self.status.get('step')})"
+            log.error("calibration %s", self.status["error"])
+        except Exception as exc:  # a bug: reported, the rig made safe below
+            self.status["error"] = f"{name}: {exc!r}"
+            log.exception("calibration %s failed", name)
+        finally:
+            self._safe()
+            self.status["running"] = False
+            self.status["step"] = "done"
+
+    def _step(self, text: str) -> None:
+        self.status["step"] = text
+        log.info("calibration %s: %s", self.status["procedure"], text)
+
+    def _call(self, kind: str, payload: Any = None) -> dict[str, Any]:
+        out: dict[str, Any] = self.api._call_loop(kind, payload)
+        return out
+
+    def _safe(self) -> None:
+        """Disarm (valves null) whatever happened; power is left where the procedure put it."""
+        if self.api.loop.state.name in ("RUNNING",):
+            try:
+                self._call("stop")
+            except CommandError as exc:
+                log.error("calibration: could not stop: %s", exc.message)
+        if self.api.loop.state.name in ("ARMED",):
+            try:
+                self._call("disarm")
+            except CommandError as exc:
+                log.error("calibration: could not disarm: %s", exc.message)
+
+    def _finish(self, name: str, findings: list[Finding], apply: bool) -> dict[str, Any]:
+        ok = all(not f.problems for f in findings)
+        oil = next((f.cal.oil_c for f in findings if f.cal.oil_c is not None), None)
+        result: dict[str, Any] = {
+            "procedure": name,
+            "channels": {f.channel: f.to_dict() for f in findings},
+            "ok": ok,
+            "applied": False,
+            "oil_c": oil,
+        }
+        if "valve_null_v" in self.status:
+            result["valve_null_v"] = self.status.pop("valve_null_v")
+        if apply and ok:
+            self._step("applying")
+            state = self.api.calibration
+            new = Calibration(self.profile.rig.id, now_utc(), {f.channel: f.cal for f in findings})
+            merged = state.current.merged(new) if state.current is not None else new
+            out = state.apply(merged, cmd=f"calibrate {name}")
+            result["applied"] = True
+            result["calibration"] = out["calibration"]
+        elif apply:
+            result["refused"] = "a residual exceeds the declared accuracy: nothing applied"
+        return result
+
+    # -------------------------------------------------------------- shared steps
+
+    def _declared(self, rows: np.ndarray, name: str) -> np.ndarray:
+        """A channel's declared readings (the calibration in force undone)."""
+        eng = rows[:, self.api.loop.layout.index(f"eng.{name}")]
+        cur = self.api.calibration.current
+        c = cur.channels.get(name) if cur is not None else None
+        return eng if c is None else eng * c.gain + c.offset
+
+    def _current(self, name: str) -> ChannelCal:
+        cur = self.api.calibration.current
+        c = cur.channels.get(name) if cur is not None else None
+        return c if c is not None else ChannelCal()
+
+    def _oil(self, rows: np.ndarray) -> float | None:
+        ch = self.profile.oil_temperature
+        return float(self._declared(rows, ch.name).mean()) if ch is not None else None
+
+    def _finding(self, name: str, cal: ChannelCal, scale: float = 1.0) -> Finding:
+        """Check a result against the channel's declared accuracy class."""
+        ch = next(c for c in self.profile.inputs if c.name == name)
+        acc = ch.accuracy
+        f = Finding(name, cal, acc.offset if acc else None, acc.gain if acc else None)
+        if acc is None:
+            return f
+        if cal.residual is not None and acc.offset > 0 and cal.residual > acc.offset:
+            f.problems.append(
+                f"residual {cal.residual:.4g} exceeds the declared accuracy {acc.offset:.4g}"
+            )
+        if acc.offset > 0 and abs(cal.offset) > 5 * acc.offset:
+            f.problems.append(
+                f"offset {cal.offset:.4g} is beyond 5 × the declared accuracy {acc.offset:.4g} "
+                "(a trapped pressure, a stop not reached, or a faulty sensor?)"
+            )
+        if acc.gain > 0 and abs(cal.gain - 1.0) > 5 * acc.gain:
+            f.problems.append(
+                f"gain {cal.gain:.6g} is beyond 5 × the declared accuracy {acc.gain:.3g} of 1"
+            )
+        return f
+
+    def _power(self, level: Power) -> None:
+        self._step(f"power {level.name.lower()}")
+        self._call("power", int(level))
+
+    def _wait_supply(self, rows: Rows, below: float | None, above: float | None) -> None:
+        """Until the supply channel is below/above a level (or 3 ramp times without one)."""
+        hyd = self.profile.hydraulics
+        assert hyd is not None
+        ramp = 3.0 * (hyd.ramp_down_s if below is not None else hyd.ramp_up_s)
+        sup = self.profile.supply_channel
+        if sup is None:
+            rows.seconds(ramp)
+            return
+        col = self.api.loop.layout.index(f"eng.{sup.name}")
+        n = max(1, round(0.2 / self.profile.period))
+
+        def done(r: np.ndarray) -> int | None:
+            if len(r) < n:
+                return None
+            p = r[-n:, col].mean()
+            ok = (below is None or p < below) and (above is None or p > above)
+            return len(r) if ok else None
+
+        level = below if below is not None else above
+        assert level is not None
+        what = f"{'below' if below is not None else 'above'} {level / 1e6:.3g} MPa"
+        self._step(f"waiting for the supply to fall/rise {what}")
+        try:
+            rows.read(done, 5.0 * ramp + 10.0)
+        except ProcedureError:
+            raise ProcedureError(f"the supply pressure did not get {what}") from None
+
+    # -------------------------------------------------------------- pressure zero
+
+    def _pressure_zero(self, args: dict[str, Any]) -> list[Finding]:
+        from controller.station_runner import Phase, PhaseRunner
+        from daq.service.control_api import joint_gains, joint_limits
+
+        p = self.profile
+        rows = Rows(self.api.loop)
+        self._power(Power.OFF)
+        self._wait_supply(rows, below=0.01 * stage_pressure(p, Power.HIGH), above=None)
+        drain_s, window_s = float(args.get("drain_s", 4.0)), float(args.get("window_s", 4.0))
+        volts = float(args.get("valve_volts", 2.0))
+        n = len(p.joints)
+        runner = PhaseRunner(
+            [Phase("drain", drain_s + window_s + 1.0, (volts,) * n, square_s=0.5)],
+            joint_gains(p), joint_limits(p), p.period,
+        )  # fmt: skip
+        self._step("opening the valves to drain both chambers (power off)")
+        rows.restart()
+        self._call("drain", runner)
+        rows.seconds(drain_s)
+        self._step(f"averaging over {window_s:g} s")
+        win = rows.seconds(window_s)
+        self._call("disarm")
+        lay = self.api.loop.layout
+        oil = self._oil(win)
+        findings = []
+        for ch in p.inputs:
+            if ch.role not in ("pressure_cap", "pressure_rod", "supply"):
+                continue
+            x = self._declared(win, ch.name)
+            if ch.role != "supply":
+                out = next(c for c in p.outputs if c.joint == ch.joint)
+                cmd = win[:, lay.index(f"cmd.{out.name}")]
+                # cap → tank while the spool is negative, rod → tank while positive
+                to_tank = cmd < -0.9 * volts if ch.role == "pressure_cap" else cmd > 0.9 * volts
+                x = x[to_tank]
+            m = window_mean(x)
+            cur = self._current(ch.name)
+            cal = ChannelCal(
+                float(m.value), cur.gain, float(m.sigma), cur.sigma_gain, "pressure_zero",
+                now_utc(), oil, float(m.drift),
+            )  # fmt: skip
+            findings.append(self._finding(ch.name, cal))
+        return findings
+
+    # -------------------------------------------------------------- position
+
+    def _position(self, args: dict[str, Any]) -> list[Finding]:
+        from controller.plant.dynamics import cylinder, joint_from_piston
+        from controller.station_runner import Phase, PhaseRunner
+        from daq.profile.plant import known_params
+        from daq.service.control_api import joint_gains, joint_limits
+
+        p = self.profile
+        params = known_params(p)
+        rows = Rows(self.api.loop)
+        self._power(Power.LOW)
+        self._wait_supply(rows, below=None, above=0.95 * stage_pressure(p, Power.LOW))
+        self._step("arm")
+        self._call("arm")
+        volts = float(args.get("valve_volts", 0.3))
+        push_s = float(args.get("push_s", 6.0))
+        dwell = 1.0
+        lay = self.api.loop.layout
+        st = lay.index("state")
+        findings: list[Finding] = []
+        n = len(p.joints)
+        for j, joint in enumerate(p.joints):
+            pot = p.joint_channel(joint.name, "potentiometer")
+            res = p.joint_channel(joint.name, "resolver")
+            if pot is None or res is None:
+                continue
+            # The other joints rest on their retracted stops (open loop, gently) rather than
+            # hold a pose against the coupling at low pressure: no following error to trip.
+            drive: list[float | None] = [-0.5 * volts] * n
+
+            def phase(name: str, v: float, j: int = j, drive: list[Any] = drive) -> Phase:
+                d = list(drive)
+                d[j] = v
+                return Phase(name, push_s, tuple(d))
+
+            runner = PhaseRunner(
+                [phase("retract", -volts), phase("extend", volts)],
+                joint_gains(p), joint_limits(p), p.period,
+            )  # fmt: skip
+            self._step(f"{joint.name}: retract onto the stop, sweep to the other stop")
+            rows.restart()
+            self._call("run", runner)
+            run = rows.read(_until_run_ends(st), 2 * push_s + 60.0)
+            if run[-1, st] != 1:  # not back in ARMED: a trip ended the sweep
+                fault = self.api.loop.fault
+                raise ProcedureError(
+                    f"{joint.name}: the sweep ended in a fault: "
+                    f"{fault.message if fault is not None else 'unknown'}"
+                )
+            run = run[run[:, st] == 2]
+            k = round(push_s / p.period)
+            retract, extend = run[:k], run[k : 2 * k]
+            nd = round(dwell / p.period)
+            half = 0.5 * params.stroke[j]
+            lo = self._at_stop(retract[-nd:], pot.name, joint.name, "retracted")
+            hi = self._at_stop(extend[-nd:], pot.name, joint.name, "extended")
+            tp = two_point(lo, hi, -half, half)
+            # The resolver at the two stops, through the kinematics: its mounting offset.
+            stops = np.zeros((2, n))
+            stops[:, j] = (-half, half)
+            q_stop = joint_from_piston(params, stops)[:, j]
+            q_lo = window_mean(self._declared(retract[-nd:], res.name))
+            q_hi = window_mean(self._declared(extend[-nd:], res.name))
+            dq = 0.5 * ((q_lo.value - q_stop[0]) + (q_hi.value - q_stop[1]))
+            sdq = 0.5 * math.hypot(q_lo.sigma, q_hi.sigma)
+            # The sweep between the stops: pot (corrected) against resolver (corrected).
+            s_pot = correct(self._declared(extend, pot.name), tp.offset, tp.gain)
+            moving = np.abs(s_pot) < 0.8 * half
+            if moving.sum() < 50:
+                raise ProcedureError(f"{joint.name}: too few samples between the stops")
+            q_res = self._declared(extend[moving], res.name) - dq
+            qq = np.zeros((int(moving.sum()), n))
+            qq[:, j] = q_res
+            s_res, _ = cylinder(params, qq)
+            resid_s = float(np.sqrt(np.mean((s_pot[moving] - s_res[:, j]) ** 2)))
+            _, r = cylinder(params, qq)
+            resid_q = float(np.sqrt(np.mean(((s_pot[moving] - s_res[:, j]) / r[:, j]) ** 2)))
+            oil = self._oil(run)
+            now = now_utc()
+            findings.append(self._finding(pot.name, ChannelCal(
+                float(tp.offset), float(tp.gain), float(tp.sigma_offset), float(tp.sigma_gain),
+                "position", now, oil, resid_s,
+            )))  # fmt: skip
+            cur = self._current(res.name)
+            findings.append(self._finding(res.name, ChannelCal(
+                float(dq), cur.gain, float(sdq), cur.sigma_gain, "position", now, oil, resid_q,
+            )))  # fmt: skip
+        self._call("disarm")
+        return findings
+
+    # -------------------------------------------------------------- valve null
+
+    def _valve_null(self, args: dict[str, Any]) -> list[Finding]:
+        import dataclasses
+
+        from controller.station_runner import Phase, PhaseRunner
+        from daq.service.control_api import joint_gains, joint_limits
+
+        p = self.profile
+        plant = p.plant
+        assert plant is not None
+        n = len(p.joints)
+        lay = self.api.loop.layout
+        rows = Rows(self.api.loop)
+        vmax = tuple(j.limits.valve_max_v for j in p.joints)
+        saturates = [
+            vmax[j] * plant.joints[j].valve_gain >= 1.02 * plant.joints[j].spool_max
+            for j in range(n)
+        ]
+        span: dict[int, Any] = {}
+        if any(saturates):
+            self._power(Power.OFF)
+            self._wait_supply(rows, below=0.01 * stage_pressure(p, Power.HIGH), above=None)
+            half_s = float(args.get("stop_s", 1.0))
+            runner = PhaseRunner(
+                [Phase("spool stops", 2 * half_s + 0.5, vmax, square_s=half_s)],
+                joint_gains(p), joint_limits(p), p.period, max_rate_v_per_s=500.0,
+            )  # fmt: skip
+            self._step("spool stops with the power off: LVDT span")
+            rows.restart()
+            self._call("drain", runner)
+            win = rows.seconds(2 * half_s)
+            self._call("disarm")
+            for j, joint in enumerate(p.joints):
+                lvdt = p.joint_channel(joint.name, "lvdt")
+                out = next(c for c in p.outputs if c.joint == joint.name)
+                if lvdt is None or not saturates[j]:
+                    continue
+                cmd = win[:, lay.index(f"cmd.{out.name}")]
+                x = self._declared(win, lvdt.name)
+                hi = window_mean(_settled(x, cmd > 0.99 * vmax[j]))
+                lo = window_mean(_settled(x, cmd < -0.99 * vmax[j]))
+                umax = plant.joints[j].spool_max
+                span[j] = two_point(lo, hi, -umax, umax)
+        self._power(Power.LOW)
+        self._wait_supply(rows, below=None, above=0.95 * stage_pressure(p, Power.LOW))
+        self._step("arm")
+        self._call("arm")
+        gi = float(args.get("null_i", 2.0))
+        gains = [dataclasses.replace(g, i=gi) for g in joint_gains(p)]
+        hold_s, poses = float(args.get("hold_s", 8.0)), int(args.get("poses", 3))
+        push = float(args.get("valve_volts", 0.3))
+        phases = []
+        for k in range(poses):
+            if k:
+                sign = 1.0 if k % 2 else -1.0
+                phases.append(Phase(f"to pose {k + 1}", 0.4 * k, (sign * push,) * n))
+            phases.append(Phase(f"hold {k + 1}", hold_s, (None,) * n))
+        runner = PhaseRunner(phases, gains, joint_limits(p), p.period)
+        self._step(f"holding still by a slow integral at {poses} poses (low pressure)")
+        rows.restart()
+        self._call("run", runner)
+        st = lay.index("state")
+        run = rows.read(_until_run_ends(st), sum(ph.duration_s for ph in phases) + 60.0)
+        if run[-1, st] != 1:
+            fault = self.api.loop.fault
+            raise ProcedureError(
+                f"the holds ended in a fault: {fault.message if fault is not None else 'unknown'}"
+            )
+        run = run[run[:, st] == 2]
+        self._call("disarm")
+        # The last 3/8 of each hold: the integral has settled.
+        ends = np.cumsum([round(ph.duration_s / p.period) for ph in phases])
+        windows = [
+            run[e - round(0.375 * ph.duration_s / p.period) : e]
+            for ph, e in zip(phases, ends, strict=True)
+            if ph.name.startswith("hold")
+        ]
+        oil = self._oil(run)
+        findings = []
+        self.status["valve_null_v"] = null_cmd = {}
+        for j, joint in enumerate(p.joints):
+            lvdt = p.joint_channel(joint.name, "lvdt")
+            out = next(c for c in p.outputs if c.joint == joint.name)
+            if lvdt is None:
+                continue
+            at = np.array([window_mean(self._declared(w, lvdt.name)).value for w in windows])
+            cmd = np.array([w[:, lay.index(f"cmd.{out.name}")].mean() for w in windows])
+            null_cmd[joint.name] = float(cmd.mean())
+            spread = float(at.std(ddof=1)) if len(at) > 1 else 0.0
+            sigma = spread / math.sqrt(len(at)) if len(at) > 1 else 0.0
+            acc = lvdt.accuracy
+            if j in span:
+                gain, sg = float(span[j].gain), float(span[j].sigma_gain)
+            else:
+                cur = self._current(lvdt.name)
+                gain = cur.gain
+                sg = cur.sigma_gain or (acc.gain if acc is not None else 0.0)
+            findings.append(self._finding(lvdt.name, ChannelCal(
+                float(at.mean()), gain, sigma, sg, "valve_null", now_utc(), oil, spread,
+            )))  # fmt: skip
+        return findings
+
+    def _at_stop(self, win: np.ndarray, pot: str, joint: str, which: str) -> Mean:
+        x = self._declared(win, pot)
+        m = window_mean(x)
+        slope = abs(float(np.polyfit(np.arange(len(x)) * self.profile.period, x, 1)[0]))
+        if slope > 1e-4:  # m/s: still moving
+            raise ProcedureError(
+                f"{joint}: the piston did not come to rest on its {which} stop (moving at "
+                f"{slope * 1e3:.2f} mm/s at the end of the push); raise valve_volts or push_s"
+            )
+        return m
+
+
+def _settled(x: np.ndarray, on: np.ndarray) -> np.ndarray:
+    """The samples of each run of `on` after its first half (the spool has reached its stop)."""
+    out = []
+    idx = np.flatnonzero(np.diff(np.concatenate(([0], on.astype(np.int8), [0]))))
+    for a, b in zip(idx[::2], idx[1::2], strict=True):
+        out.append(x[a + (b - a) // 2 : b])
+    return np.concatenate(out) if out else x[:0]
+
+
+def _until_run_ends(state_col: int) -> Callable[[np.ndarray], int | None]:
+    """`Rows.read`'s test: the rows up to the first one that is no longer RUNNING (2)."""
+
+    def done(r: np.ndarray) -> int | None:
+        running = r[:, state_col] == 2
+        return len(r) if running.any() and not running[-1] else None
+
+    return done

@@ -1,0 +1,44 @@
+"""`rigctl power off|low|high` and `rigctl jog JOINT TARGET_DEG`: the station's hydraulic power
+and jogging a joint at low pressure (docs/operations.md, "Hydraulic power" and "Jog")."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rigctl.common import add_connection_options, add_json_option, call
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "power",
+        help="switch the station's hydraulic power (pump and manifold stage)",
+        description="off: pump stopped; low: the reduced-pressure stage for set-up, jogging "
+        "and calibration; high: the working pressure. estop drops power too.",
+    )
+    p.add_argument("level", choices=("off", "low", "high"))
+    add_connection_options(p)
+    add_json_option(p)
+    p.set_defaults(func=lambda args: call(args, "power", {"level": args.level}))
+
+    p = subparsers.add_parser(
+        "jog",
+        help="move one joint slowly to a target at low pressure (also back into its soft range)",
+        description="Needs power low. The other joints hold; the target must lie inside the "
+        "joint's soft limits, and a joint outside them may only move toward them. The rig stays "
+        "ARMED, holding the target.",
+    )
+    p.add_argument("joint", help="joint name, as in the profile")
+    p.add_argument("target_deg", type=float, help="target angle, degrees")
+    p.add_argument("--velocity", type=float, default=None, help="deg/s (default 2, at most "
+                   "[hydraulics].jog_max_velocity_deg_s)")  # fmt: skip
+    add_connection_options(p)
+    add_json_option(p)
+    p.set_defaults(func=_jog)
+
+
+def _jog(args: argparse.Namespace) -> int:
+    cmd: dict[str, Any] = {"joint": args.joint, "target_deg": args.target_deg}
+    if args.velocity is not None:
+        cmd["velocity_deg_s"] = args.velocity
+    return call(args, "jog", cmd)

@@ -1,0 +1,65 @@
+"""The sensors' calibration uncertainty in the batch's σ (estimator.sensor_sigma): zero without
+any, each channel's share equal to the change a brute-force refit shows, the total never below
+the noise σ, calibration σ preferred over the datasheet class, identifiability judged on it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from daq.profile.plant import plant_params
+from estimator.batch import identify_run
+from estimator.sensor_sigma import ChannelUncertainty, channel_uncertainty
+
+
+def _cols(layout, rows):
+    return {n: rows[:, i] for i, n in enumerate(layout.names)}
+
+
+def test_a_pressure_offset_reaches_the_parameters_as_a_refit_shows(sim1dof_run) -> None:
+    profile, layout, rows = sim1dof_run
+    cols = _cols(layout, rows)
+    params = plant_params(profile)
+    plain = identify_run(cols, params, profile=profile, refine=False)
+    assert plain.sigma_pct_noise is None
+    sigma_o = 20e3  # Pa: a pressure transducer's zero class
+    unc = {"p_cap_1": ChannelUncertainty(sigma_o, 0.0, "datasheet")}
+    counted = identify_run(cols, params, profile=profile, refine=False, sensor_uncertainty=unc)
+    np.testing.assert_allclose(counted.theta, plain.theta)
+    np.testing.assert_allclose(counted.sigma_pct_noise, plain.sigma_pct)
+    assert np.all(counted.sigma_pct[counted.identifiable] >= plain.sigma_pct[counted.identifiable])
+    # Brute force: the same run with the channel actually 20 kPa off.
+    moved = dict(cols)
+    moved["eng.p_cap_1"] = cols["eng.p_cap_1"] + sigma_o
+    shifted = identify_run(moved, params, profile=profile, refine=False)
+    change = np.abs(shifted.theta - plain.theta)
+    sigma_cal = np.concatenate([f.sigma_cal for f in counted.fits])
+    big = change > 1e-3 * np.abs(plain.theta)
+    assert big.any()  # the offset matters to some parameter (gravity moment, flow gains)
+    np.testing.assert_allclose(sigma_cal[big], change[big], rtol=0.05)
+
+
+def test_calibration_sigma_replaces_the_datasheet_class() -> None:
+    from daq.profile.loader import load_profile
+    from tests.estimator.conftest import ROOT
+
+    profile = load_profile(ROOT / "hw_profiles" / "sim-2dof-realistic.toml")
+    datasheet = channel_uncertainty(profile, None)
+    assert datasheet["p_cap_1"] == ChannelUncertainty(25e3, 0.005, "datasheet")
+    cal = {"channels": {"p_cap_1": {"sigma_offset": 150.0, "sigma_gain": 0.0}}}
+    after = channel_uncertainty(profile, cal)
+    assert after["p_cap_1"] == ChannelUncertainty(150.0, 0.0, "calibration")
+    assert after["p_rod_1"].source == "datasheet"
+    assert "valve_1" not in after  # outputs carry none
+
+
+def test_a_large_sensor_uncertainty_makes_a_parameter_unidentifiable(sim1dof_run) -> None:
+    profile, layout, rows = sim1dof_run
+    unc = {"p_cap_1": ChannelUncertainty(1.0e6, 0.0, "datasheet")}  # 1 MPa: hopeless
+    res = identify_run(
+        _cols(layout, rows), plant_params(profile), profile=profile, refine=False,
+        sensor_uncertainty=unc,
+    )  # fmt: skip
+    assert not res.identifiable.all()
+    assert any("calibration uncertainty" in w and "p_cap_1.offset" in w for w in res.warnings)
+    pytest.importorskip("scipy")

@@ -1,0 +1,159 @@
+"""Calibration procedures through the command handler on the realistic simulated plant: what
+they find against the simulator's truth (its sensors' `sim_error`), applying only results within
+the declared accuracy, refusing to start outside IDLE."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daq.backends.sim import SimBackend
+from daq.loop import Loop
+from daq.profile.schema import Profile
+from daq.service.control_api import CommandError, ControlApi, joint_gains, make_hold_runner
+from tests.conditions import wait_until
+from tests.loop.station_profile import station_profile
+
+REALISTIC = "sim-2dof-realistic.toml"
+
+
+class Station:
+    def __init__(self, profile: Profile, cal_dir: Path) -> None:
+        self.profile = profile
+        self.sim = SimBackend.from_profile(profile)
+        self.sim.open()
+        hold = make_hold_runner(profile, joint_gains(profile))
+        self.loop = Loop(profile, self.sim, hold=hold, virtual_time=True, ring_capacity=1 << 14)
+        self.loop.warm_up()
+        self.api = ControlApi(self.loop, calibration_dir=cal_dir)
+        self.loop.start()
+
+    def calibrate(self, procedure: str, **args: Any) -> dict[str, Any]:
+        self.api.handle("calibrate", {"procedure": procedure, **args})
+        assert wait_until(lambda: not self.api.handle("calibrate_status", {})["running"], 300.0)
+        report = self.api.handle("calibrate_status", {})
+        assert report["error"] is None, report["error"]
+        return dict(report["result"])
+
+    def truth(self, name: str) -> tuple[float, float]:
+        """(offset at this loop time, 1 + gain error) of the simulated sensor."""
+        ch = next(c for c in self.profile.inputs if c.name == name)
+        e = ch.sim_error
+        if e is None:
+            return 0.0, 1.0
+        return e.offset + e.drift_per_hour * self.loop.t / 3600.0, 1.0 + e.gain_error
+
+
+@pytest.fixture
+def station(tmp_path: Path) -> Iterator[Station]:
+    st = Station(station_profile(REALISTIC), tmp_path / "cal")
+    yield st
+    st.loop.stop()
+    assert st.loop.join(10.0) and st.loop.error is None
+
+
+def test_pressure_zero_finds_each_offset_within_2_kpa_and_applies_it(station: Station) -> None:
+    result = station.calibrate("pressure_zero", apply=True)
+    assert result["ok"] and result["applied"]
+    chans = result["channels"]
+    assert set(chans) == {"p_cap_1", "p_rod_1", "p_cap_2", "p_rod_2", "p_supply"}
+    for name, found in chans.items():
+        offset, _ = station.truth(name)
+        assert found["offset"] == pytest.approx(offset, abs=2000.0), name
+        assert 0 < found["sigma_offset"] < 1000.0
+    assert station.loop.state.name == "IDLE"
+    assert station.loop.station.power.name == "OFF"
+    in_force = station.api.handle("calibration", {})["calibration"]["channels"]
+    assert in_force["p_cap_1"]["method"] == "pressure_zero"
+
+
+def test_position_finds_potentiometer_zero_and_span_and_the_resolver_offset(
+    station: Station,
+) -> None:
+    result = station.calibrate("position", apply=True)
+    assert result["ok"] and result["applied"], result
+    chans = result["channels"]
+    for pot in ("piston_1", "piston_2"):
+        offset, gain = station.truth(pot)
+        assert chans[pot]["offset"] == pytest.approx(offset, abs=0.05e-3), pot
+        assert chans[pot]["gain"] == pytest.approx(gain, rel=1e-3), pot
+    for res in ("q_1", "q_2"):
+        offset, _ = station.truth(res)
+        assert chans[res]["offset"] == pytest.approx(offset, abs=2e-4), res  # 0.01°
+    # Both procedures' results together: the pressure zero keeps the position's channels.
+    station.calibrate("pressure_zero", apply=True)
+    in_force = station.api.handle("calibration", {})["calibration"]["channels"]
+    assert {"piston_1", "q_2", "p_rod_2"} <= set(in_force)
+
+
+def test_a_result_beyond_the_declared_accuracy_is_not_applied(tmp_path: Path) -> None:
+    data = station_profile(REALISTIC).model_dump(exclude_none=True)
+    ch = next(c for c in data["channels"] if c["name"] == "p_cap_1")
+    ch["accuracy"] = {"offset": 1.0, "gain": 0.005}  # 1 Pa: no zero's residual is below it
+    st = Station(Profile.model_validate(data), tmp_path / "cal")
+    try:
+        result = st.calibrate("pressure_zero", apply=True)
+        assert not result["ok"] and not result["applied"]
+        assert "exceeds the declared accuracy" in result["channels"]["p_cap_1"]["problems"][0]
+        assert st.api.handle("calibration", {}) == {"calibration": None, "applied": []}
+    finally:
+        st.loop.stop()
+        st.loop.join(10.0)
+
+
+def test_a_procedure_is_refused_unless_idle(station: Station) -> None:
+    api = station.api
+    api.handle("power", {"level": "low"})
+    assert wait_until(lambda: _arms(api))
+    with pytest.raises(CommandError, match="calibrate position refused in ARMED") as err:
+        api.handle("calibrate", {"procedure": "position"})
+    assert err.value.code == "invalid_state"
+    api._call_loop("run", None)  # RUNNING, holding
+    with pytest.raises(CommandError, match="calibrate pressure_zero refused in RUNNING"):
+        api.handle("calibrate", {"procedure": "pressure_zero"})
+    assert station.loop.state.name == "RUNNING" and station.loop.station.power.name == "LOW"
+    with pytest.raises(CommandError, match="unknown procedure 'span'"):
+        api.handle("calibrate", {"procedure": "span"})
+
+
+def _arms(api: ControlApi) -> bool:
+    try:
+        api.handle("arm", {})
+    except CommandError:
+        return False
+    return True
+
+
+def test_valve_null_finds_the_lvdt_span_at_the_spool_stops_and_the_holding_command(
+    station: Station,
+) -> None:
+    result = station.calibrate("valve_null")
+    assert not result["applied"]  # not asked to
+    chans = result["channels"]
+    assert set(chans) == {"spool_1", "spool_2"}
+    for name, found in chans.items():
+        _, gain = station.truth(name)
+        assert found["gain"] == pytest.approx(gain, rel=1e-3), name
+        assert found["residual"] is not None and found["sigma_offset"] >= 0.0
+    # The valve command that holds each joint still, in volts at the valve (null bias
+    # 7 mV / −6 mV of spool and k_v = 0.25 make it tens of mV).
+    assert set(result["valve_null_v"]) == {"j1", "j2"}
+    assert all(abs(v) < 0.2 for v in result["valve_null_v"].values())
+    assert station.loop.state.name == "IDLE"
+
+
+def test_a_calibrated_twin_is_in_force_for_the_plain_profile(tmp_path: Path) -> None:
+    from daq.profile.loader import load_profile
+    from daq.service.twin_calibration import calibrate_twin
+    from daq.station.calstore import CalibrationStore
+    from tests.loop.station_profile import PROFILES
+
+    plain = load_profile(PROFILES / REALISTIC)
+    cal, path, results = calibrate_twin(plain, tmp_path)
+    assert [r["procedure"] for r in results] == ["pressure_zero", "position"]
+    assert "p_supply" not in cal.channels and {"p_cap_1", "piston_2", "q_1"} <= set(cal.channels)
+    current = CalibrationStore(tmp_path, plain).current()
+    assert current is not None and current[1] == path
