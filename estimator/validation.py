@@ -32,6 +32,23 @@ def fit_ratio(y: np.ndarray, y_hat: np.ndarray) -> float:
     return float(100.0 * (1.0 - np.linalg.norm(y - y_hat) / spread))
 
 
+def fit_ratios(
+    measured: dict[str, np.ndarray], simulated: dict[str, np.ndarray], n: int, start: int = 0
+) -> tuple[dict[str, float], list[str]]:
+    """FIT per output and joint ("q1", "p_cap2", …) from row `start` on, and a note for each
+    output that is constant there (no FIT)."""
+    fit: dict[str, float] = {}
+    notes: list[str] = []
+    for label, y in measured.items():
+        for i in range(n):
+            key = f"{label}{i + 1}"
+            try:
+                fit[key] = fit_ratio(y[start:, i], simulated[label][start:, i])
+            except ValueError:
+                notes.append(f"{key}: constant in this run, no FIT")
+    return fit, notes
+
+
 @dataclass
 class Measured:
     """A run's measured signals per joint, arrays (N, n): what validation needs."""
@@ -141,15 +158,7 @@ def validate(
     if m.piston is not None:
         measured["s"] = m.piston
         simulated["s"], _ = dynamics.cylinder(params, simulated["q"])
-    fit: dict[str, float] = {}
-    notes: list[str] = []
-    for label, y in measured.items():
-        for i in range(n):
-            key = f"{label}{i + 1}"
-            try:
-                fit[key] = fit_ratio(y[:, i], simulated[label][:, i])
-            except ValueError:
-                notes.append(f"{key}: constant in this run, no FIT")
+    fit, notes = fit_ratios(measured, simulated, n)
     # Torques: measured through the moment arm vs the inverse model on filtered kinematics.
     sos = lowpass(period)
     pcf = sosfiltfilt(sos, m.p_cap, axis=0)

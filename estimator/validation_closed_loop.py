@@ -52,7 +52,7 @@ from controller.plant import dynamics
 from controller.plant.jit import njit
 from controller.plant.params import PlantEffects, PlantParams
 from controller.runner import ExperimentRunner
-from estimator.validation import Measured, fit_ratio
+from estimator.validation import Measured, fit_ratios
 
 #: RK4 substeps per loop period: the simulator's own (daq.backends.sim.backend.SUBSTEPS).
 SUBSTEPS = 4
@@ -213,16 +213,7 @@ def validate_closed_loop(
     if m.piston is not None:
         measured["s"] = m.piston
         simulated["s"], _ = dynamics.cylinder(params, simulated["q"])
-    fit: dict[str, float] = {}
-    notes: list[str] = []
-    k = min(round(settle_s / period), m.q.shape[0] - 2)
-    for label, y in measured.items():
-        for i in range(n):
-            key = f"{label}{i + 1}"
-            try:
-                fit[key] = fit_ratio(y[k:, i], simulated[label][k:, i])
-            except ValueError:
-                notes.append(f"{key}: constant in this run, no FIT")
+    fit, notes = fit_ratios(measured, simulated, n, min(round(settle_s / period), len(m.q) - 2))
     return ClosedLoopResult(m.t, measured, simulated, fit, refs, notes)
 
 
