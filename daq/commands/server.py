@@ -60,6 +60,9 @@ _POLL_MS = 50
 LANE_MAX_BYTES = 4096
 #: Requests waiting for the worker; more are answered `busy` (bounded memory, prompt answers).
 WORKER_QUEUE = 32
+#: … and the bytes they may hold together (a request that would pass it waits only if the
+#: queue is empty): 32 requests of MAX_REQUEST_BYTES would otherwise hold 32 MiB.
+WORKER_QUEUE_BYTES = 4 * MAX_REQUEST_BYTES
 _instances = itertools.count()
 
 
@@ -114,6 +117,7 @@ class CommandServer:
         #: Requests answered on the safety lane / refused because the worker's queue was full.
         self.lane_requests = 0
         self.busy = 0
+        self._queued_bytes = 0  # the worker queue's request bytes (WORKER_QUEUE_BYTES)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._worker: threading.Thread | None = None
@@ -154,6 +158,7 @@ class CommandServer:
         self._replies = replies
         self._stop.clear()
         self._queue = queue.Queue(WORKER_QUEUE)
+        self._queued_bytes = 0
         self._worker = threading.Thread(target=self._work, name="rig-commands-worker", daemon=True)
         self._worker.start()
         self._thread = threading.Thread(target=self._run, name="rig-commands", daemon=True)
@@ -222,6 +227,13 @@ class CommandServer:
         if not envelope:
             return
         request: Any = None
+        if len(body) == 1 and len(body[0]) > MAX_REQUEST_BYTES:
+            # Refused by its length alone, here: a too-large frame never waits in the queue.
+            e = CommandError(
+                "too_large", f"request of {len(body[0])} bytes exceeds {MAX_REQUEST_BYTES}"
+            )
+            sock.send_multipart([*envelope, self._finish(e.reply(), None)])
+            return
         if len(body) == 1 and len(body[0]) <= LANE_MAX_BYTES:
             try:
                 request = self._decode(body[0])
@@ -233,15 +245,21 @@ class CommandServer:
                     self.lane_requests += 1
                 sock.send_multipart([*envelope, self._answer(body, frames[-1], request)])
                 return
+        size = sum(len(b) for b in body)
         try:
-            self._queue.put_nowait((envelope, body, (frames[-1], request)))
+            with self._count_lock:
+                if self._queued_bytes + size > WORKER_QUEUE_BYTES and not self._queue.empty():
+                    raise queue.Full
+                self._queue.put_nowait((envelope, body, (frames[-1], request)))
+                self._queued_bytes += size
         except queue.Full:
             with self._count_lock:
                 self.busy += 1
             rid = request.get("id") if isinstance(request, dict) else None
             busy = _error(
                 "busy",
-                f"{WORKER_QUEUE} requests are already waiting for the service; try again "
+                f"the service's queue is full ({WORKER_QUEUE} requests or "
+                f"{WORKER_QUEUE_BYTES >> 20} MiB waiting); try again "
                 "(estop, stop and status are always answered)",
             )
             sock.send_multipart([*envelope, self._finish(busy, rid)])
@@ -257,6 +275,8 @@ class CommandServer:
                 if item is None or self._stop.is_set():
                     return
                 envelope, body, (frame, request) = item
+                with self._count_lock:
+                    self._queued_bytes -= sum(len(b) for b in body)
                 try:
                     reply = self._answer(body, frame, request)
                 except Exception:

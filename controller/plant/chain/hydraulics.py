@@ -33,7 +33,16 @@ from controller.plant.chain.model import (
     L_NJACK,
     L_OFF,
 )
-from controller.plant.chain.rnea import W_RHS, W_TAU, forward_dynamics, jack_geometry
+from controller.plant.chain.rnea import (
+    W_BIAS,
+    W_RHS,
+    W_TAU,
+    WS_STRIDE,
+    cholesky_solve,
+    forward_dynamics,
+    jack_geometry,
+    mass_matrix,
+)
 from controller.plant.dynamics import (
     effective_bulk,
     flow_rates,
@@ -50,7 +59,7 @@ from controller.plant.params import (
     E_T_REF,
     E_TAU_COOL,
     E_THERMAL,
-    G_PS,
+    G_RELIEF,
     J_ACAP,
     J_AROD,
     J_FV,
@@ -195,12 +204,63 @@ def _derivative(
         ws[i, W_TAU] = tau
         dx[i] = qd
     forward_dynamics(C, L, J, x[:n], x[n : 2 * n], ws)
+    stop_reactions(C, L, J, x[:n], ws)
     for i in range(n):
         dx[n + i] = ws[i, W_RHS]
     if x.shape[0] > 5 * n:
         dx[5 * n] = 0.0
         if thermal:
             dx[5 * n] = heat / E[E_HEAT_CAP] - (x[5 * n] - E[E_T_AMB]) / E[E_TAU_COOL]
+
+
+@njit
+def _pushing_stop(L: np.ndarray, J: np.ndarray, i: int, q: float, qdd: float) -> bool:
+    """Joint i's jack sits on an end of its stroke (where `constrain_chain` puts it) and the
+    computed acceleration pushes it further in (`controller.plant.dynamics._pushing_stop`)."""
+    if int(L[i, L_DRIVE]) != DRIVE_JACKS:
+        return False
+    k0 = int(L[i, L_JACK0])
+    for k in range(k0, k0 + int(L[i, L_NJACK])):
+        ell, l1, _, _, _, _, _ = jack_geometry(J, k, q + L[i, L_OFF])
+        lo = J[k, K_CLOSED]
+        hi = lo + J[k, K_STROKE]
+        tol = 1e-9 * J[k, K_STROKE]
+        if (ell >= hi - tol and l1 * qdd > 0.0) or (ell <= lo + tol and l1 * qdd < 0.0):
+            return True
+    return False
+
+
+@njit
+def stop_reactions(C: np.ndarray, L: np.ndarray, J: np.ndarray, q: np.ndarray, ws: np.ndarray):
+    """Joints resting on an end stop and pushed into it are held by the stop's reaction on
+    their own coordinate: their q̈ is 0 and the others move by their own rows, M_FF q̈_F = b_F
+    (the 2-joint rule of `controller.plant.dynamics._derivative`, for n joints). Without it a
+    clamped joint's push into its stop leaks into the others through the mass matrix's
+    coupling. Re-solves ws[:, W_RHS] in place only where a joint is held. A single joint has
+    no coupling to leak through: as in the 1-DOF plant, `constrain_chain` alone holds it."""
+    n = int(C[C_N])
+    if n < 2:
+        return
+    rhs = ws[:, W_RHS]
+    held = False
+    for i in range(n):
+        if _pushing_stop(L, J, i, q[i], rhs[i]):
+            held = True
+            rhs[i] = np.nan  # marks joint i held until the re-solve below
+    if not held:
+        return
+    M = ws[:, WS_STRIDE : WS_STRIDE + n]
+    mass_matrix(C, L, J, q, ws, M)
+    for i in range(n):
+        if np.isnan(rhs[i]):
+            for k in range(n):
+                M[i, k] = 0.0
+                M[k, i] = 0.0
+            M[i, i] = 1.0
+            rhs[i] = 0.0
+        else:
+            rhs[i] = ws[i, W_TAU] - ws[i, W_BIAS]
+    cholesky_solve(M, rhs, n)
 
 
 @njit
@@ -221,7 +281,9 @@ def constrain_chain(x: np.ndarray, C: np.ndarray, L: np.ndarray, J: np.ndarray, 
     plant's `_constrain`): a jack past its stroke is put back on its stop and the joint loses
     the velocity that drove it there."""
     n = int(C[C_N])
-    pmax = 1.1 * F[G_PS]
+    # As the 2-DOF plant's guard: 5 % above the relief valves, so that it stays where it is
+    # when a station's supply falls or is switched off.
+    pmax = F[G_RELIEF] * (1.1 / 1.05)
     for i in range(n):
         o = N_GLOBAL + N_JOINT * i
         if int(L[i, L_DRIVE]) == DRIVE_JACKS:
