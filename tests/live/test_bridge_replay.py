@@ -127,8 +127,12 @@ def test_replay_serves_what_live_served(tmp_path: Path) -> None:
             for topic in ROW_TOPICS:
                 got, want = rep.by_seq(topic), live.by_seq(topic)
                 assert len(got) >= 200, topic
+                # Every row live served is served again: a live client that fell behind on a
+                # loaded machine may have been sent fewer (the bridge sheds a slow client), so
+                # the comparison runs over what it did receive.
+                assert len(want) >= 100, (topic, len(want))
                 both = set(got) & set(want)
-                assert len(both) >= 0.9 * len(got), (topic, len(both), len(got))
+                assert len(both) >= 0.9 * len(want), (topic, len(both), len(want))
                 for s in both:
                     assert got[s] == want[s], (topic, s)
             # The arm: the same transforms and scene (but for their stamps).
