@@ -338,7 +338,13 @@ def _one_kill(rng: random.Random, virtual: bool) -> dict[str, Any]:
             os.kill(svc.proc.pid, signal.SIGKILL)
             svc.proc.wait(30)
             (path,) = svc.run_dir.glob("*.rigrun")
+            # The loop process, which outlives its service, finishes the file (the null cycle,
+            # the trailer; daq.recording.salvage): read it once it has, or after 10 s.
+            deadline = time.monotonic() + 10.0
             run = read_run(path)
+            while run.trailer is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+                run = read_run(path)
         finally:
             svc.close()
     on_file = int(run.seq[-1]) + 1 if len(run.seq) else int(run.meta["first_seq"])
@@ -349,6 +355,7 @@ def _one_kill(rng: random.Random, virtual: bool) -> dict[str, Any]:
         "lost": max(0, published - on_file),
         "gaps_in_file": gaps,
         "corrupt_chunks": len(run.corrupt_chunks),
+        "closed_by": (run.trailer or {}).get("closed_by"),
     }
 
 
