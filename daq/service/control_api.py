@@ -161,6 +161,10 @@ class ControlApi:
         self._status = status or loop.status
         self.recorder = recorder
         self.on_describe = on_describe
+        #: Forwards the events the loop has already posted (the service's housekeeping): the
+        #: recorder must take them before its trailer, or a `record_stop` sent right after an
+        #: experiment ends cuts `experiment_done` and the last state change from the file.
+        self.before_record_stop: Callable[[], None] | None = None
         self.param_set: Any = params if hasattr(params, "summary") else None
         self.params: Any = self.param_set.params if self.param_set is not None else params
         self.on_params = on_params
@@ -517,6 +521,8 @@ class ControlApi:
     def _record_stop(self, args: dict[str, Any], client: Any) -> dict[str, Any]:
         if self.recorder is None:
             raise CommandError("recorder_error", "record_stop: recording is not available")
+        if self.before_record_stop is not None:
+            self.before_record_stop()
         stats = self.recorder.stop()
         return recorder_stats_dict(stats)
 

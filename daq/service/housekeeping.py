@@ -52,6 +52,9 @@ class Housekeeping:
         self._last_skipped = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: Held while forwarding: the command thread forwards too (before `record_stop`), and
+        #: two forwarders would hand the sinks one drain's events out of order.
+        self._forwarding = threading.Lock()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="rig-housekeeping", daemon=True)
@@ -81,6 +84,10 @@ class Housekeeping:
                 self.gc_max_ms = max(self.gc_max_ms, (time.perf_counter() - t0) * 1e3)
 
     def forward_events(self) -> None:
+        with self._forwarding:
+            self._forward_events()
+
+    def _forward_events(self) -> None:
         for ev in self.loop.drain_events():
             kind = ev["kind"]
             payload = {k: v for k, v in ev.items() if k != "kind"}

@@ -148,6 +148,7 @@ class Service:
         self.housekeeping = Housekeeping(
             self.loop, sinks=[s for s in (self.recorder, self.telemetry) if s is not None]
         )
+        self.api.before_record_stop = self.housekeeping.forward_events
         self.notifier: Any = None
         self.watchdog: Any = None
 
