@@ -1,0 +1,212 @@
+"""The command server's own paths that no client request of the fuzz reaches: the size
+boundaries of a frame (lane / worker / refused), a handler that fails or answers something that
+cannot be sent, the counters, the id limits, and a bind that fails. Each reply is checked whole
+(code, message and id), written out here rather than taken from the server's constants."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import msgpack
+import pytest
+import zmq
+
+from daq.commands import ClientIdentity, CommandError, CommandServer
+
+
+class Handler:
+    """Answers `status`/`describe`; `params` answers whatever `self.answer` holds or raises it."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any], str]] = []
+        self.answer: Any = {}
+
+    def __call__(self, cmd: str, args: dict[str, Any], who: ClientIdentity) -> Any:
+        self.calls.append((cmd, args, threading.current_thread().name))
+        if cmd == "params":
+            if isinstance(self.answer, BaseException):
+                raise self.answer
+            return self.answer
+        return {"cmd": cmd}
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[CommandServer, Handler, zmq.Context]]:
+    ctx = zmq.Context()
+    handler = Handler()
+    srv = CommandServer(ctx, "inproc://server-paths", handler)
+    srv.start()
+    try:
+        yield srv, handler, ctx
+    finally:
+        srv.stop()
+        ctx.destroy(linger=0)
+
+
+def send(ctx: zmq.Context, endpoint: str, frames: list[bytes], req: bool = True) -> Any:
+    sock = ctx.socket(zmq.REQ if req else zmq.DEALER)
+    sock.linger = 0
+    sock.connect(endpoint)
+    try:
+        sock.send_multipart(frames if req else [b"", *frames])
+        assert sock.poll(20_000), "no reply from the command server"
+        got = sock.recv_multipart()
+        return msgpack.unpackb(got[-1], raw=False)
+    finally:
+        sock.close()
+
+
+def padded_status(size: int, rid: Any = "pad") -> bytes:
+    """A valid `status` request of exactly `size` bytes (the padding is in `args.x`, a bin)."""
+    base = msgpack.packb({"cmd": "status", "id": rid, "args": {"x": b""}})
+    for pad in range(size - len(base) - 4, size - len(base) + 1):
+        body = msgpack.packb({"cmd": "status", "id": rid, "args": {"x": b"\0" * max(pad, 0)}})
+        if len(body) == size:
+            return body
+    raise AssertionError(f"cannot make a request of {size} bytes")
+
+
+@pytest.mark.parametrize(
+    ("size", "lane"),
+    [(4096, True), (4097, False)],  # LANE_MAX_BYTES = 4096, written out
+)
+def test_a_lane_command_up_to_4096_bytes_is_answered_on_the_receiving_thread(
+    served: tuple[CommandServer, Handler, zmq.Context], size: int, lane: bool
+) -> None:
+    srv, handler, ctx = served
+    reply = send(ctx, srv.endpoint, [padded_status(size)])
+    # `x` is no argument of `status`: refused by the schema on whichever thread decodes it.
+    assert reply == {
+        "ok": False,
+        "error": "bad_args",
+        "message": "status: unknown argument 'x' (allowed: none)",
+        "id": "pad",
+    }
+    assert srv.lane_requests == (1 if lane else 0)
+    assert srv.requests == 1 and srv.errors == 1
+
+
+def test_lane_replies_come_from_the_receiving_thread(
+    served: tuple[CommandServer, Handler, zmq.Context],
+) -> None:
+    srv, handler, ctx = served
+    assert send(ctx, srv.endpoint, [msgpack.packb({"cmd": "status"})]) == {
+        "ok": True,
+        "cmd": "status",
+    }
+    assert send(ctx, srv.endpoint, [msgpack.packb({"cmd": "describe"})]) == {
+        "ok": True,
+        "cmd": "describe",
+    }
+    assert [(c, t) for c, _, t in handler.calls] == [
+        ("status", "rig-commands"),
+        ("describe", "rig-commands-worker"),
+    ]
+    assert srv.lane_requests == 1 and srv.requests == 2 and srv.errors == 0
+
+
+@pytest.mark.parametrize(("size", "refused"), [(1 << 20, False), ((1 << 20) + 1, True)])
+def test_a_frame_over_one_mebibyte_is_refused_by_its_length(
+    served: tuple[CommandServer, Handler, zmq.Context], size: int, refused: bool
+) -> None:
+    srv, handler, ctx = served
+    reply = send(ctx, srv.endpoint, [b"\xc1" * size])  # 0xc1: never valid msgpack
+    if refused:
+        assert reply == {
+            "ok": False,
+            "error": "too_large",
+            "message": f"request of {size} bytes exceeds 1048576",
+        }
+    else:
+        assert reply["ok"] is False and reply["error"] == "bad_msgpack", reply
+    assert handler.calls == [] and srv.errors == 1
+
+
+def test_a_dealer_without_an_empty_delimiter_is_answered(
+    served: tuple[CommandServer, Handler, zmq.Context],
+) -> None:
+    srv, _, ctx = served
+    sock = ctx.socket(zmq.DEALER)
+    sock.linger = 0
+    sock.connect(srv.endpoint)
+    try:
+        sock.send(msgpack.packb({"cmd": "status", "id": 7}))  # [identity, body] at the ROUTER
+        assert sock.poll(20_000)
+        got = sock.recv_multipart()
+        assert len(got) == 1 and msgpack.unpackb(got[0]) == {"ok": True, "cmd": "status", "id": 7}
+        sock.send_multipart([b"", b"a", b"b"])  # two body frames after the delimiter
+        assert sock.poll(20_000)
+        got = sock.recv_multipart()
+        assert got[0] == b"" and msgpack.unpackb(got[1]) == {
+            "ok": False,
+            "error": "bad_frame",
+            "message": "expected one request frame after the envelope, got 2",
+        }
+    finally:
+        sock.close()
+
+
+@pytest.mark.parametrize(
+    ("answer", "reply"),
+    [
+        (
+            ValueError("boom"),
+            {"ok": False, "error": "internal", "message": "params failed: ValueError: boom"},
+        ),
+        (
+            CommandError("rejected", "not now"),
+            {"ok": False, "error": "rejected", "message": "not now"},
+        ),
+        (
+            ["not", "a", "map"],
+            {"ok": False, "error": "internal", "message": "params: the handler returned no map"},
+        ),
+        (
+            {"values": {1, 2}},  # a set: msgpack cannot encode it
+            {
+                "ok": False,
+                "error": "internal",
+                "message": "the reply could not be encoded: can not serialize 'set' object",
+            },
+        ),
+        ({"values": [1, 2]}, {"ok": True, "values": [1, 2]}),
+    ],
+)
+def test_what_the_handler_answers_or_raises_becomes_the_reply_with_its_id(
+    served: tuple[CommandServer, Handler, zmq.Context], answer: Any, reply: dict[str, Any]
+) -> None:
+    srv, handler, ctx = served
+    handler.answer = answer
+    got = send(ctx, srv.endpoint, [msgpack.packb({"cmd": "params", "id": "r-9"})])
+    assert got == {**reply, "id": "r-9"}
+    assert srv.requests == 1 and srv.errors == (0 if reply["ok"] else 1)
+    handler.answer = {}
+    assert send(ctx, srv.endpoint, [msgpack.packb({"cmd": "params"})]) == {"ok": True}
+    assert srv.requests == 2 and srv.errors == (0 if reply["ok"] else 1)
+
+
+@pytest.mark.parametrize("rid", [-(2**63), 2**64 - 1, "", "é" * 64])
+def test_id_limits_are_accepted_and_echoed(
+    served: tuple[CommandServer, Handler, zmq.Context], rid: Any
+) -> None:
+    """The extremes msgpack can carry (an integer outside them cannot be sent at all)."""
+    srv, _, ctx = served
+    got = send(ctx, srv.endpoint, [msgpack.packb({"cmd": "status", "id": rid})])
+    assert got == {"ok": True, "cmd": "status", "id": rid}
+
+
+def test_a_bind_that_fails_raises_oserror_naming_the_endpoint() -> None:
+    ctx = zmq.Context()
+    try:
+        first = CommandServer(ctx, "inproc://taken", Handler())
+        first.start()
+        try:
+            second = CommandServer(ctx, "inproc://taken", Handler())
+            with pytest.raises(OSError, match="command server: cannot bind inproc://taken"):
+                second.start()
+        finally:
+            first.stop()
+    finally:
+        ctx.destroy(linger=0)
