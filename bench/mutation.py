@@ -125,7 +125,12 @@ TARGETS: dict[str, Target] = {
     ),
     "writer": Target(
         ("daq/recording/writer.py",),
-        ("tests/recording/test_writer.py", "tests/recording/test_quota.py"),
+        (
+            "tests/recording/test_writer.py",
+            "tests/recording/test_writer_paths.py",
+            "tests/recording/test_quota.py",
+            "tests/recording/test_kill_bound.py",
+        ),
         ("daq/recording/writer.py", "self._rows += n", "self._rows += n + 1"),
         timeout_s=120.0,
     ),
