@@ -153,6 +153,7 @@ TARGETS: dict[str, Target] = {
     "chain": Target(
         ("estimator/chain.py",),
         (
+            "tests/estimator/test_chain_paths.py",
             "tests/estimator/test_random_walk.py",
             "tests/estimator/test_online_chunks.py",
             "tests/estimator/test_identification.py",
