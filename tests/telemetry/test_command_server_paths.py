@@ -14,6 +14,7 @@ import pytest
 import zmq
 
 from daq.commands import ClientIdentity, CommandError, CommandServer
+from tests.conditions import GENEROUS_S, wait_until
 
 
 class Handler:
@@ -209,4 +210,163 @@ def test_a_bind_that_fails_raises_oserror_naming_the_endpoint() -> None:
         finally:
             first.stop()
     finally:
+        ctx.destroy(linger=0)
+
+
+def test_a_stopped_curve_server_releases_the_contexts_authenticator(tmp_path) -> None:
+    """Stopping releases the ZAP handler, so the context may serve another key set later."""
+    from daq.security import CurveConfig, generate_client_key
+
+    keys_a, keys_b = tmp_path / "a", tmp_path / "b"
+    generate_client_key(keys_a, "ops", "controller")
+    generate_client_key(keys_b, "view", "monitor")
+    ctx = zmq.Context()
+    try:
+        first = CommandServer(
+            ctx, "tcp://127.0.0.1:*", Handler(), auth=CurveConfig.from_keys_dir(keys_a)
+        )
+        first.start()
+        first.stop()
+        second = CommandServer(
+            ctx, "tcp://127.0.0.1:*", Handler(), auth=CurveConfig.from_keys_dir(keys_b)
+        )
+        # Another configuration: refused (SecurityError) if the first one were still held.
+        # The stopped ZAP handler unbinds its inproc endpoint asynchronously: until then the
+        # new one's bind fails, so that error alone is waited out.
+        def started() -> bool:
+            try:
+                second.start()
+            except zmq.ZMQError:
+                return False
+            return True
+
+        assert wait_until(started, GENEROUS_S)
+        second.stop()
+    finally:
+        ctx.destroy(linger=0)
+
+
+def test_the_worker_queue_holds_requests_behind_a_long_one_and_answers_them_all() -> None:
+    """Requests behind a long one wait (they are few and small), none is refused `busy`; the
+    busy refusal names both bounds."""
+    release, entered = threading.Event(), threading.Event()
+
+    def slow(cmd: str, args: dict[str, Any], who: ClientIdentity) -> dict[str, Any]:
+        if cmd == "describe" and not entered.is_set():
+            entered.set()
+            assert release.wait(60)
+        return {"cmd": cmd}
+
+    ctx = zmq.Context()
+    srv = CommandServer(ctx, "inproc://queued", slow)
+    srv.start()
+    socks = []
+    try:
+        for k in range(6):
+            sock = ctx.socket(zmq.DEALER)
+            sock.linger = 0
+            sock.connect(srv.endpoint)
+            sock.send_multipart([b"", msgpack.packb({"cmd": "describe", "id": k})])
+            socks.append(sock)
+            if k == 0:
+                assert entered.wait(20)
+        release.set()
+        for k, sock in enumerate(socks):
+            assert sock.poll(20_000), f"request {k} unanswered"
+            assert msgpack.unpackb(sock.recv_multipart()[-1]) == {
+                "ok": True,
+                "cmd": "describe",
+                "id": k,
+            }
+        assert srv.busy == 0 and srv._queued_bytes == 0
+    finally:
+        for sock in socks:
+            sock.close()
+        srv.stop()
+        ctx.destroy(linger=0)
+
+
+def test_the_busy_reply_names_both_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    from daq.commands import server as server_mod
+
+    monkeypatch.setattr(server_mod, "WORKER_QUEUE", 0)  # the queue is full from the start
+    ctx = zmq.Context()
+    srv = CommandServer(ctx, "inproc://busy", Handler())
+    try:
+        srv.start()
+        monkeypatch.setattr(srv, "_queue", server_mod.queue.Queue(1))
+        srv._queue.put_nowait(None)  # never taken: the worker is stopped below
+        got = send(ctx, srv.endpoint, [msgpack.packb({"cmd": "describe", "id": "b1"})])
+        assert got == {
+            "ok": False,
+            "error": "busy",
+            "message": "the service's queue is full (0 requests or 4 MiB waiting); try again "
+            "(estop, stop and status are always answered)",
+            "id": "b1",
+        }
+        assert srv.busy == 1
+    finally:
+        srv.stop()
+        ctx.destroy(linger=0)
+
+
+def test_the_worker_survives_a_request_it_fails_to_answer(
+    served: tuple[CommandServer, Handler, zmq.Context], caplog: pytest.LogCaptureFixture
+) -> None:
+    srv, _, ctx = served
+    real = srv._answer
+    failed: list[int] = []
+
+    def once(body: list[bytes], frame: Any, request: Any) -> bytes:
+        if not failed:
+            failed.append(1)
+            raise RuntimeError("lost")
+        return real(body, frame, request)
+
+    srv._answer = once  # type: ignore[method-assign]
+    lost = ctx.socket(zmq.DEALER)
+    lost.linger = 0
+    lost.connect(srv.endpoint)
+    lost.send_multipart([b"", msgpack.packb({"cmd": "describe"})])  # unanswered: logged
+    try:
+        assert send(ctx, srv.endpoint, [msgpack.packb({"cmd": "describe"})]) == {
+            "ok": True,
+            "cmd": "describe",
+        }
+    finally:
+        lost.close()
+    assert failed == [1]
+    assert any("failed to answer a request" in r.getMessage() for r in caplog.records)
+
+
+def test_bytes_in_a_reply_stay_bytes(served: tuple[CommandServer, Handler, zmq.Context]) -> None:
+    srv, handler, ctx = served
+    handler.answer = {"blob": b"\x00\xff", "text": "é"}
+    got = send(ctx, srv.endpoint, [msgpack.packb({"cmd": "params"})])
+    assert got == {"ok": True, "blob": b"\x00\xff", "text": "é"}
+
+
+def test_a_receive_error_ends_the_serving_thread_with_a_log_line(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The context terminated under the server: its thread logs and ends, nothing raised."""
+
+    class DeadPoller:
+        def register(self, *a: object) -> None:
+            pass
+
+        def poll(self, timeout: int) -> list:
+            raise zmq.ZMQError(zmq.ETERM)
+
+    ctx = zmq.Context()
+    srv = CommandServer(ctx, "inproc://dead", Handler())
+    monkeypatch.setattr("daq.commands.server.zmq.Poller", DeadPoller)
+    try:
+        srv.start()
+        assert srv._thread is not None
+        srv._thread.join(20)
+        assert not srv._thread.is_alive()
+        assert any("receive failed" in r.getMessage() for r in caplog.records)
+    finally:
+        srv.stop()
         ctx.destroy(linger=0)
