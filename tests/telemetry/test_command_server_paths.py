@@ -370,3 +370,35 @@ def test_a_receive_error_ends_the_serving_thread_with_a_log_line(
     finally:
         srv.stop()
         ctx.destroy(linger=0)
+
+
+def test_a_client_gone_before_its_reply_does_not_stop_the_server() -> None:
+    """The reply to a client that disconnected is dropped; the next client is served."""
+    release, entered = threading.Event(), threading.Event()
+
+    def slow(cmd: str, args: dict[str, Any], who: ClientIdentity) -> dict[str, Any]:
+        if cmd == "describe" and not entered.is_set():
+            entered.set()
+            assert release.wait(60)
+        return {"cmd": cmd}
+
+    ctx = zmq.Context()
+    srv = CommandServer(ctx, "tcp://127.0.0.1:*", slow)
+    srv.start()
+    try:
+        gone = ctx.socket(zmq.DEALER)
+        gone.linger = 0
+        gone.connect(srv.endpoint)
+        gone.send_multipart([b"", msgpack.packb({"cmd": "describe"})])
+        assert entered.wait(20)
+        gone.close()
+        release.set()
+        assert wait_until(lambda: srv.requests == 1, GENEROUS_S)  # its reply went nowhere
+        for cmd in ("describe", "status"):  # the worker lane and the safety lane
+            assert send(ctx, srv.endpoint, [msgpack.packb({"cmd": cmd})]) == {
+                "ok": True,
+                "cmd": cmd,
+            }
+    finally:
+        srv.stop()
+        ctx.destroy(linger=0)
