@@ -406,3 +406,47 @@ def test_a_client_gone_before_its_reply_does_not_stop_the_server() -> None:
     finally:
         srv.stop()
         ctx.destroy(linger=0)
+
+
+def test_a_client_identity_cannot_be_changed_by_a_handler() -> None:
+    """`LOCAL` is shared by every unauthenticated request: a handler that could rewrite its
+    role would change who every later request is."""
+    import dataclasses
+
+    from daq.commands.server import LOCAL
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        LOCAL.role = "monitor"  # type: ignore[misc]
+    assert LOCAL == ClientIdentity("local", "controller", False)
+
+
+def test_a_worker_reply_cut_off_by_the_context_ending_raises_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The server stopped and its context terminated while the worker still held a request:
+    the worker's reply fails (ETERM) and it ends quietly, no exception escapes its thread."""
+    escaped: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda a: escaped.append(a.exc_value))
+    release, entered = threading.Event(), threading.Event()
+
+    def slow(cmd: str, args: dict[str, Any], who: ClientIdentity) -> dict[str, Any]:
+        entered.set()
+        assert release.wait(60)
+        return {"cmd": cmd}
+
+    ctx = zmq.Context()
+    srv = CommandServer(ctx, "inproc://cut-off", slow)
+    srv.start()
+    client = ctx.socket(zmq.DEALER)
+    client.linger = 0
+    client.connect(srv.endpoint)
+    client.send_multipart([b"", msgpack.packb({"cmd": "describe"})])
+    assert entered.wait(20)
+    worker = srv._worker
+    client.close()
+    srv.stop()  # the worker is inside the handler: it is left to finish
+    release.set()
+    ctx.term()  # returns once the worker's reply socket is closed
+    assert worker is not None
+    worker.join(20)
+    assert not worker.is_alive() and escaped == []
