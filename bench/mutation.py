@@ -97,6 +97,7 @@ TARGETS: dict[str, Target] = {
     "spec": Target(
         ("daq/commands/spec.py", "daq/commands/errors.py"),
         (
+            "tests/telemetry/test_command_spec.py",
             "tests/telemetry/test_command_errors.py",
             "tests/telemetry/test_request_schema.py",
             "tests/telemetry/test_command_fuzz.py",

@@ -76,7 +76,7 @@ def padded_status(size: int, rid: Any = "pad") -> bytes:
 def test_a_lane_command_up_to_4096_bytes_is_answered_on_the_receiving_thread(
     served: tuple[CommandServer, Handler, zmq.Context], size: int, lane: bool
 ) -> None:
-    srv, handler, ctx = served
+    srv, _, ctx = served
     reply = send(ctx, srv.endpoint, [padded_status(size)])
     # `x` is no argument of `status`: refused by the schema on whichever thread decodes it.
     assert reply == {
@@ -230,6 +230,7 @@ def test_a_stopped_curve_server_releases_the_contexts_authenticator(tmp_path) ->
         second = CommandServer(
             ctx, "tcp://127.0.0.1:*", Handler(), auth=CurveConfig.from_keys_dir(keys_b)
         )
+
         # Another configuration: refused (SecurityError) if the first one were still held.
         # The stopped ZAP handler unbinds its inproc endpoint asynchronously: until then the
         # new one's bind fails, so that error alone is waited out.
