@@ -171,6 +171,11 @@ TARGETS: dict[str, Target] = {
         ("estimator/batch.py", "sig_j = np.sqrt(", "sig_j = 0.5 * np.sqrt("),
         timeout_s=300.0,
     ),
+    "fit_warnings": Target(
+        ("estimator/fit_warnings.py",),
+        ("tests/estimator/test_fit_warning_words.py",),
+        ("estimator/fit_warnings.py", "if k > KAPPA_MISMATCH", "if k > 2 * KAPPA_MISMATCH"),
+    ),
     "sim_effects": Target(
         ("controller/plant/dynamics.py",),
         ("tests/sim/test_effects.py",),
