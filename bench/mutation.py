@@ -171,6 +171,19 @@ TARGETS: dict[str, Target] = {
         ("estimator/batch.py", "sig_j = np.sqrt(", "sig_j = 0.5 * np.sqrt("),
         timeout_s=300.0,
     ),
+    # The batch fit's σ and identifiability (estimator/wls.py), on synthetic data only: the
+    # simulated runs of test_trust / test_identification take minutes per mutant.
+    "wls": Target(
+        ("estimator/wls.py",),
+        ("tests/estimator/test_wls_sigma.py", "tests/estimator/test_trust.py"),
+        ("estimator/wls.py", "spread = 3.0 * np.sqrt(kappa)", "spread = 0.3 * np.sqrt(kappa)"),
+        extra=(
+            "-k",
+            "not sim1dof and not faulted and not broken_wire and not gain_error and "
+            "not time_gap and not outside_running and not segments_it_is_told and "
+            "not no_motion and not held_joint and not still_joint",
+        ),
+    ),
     "fit_warnings": Target(
         ("estimator/fit_warnings.py",),
         ("tests/estimator/test_fit_warning_words.py",),
