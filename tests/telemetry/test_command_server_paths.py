@@ -451,3 +451,32 @@ def test_a_worker_reply_cut_off_by_the_context_ending_raises_nothing(
     assert worker is not None
     worker.join(20)
     assert not worker.is_alive() and escaped == []
+
+
+def test_the_receiving_thread_survives_a_message_it_fails_to_handle(
+    served: tuple[CommandServer, Handler, zmq.Context], caplog: pytest.LogCaptureFixture
+) -> None:
+    srv, _, ctx = served
+    real = srv._receive
+    failed: list[int] = []
+
+    def once(sock: zmq.Socket, frames: list[zmq.Frame]) -> None:
+        if not failed:
+            failed.append(1)
+            raise RuntimeError("lost")
+        real(sock, frames)
+
+    srv._receive = once  # type: ignore[method-assign]
+    lost = ctx.socket(zmq.DEALER)
+    lost.linger = 0
+    lost.connect(srv.endpoint)
+    lost.send_multipart([b"", msgpack.packb({"cmd": "status"})])  # unanswered: logged
+    try:
+        assert wait_until(lambda: failed == [1], GENEROUS_S)
+        assert send(ctx, srv.endpoint, [msgpack.packb({"cmd": "status"})]) == {
+            "ok": True,
+            "cmd": "status",
+        }
+    finally:
+        lost.close()
+    assert any("failed to answer a request" in r.getMessage() for r in caplog.records)
