@@ -480,3 +480,41 @@ def test_the_receiving_thread_survives_a_message_it_fails_to_handle(
     finally:
         lost.close()
     assert any("failed to answer a request" in r.getMessage() for r in caplog.records)
+
+
+def test_the_worker_queue_holds_at_most_four_mebibytes_of_requests() -> None:
+    """Behind a held request, four 1 MiB requests fill the byte bound exactly; the fifth is
+    answered `busy` at once although the queue has room for 32."""
+    release, entered = threading.Event(), threading.Event()
+
+    def slow(cmd: str, args: dict[str, Any], who: ClientIdentity) -> dict[str, Any]:
+        entered.set()
+        assert release.wait(60)
+        return {"cmd": cmd}
+
+    ctx = zmq.Context()
+    srv = CommandServer(ctx, "inproc://bytes-bound", slow)
+    srv.start()
+    sock = ctx.socket(zmq.DEALER)
+    sock.linger = 0
+    sock.connect(srv.endpoint)
+    try:
+        sock.send_multipart([b"", msgpack.packb({"cmd": "describe"})])
+        assert entered.wait(20)
+        for _ in range(5):
+            sock.send_multipart([b"", b"\xc1" * (1 << 20)])  # undecoded until the worker
+        assert sock.poll(20_000)
+        first = msgpack.unpackb(sock.recv_multipart()[-1])
+        assert first["error"] == "busy" and srv.busy == 1
+        release.set()
+        codes = []
+        for _ in range(5):
+            assert sock.poll(20_000)
+            codes.append(msgpack.unpackb(sock.recv_multipart()[-1]).get("error"))
+        assert codes == [None, "bad_msgpack", "bad_msgpack", "bad_msgpack", "bad_msgpack"]
+        assert srv._queued_bytes == 0
+    finally:
+        release.set()
+        sock.close()
+        srv.stop()
+        ctx.destroy(linger=0)
