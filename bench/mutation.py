@@ -50,6 +50,11 @@ class Target:
     extra: tuple[str, ...] = field(default=())
 
 
+#: The two hypothesis runs of random bytes / random msgpack (35 s of the command tests' 60 s):
+#: they prove the server survives anything; the seeded fuzz, the near misses against the
+#: protocol's oracle and the named malformations judge each reply, in seconds.
+_NOT_RANDOM_FUZZ = ("-k", "not test_random_bytes and not test_random_msgpack")
+
 TARGETS: dict[str, Target] = {
     "ring": Target(
         ("daq/ring.py",),
@@ -75,9 +80,30 @@ TARGETS: dict[str, Target] = {
     ),
     "roles": Target(
         ("daq/commands/server.py",),
-        ("tests/telemetry/test_security.py", "tests/telemetry/test_command_fuzz.py"),
+        (
+            "tests/telemetry/test_command_server_paths.py",
+            "tests/telemetry/test_request_schema.py",
+            "tests/telemetry/test_safety_lane.py",
+            "tests/telemetry/test_security.py",
+            "tests/telemetry/test_command_fuzz.py",
+            "tests/telemetry/test_command_queue_bound.py",
+        ),
         ("daq/commands/server.py", 'who.role != "controller" and', 'who.role == "x" and'),
         timeout_s=120.0,
+        # The schema's own hypothesis runs (near misses, run names) judge spec.py, not the
+        # server: 12 s of every surviving mutant's run here.
+        extra=("-k", _NOT_RANDOM_FUZZ[1] + " and not near_miss and not record_start_names"),
+    ),
+    "spec": Target(
+        ("daq/commands/spec.py", "daq/commands/errors.py"),
+        (
+            "tests/telemetry/test_command_spec.py",
+            "tests/telemetry/test_command_errors.py",
+            "tests/telemetry/test_request_schema.py",
+            "tests/telemetry/test_command_fuzz.py",
+        ),
+        ("daq/commands/spec.py", "and math.isfinite(v)", "and v == v"),
+        extra=_NOT_RANDOM_FUZZ,
     ),
     "interlocks": Target(
         ("daq/loop/interlocks.py",),
@@ -102,7 +128,12 @@ TARGETS: dict[str, Target] = {
     ),
     "writer": Target(
         ("daq/recording/writer.py",),
-        ("tests/recording/test_writer.py", "tests/recording/test_quota.py"),
+        (
+            "tests/recording/test_writer.py",
+            "tests/recording/test_writer_paths.py",
+            "tests/recording/test_quota.py",
+            "tests/recording/test_kill_bound.py",
+        ),
         ("daq/recording/writer.py", "self._rows += n", "self._rows += n + 1"),
         timeout_s=120.0,
     ),
@@ -125,6 +156,7 @@ TARGETS: dict[str, Target] = {
     "chain": Target(
         ("estimator/chain.py",),
         (
+            "tests/estimator/test_chain_paths.py",
             "tests/estimator/test_random_walk.py",
             "tests/estimator/test_online_chunks.py",
             "tests/estimator/test_identification.py",
@@ -138,6 +170,24 @@ TARGETS: dict[str, Target] = {
         ("tests/estimator/test_identification.py", "tests/estimator/test_conditioning.py"),
         ("estimator/batch.py", "sig_j = np.sqrt(", "sig_j = 0.5 * np.sqrt("),
         timeout_s=300.0,
+    ),
+    # The batch fit's σ and identifiability (estimator/wls.py), on synthetic data only: the
+    # simulated runs of test_trust / test_identification take minutes per mutant.
+    "wls": Target(
+        ("estimator/wls.py",),
+        ("tests/estimator/test_wls_sigma.py", "tests/estimator/test_trust.py"),
+        ("estimator/wls.py", "spread = 3.0 * np.sqrt(kappa)", "spread = 0.3 * np.sqrt(kappa)"),
+        extra=(
+            "-k",
+            "not sim1dof and not faulted and not broken_wire and not gain_error and "
+            "not time_gap and not outside_running and not segments_it_is_told and "
+            "not no_motion and not held_joint and not still_joint",
+        ),
+    ),
+    "fit_warnings": Target(
+        ("estimator/fit_warnings.py",),
+        ("tests/estimator/test_fit_warning_words.py",),
+        ("estimator/fit_warnings.py", "if k > KAPPA_MISMATCH", "if k > 2 * KAPPA_MISMATCH"),
     ),
     "sim_effects": Target(
         ("controller/plant/dynamics.py",),

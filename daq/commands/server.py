@@ -309,18 +309,18 @@ class CommandServer:
     def _finish(self, reply: dict[str, Any], request_id: Any) -> bytes:
         if request_id is not None:
             reply["id"] = request_id
-        with self._count_lock:
-            self.requests += 1
-            if not reply.get("ok"):
-                self.errors += 1
         try:
             packed = msgpack.packb(reply, use_bin_type=True)
         except (TypeError, ValueError, OverflowError) as e:
             log.error("command server: reply cannot be encoded: %s", e)
-            fallback = _error("internal", f"the reply could not be encoded: {e}")
+            reply = _error("internal", f"the reply could not be encoded: {e}")
             if request_id is not None:
-                fallback["id"] = request_id
-            packed = msgpack.packb(fallback, use_bin_type=True)
+                reply["id"] = request_id
+            packed = msgpack.packb(reply, use_bin_type=True)
+        with self._count_lock:  # the reply sent: an unencodable one went out as an error
+            self.requests += 1
+            if not reply.get("ok"):
+                self.errors += 1
         return packed
 
     def _identity(self, frame: zmq.Frame) -> ClientIdentity:

@@ -1,0 +1,130 @@
+"""The batch fit's σ and identifiability (estimator/wls.py) on synthetic data whose truth and
+noise are known: the printed σ covers the truth (z-scores of RMS ≈ 1 over many runs, with two
+output equations of different noise), each equation's σ is its noise, κ's batch means at their
+threshold, a disagreement between equations widens σ, and the `still` / `rank_tol` flags."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from estimator.models import LinearModel
+from estimator.wls import correlation_factor, fit_model
+
+TRUE = np.array([2.0, -1.0, 0.5])
+
+
+def _model(m: int = 2, prior: np.ndarray | None = None, scale: float = 1.0) -> LinearModel:
+    def regressor(x):  # pragma: no cover - fit_model takes Φ, y directly
+        raise AssertionError
+
+    return LinearModel(
+        name="toy",
+        names=("a", "b", "c"),
+        n_outputs=m,
+        regressor=regressor,
+        param_scale=np.full(3, scale),
+        output_scale=np.ones(m),
+        prior=prior,
+    )
+
+
+def _data(seed: int, r: int = 600, noise=(0.05, 0.5), gain2: float = 1.0):
+    """Two equations sharing every parameter; equation 2 ten times noisier (and optionally
+    read through a sensor with a gain error)."""
+    rng = np.random.default_rng(seed)
+    Phi = rng.standard_normal((r, 2, 3))
+    y = Phi @ TRUE + rng.standard_normal((r, 2)) * np.asarray(noise)
+    y[:, 1] *= gain2
+    return Phi, y
+
+
+def test_sigma_covers_the_truth_and_weights_the_equations_by_their_noise() -> None:
+    z = []
+    for seed in range(60):
+        Phi, y = _data(seed)
+        fit = fit_model(_model(), Phi, y)
+        assert fit.identifiable.all() and fit.method == "WLS"
+        sig = fit.sigma_pct / 100 * np.abs(fit.theta)
+        np.testing.assert_allclose(np.sqrt(np.diag(fit.cov)), sig, rtol=1e-12)
+        z.append((fit.theta - TRUE) / sig)
+        # Each equation's σ (from the OLS residuals, which carry the OLS error too).
+        assert 0.45 < fit.equation_sigma[1] < 0.55 and 0.04 < fit.equation_sigma[0] < 0.08
+    rms = np.sqrt(np.mean(np.square(z), axis=0))
+    assert np.all((rms > 0.8) & (rms < 1.25)), rms
+    # Weighting: the WLS σ is near the quiet equation's alone, far below the pooled OLS one.
+    Phi, y = _data(0)
+    fit = fit_model(_model(), Phi, y)
+    assert np.all(fit.sigma_pct < 0.5 * fit.sigma_pct_ls)
+    assert fit.rows == 2 * 600 and fit.correlation == 1.0 and fit.condition >= 1.0
+
+
+def test_sigma_is_in_physical_units_whatever_the_scale() -> None:
+    Phi, y = _data(1)
+    one = fit_model(_model(), Phi, y)
+    # Φ comes normalised (Φ·scale, for θ_n = θ/scale); θ and σ come back in physical units.
+    big = fit_model(_model(scale=1e3), Phi * 1e3, y)
+    np.testing.assert_allclose(big.theta, one.theta, rtol=1e-6)
+    np.testing.assert_allclose(big.sigma_pct, one.sigma_pct, rtol=1e-6)
+
+
+def test_a_gain_error_on_one_equation_is_revealed_and_widens_sigma() -> None:
+    Phi, y = _data(2, r=2000, noise=(0.05, 0.05), gain2=1.1)
+    fit = fit_model(_model(), Phi, y)
+    assert np.all(fit.disagreement_z > 4.0)
+    plain = np.sqrt(np.diag(fit.cov_plain))
+    assert np.all(np.sqrt(np.diag(fit.cov)) > 2.0 * plain)
+    # …and enough that the truth is within 3σ of the compromise.
+    sig = fit.sigma_pct / 100 * np.abs(fit.theta)
+    assert np.all(np.abs(fit.theta - TRUE) < 3 * sig)
+    clean = fit_model(_model(), *_data(2, r=2000, noise=(0.05, 0.05)))
+    assert np.all(clean.disagreement_z < 4.0)
+    np.testing.assert_array_equal(clean.cov, clean.cov_plain)
+
+
+def test_too_few_equations_are_refused_naming_the_model() -> None:
+    Phi, y = _data(3, r=1)
+    with pytest.raises(ValueError, match="model 'toy': 2 equations for 3 parameters"):
+        fit_model(_model(), Phi, y)
+
+
+def test_correlation_factor_needs_eight_blocks_and_never_goes_below_one() -> None:
+    e = np.full((80, 1), 3.0)  # constant: κ = B
+    assert correlation_factor(e, 10) == pytest.approx(10.0)
+    assert correlation_factor(e[:79], 10) == 1.0  # seven blocks
+    assert correlation_factor(e, 0) == 1.0
+    assert correlation_factor(np.zeros((80, 1)), 10) == 1.0
+    alt = np.tile([[1.0], [-1.0]], (40, 1))  # block means 0: anti-correlated, not credited
+    assert correlation_factor(alt, 10) == 1.0
+    rng = np.random.default_rng(0)
+    white = rng.standard_normal((200_000, 2))
+    assert correlation_factor(white, 100) == pytest.approx(1.0, abs=0.1)
+
+
+def test_kappa_inflates_the_covariance() -> None:
+    """Residuals correlated over ~50 samples: with batch means of 200 the σ grows by √κ."""
+    rng = np.random.default_rng(4)
+    r = 20_000
+    Phi = np.repeat(rng.standard_normal((r // 50, 1, 3)), 50, axis=0)  # slow regressors
+    Phi += 0.3 * rng.standard_normal(Phi.shape)
+    noise = np.repeat(rng.standard_normal(r // 50), 50) * 0.1  # slow noise
+    y = Phi[:, 0, :] @ TRUE + noise
+    white = fit_model(_model(m=1), Phi, y[:, None])
+    kappa = fit_model(_model(m=1), Phi, y[:, None], block=200)
+    assert kappa.correlation > 5.0
+    np.testing.assert_allclose(kappa.cov, kappa.correlation * white.cov, rtol=1e-9)
+
+
+def test_still_and_rank_tol_flag_parameters_and_fix_them_at_the_prior() -> None:
+    Phi, y = _data(5)
+    prior = np.array([1.5, -1.0, 0.5])
+    fit = fit_model(_model(prior=prior), Phi, y, still=("a",))
+    assert list(fit.identifiable) == [False, True, True]
+    assert fit.theta[0] == 1.5 and np.isnan(fit.sigma_pct[0])
+    assert np.all(np.isfinite(fit.sigma_pct[1:]))
+    # rank_tol above every singular value ratio: the weakest direction is flagged too.
+    ratio = fit.singular_values[-1] / fit.singular_values[0]
+    tight = fit_model(_model(prior=prior), Phi, y, rank_tol=1.01 * ratio)
+    loose = fit_model(_model(prior=prior), Phi, y, rank_tol=0.99 * ratio)
+    assert not tight.identifiable.all() and len(tight.unidentifiable) == 1
+    assert loose.identifiable.all() and loose.unidentifiable == []
