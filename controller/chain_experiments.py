@@ -84,6 +84,10 @@ class Piecewise(Trajectory):
 
     center: tuple[float, ...]
     segments: tuple[tuple[float, Trajectory], ...]  # (duration, trajectory)
+    #: The MFS coefficients (joint, a, b in rad/s) of each moving joint, in playing order.
+    coefficients: tuple[tuple[int, np.ndarray, np.ndarray], ...] = ()
+    base_hz: float = 0.1
+    repeats: int = 1
 
     @property
     def n(self) -> int:  # type: ignore[override]
@@ -165,6 +169,7 @@ def link_by_link(
         raise ValueError(f"order must list distinct joints in 0 … {n - 1}, got {order}")
     rng = np.random.default_rng(seed)
     segs: list[tuple[float, Trajectory]] = []
+    coefs = []
     for j in order:
         za = np.zeros((n, n_harmonics - 1))
         zb = np.zeros((n, n_harmonics - 2))
@@ -175,7 +180,37 @@ def link_by_link(
         s = _fit_scale(tr, limits, fraction)
         tr = modified_fourier_series(c, base_hz, a * s, b * s)
         segs += [(1.0 / base_hz, tr)] * repeats
-    return Piecewise(tuple(c), tuple(segs))
+        coefs.append((j, a * s, b * s))
+    return Piecewise(tuple(c), tuple(segs), tuple(coefs), base_hz, repeats)
+
+
+def experiment_dict(
+    name: str,
+    description: str,
+    center: Sequence[float],
+    segments: Sequence[tuple[str, np.ndarray, np.ndarray]],
+    base_hz: float,
+    repeats: int,
+) -> dict[str, object]:
+    """An experiment file's table (controller.experiment's format, angles in degrees) of MFS
+    segments (name, a, b in rad/s) under the rig's PID, between two settling holds."""
+    deg = 180.0 / math.pi
+
+    def mat(x: np.ndarray) -> list[list[float]]:
+        return [[round(float(v) * deg, 6) for v in row] for row in x]
+
+    hold = {"name": "settle", "duration_s": 2.0, "trajectory": {"kind": "hold"},
+            "controller": {"kind": "pid"}}  # fmt: skip
+    segs: list[dict[str, object]] = [hold]
+    for nm, a, b in segments:
+        segs.append({
+            "name": nm, "duration_s": 1.0 / base_hz, "repeats": repeats,
+            "controller": {"kind": "pid"},
+            "trajectory": {"kind": "mfs", "base_hz": base_hz, "a_deg_s": mat(a), "b_deg_s": mat(b)},
+        })  # fmt: skip
+    segs.append(hold)
+    return {"name": name, "description": description,
+            "home_deg": [round(float(x) * deg, 6) for x in center], "segments": segs}  # fmt: skip
 
 
 Cost = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], float]
