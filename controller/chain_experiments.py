@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from controller.excitation import MfsResult, optimise_mfs
+from controller.experiment import Experiment
 from controller.limits import JointLimits
 from controller.plant.chain.model import Chain, Jack, Motor
 from controller.plant.chain.plant import ChainPlant, stroke_limits
@@ -234,3 +235,12 @@ def optimised_multisine(
         center, base_hz, n_harmonics, limits, cost=cost, seed=seed, n_samples=n_samples,
         fraction=fraction, position_margin=0.0, maxiter=maxiter, restarts=restarts,
     )  # fmt: skip
+
+
+def experiment_trajectory(exp: Experiment) -> Piecewise:
+    """The whole planned reference of an experiment (every segment × its repeats) as one
+    trajectory; a segment without a planned motion (open loop) holds its start."""
+    segs: list[tuple[float, Trajectory]] = []
+    for seg in exp.segments:
+        segs += [(seg.duration, seg.trajectory)] * seg.repeats
+    return Piecewise(tuple(exp.home), tuple(segs))

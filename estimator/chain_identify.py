@@ -106,6 +106,22 @@ class Observation:
     qdd: np.ndarray
 
 
+def base_matrix(
+    reg: ChainRegressor,
+    bp: BaseParameters,
+    q: np.ndarray,
+    qd: np.ndarray,
+    qdd: np.ndarray,
+    chunk: int = 2000,
+) -> np.ndarray:
+    """Y_b (N, n, r), evaluated in chunks (the full regressor has every physical column)."""
+    out = np.empty((q.shape[0], q.shape[1], bp.rank))
+    for a in range(0, q.shape[0], chunk):
+        s = slice(a, a + chunk)
+        out[s] = bp.reduce(reg.matrix(q[s], qd[s], qdd[s]))
+    return out
+
+
 def observe(
     reg: ChainRegressor,
     bp: BaseParameters,
@@ -117,21 +133,39 @@ def observe(
     """Steps 1–3 of the module docstring on raw channels (each (N, n))."""
     qf, qd, qdd = cond.smooth(q)
     tau = cond.filter(reg.measured_torque(q, p_cap, p_rod))
-    Y = bp.reduce(reg.matrix(qf, qd, qdd))
+    Y = base_matrix(reg, bp, qf, qd, qdd)
     M, n, r = Y.shape
     Phi = cond.decimate(Y.reshape(M, n * r)).reshape(-1, n, r)
     return Observation(Phi, cond.decimate(tau), qf, qd, qdd)
 
 
+#: Directions of the column-normalised regressor below this fraction of its largest singular
+#: value are left out of the solve: the run does not excite them.
+RCOND = 1e-10
+
+
+def unexcited(Phi: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """(r,) True for a parameter the run leaves unexcited: it has a component along a
+    direction of the (weighted, column-normalised) regressor below RCOND — its σ is ∞."""
+    A = (Phi * np.sqrt(w)[None, :, None]).reshape(-1, Phi.shape[-1])
+    cs = np.linalg.norm(A, axis=0)
+    zero = cs == 0
+    A = A / np.where(zero, 1.0, cs)
+    _, sv, vt = np.linalg.svd(A, full_matrices=False)
+    weak = vt[sv < RCOND * sv[0]]
+    return zero | (np.abs(weak).max(axis=0, initial=0.0) > 1e-6)
+
+
 def solve(Phi: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Weighted LS θ and the map G = (ΦᵀWΦ)⁻¹ΦᵀW (r, M·n) that takes δy to δθ."""
+    """Weighted LS θ and the map G = (ΦᵀWΦ)⁻¹ΦᵀW (r, M·n) that takes δy to δθ (minimum norm
+    where the run leaves directions unexcited: see `unexcited`)."""
     s = np.sqrt(w)[None, :]
     A = (Phi * s[:, :, None]).reshape(-1, Phi.shape[-1])
     b = (y * s).reshape(-1)
     # Column scaling: the parameters' units span 1e-3 (offsets' columns) to 1e7.
     cs = np.linalg.norm(A, axis=0)
     cs = np.where(cs > 0, cs, 1.0)
-    pinv = np.linalg.pinv(A / cs, rcond=1e-12) / cs[:, None]
+    pinv = np.linalg.pinv(A / cs, rcond=RCOND) / cs[:, None]
     G = pinv * np.broadcast_to(s, y.shape).reshape(-1)[None, :]
     return pinv @ b, G
 
@@ -141,7 +175,7 @@ class ChainFit:
     names: list[str]
     definitions: list[str]
     theta: np.ndarray
-    sigma: np.ndarray  # from the declared noise propagated along this run (1σ)
+    sigma: np.ndarray  # from the declared noise propagated along this run (1σ; ∞: unexcited)
     rms_residual: np.ndarray  # per joint, N·m or N·m-equivalent
 
 
@@ -212,7 +246,7 @@ def propagated_sigma(
     """1σ of every base parameter from the sensors' declared noise (module docstring), about
     the noise-free signals q, q̇, q̈ (N, n) and chamber pressures (N, n)."""
     N, n = q.shape
-    Y = bp.reduce(reg.matrix(q, qd, qdd))
+    Y = base_matrix(reg, bp, q, qd, qdd)
     r = Y.shape[-1]
     Phi = cond.decimate(Y.reshape(N, n * r)).reshape(-1, n, r)
     w = joint_weights(reg, q, grade)
@@ -241,4 +275,6 @@ def propagated_sigma(
         )
         de = cond.decimate(dy - dphi)
         out[k] = Gmap @ de.reshape(-1)
-    return np.asarray(np.std(out, axis=0, ddof=1))
+    sigma = np.std(out, axis=0, ddof=1)
+    sigma[unexcited(Phi, w)] = np.inf
+    return np.asarray(sigma)

@@ -28,10 +28,15 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from controller.experiment import Experiment
+
+if TYPE_CHECKING:
+    from controller.plant.params import PlantParams
+    from estimator.models import LinearModel
 
 #: Controller kinds that drive the valve open loop (no planned angle to predict along).
 OPEN_LOOP = ("valve_sine",)
@@ -144,7 +149,7 @@ def predict_chain(
     *,
     grade: str = "thesis",
     minor: bool = True,
-    fs: float = 500.0,
+    fs: float = 200.0,
     cutoff_hz: float | None = None,
     draws: int = 50,
     seed: int = 0,
@@ -285,6 +290,20 @@ def predict_service_rig(
         "declared sim_noise and quantisation through the batch's observation"
     )
     return Prediction(profile.rig.id, exp.name, "declared", models, float(t[-1] + 1 / fs), notes)
+
+
+def _nominal(mdl: LinearModel, params: PlantParams) -> np.ndarray:
+    """The engineer's values of a model's parameters: its prior, else the profile's plant
+    parameters under the model's (or its reference) names, else its normalising scale."""
+    if mdl.prior is not None:
+        return np.asarray(mdl.prior, dtype=float)
+    known: dict[str, float] = dict(
+        zip(params.mech_names(), params.theta_mech().tolist(), strict=True)
+    )
+    known.update(zip(params.fluid_names(), params.theta_fluid().tolist(), strict=True))
+    names = mdl.plant_names or mdl.names
+    scale = np.asarray(mdl.param_scale, dtype=float)
+    return np.array([float(known.get(n, s)) for n, s in zip(names, scale, strict=True)])
 
 
 def is_chain_profile(path: str | Path) -> bool:
