@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _bucket_only(excavator: ChainProfile) -> Experiment:
     lims = chain_limits(excavator.chain, excavator.home)
     traj = link_by_link(excavator.home, lims, order=[3], repeats=1)
-    j, a, b = traj.coefficients[0]
+    _, a, b = traj.coefficients[0]
     return Experiment.from_dict(experiment_dict("b", "", excavator.home, [("b", a, b)], 0.1, 1))
 
 
