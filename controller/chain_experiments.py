@@ -214,6 +214,35 @@ def experiment_dict(
             "home_deg": [round(float(x) * deg, 6) for x in center], "segments": segs}  # fmt: skip
 
 
+def all_joints_mfs(
+    center: Sequence[float],
+    limits: Sequence[JointLimits],
+    *,
+    base_hz: float = 0.1,
+    n_harmonics: int = 5,
+    fraction: float = 0.9,
+    seed: int = 0,
+) -> tuple[HarmonicSum, np.ndarray, np.ndarray]:
+    """Every joint at once, each a random MFS, the whole scaled to the first limit it meets:
+    the unoptimised multisine (the optimiser's baseline). Returns (trajectory, a, b)."""
+    c = [float(x) for x in center]
+    n = len(c)
+    rng = np.random.default_rng(seed)
+    a, b = mfs_coefficients(
+        rng.standard_normal((n, n_harmonics - 1)), rng.standard_normal((n, n_harmonics - 2))
+    )
+    # Per joint first (each to its own room), then together.
+    for j in range(n):
+        one = np.zeros(n)
+        one[j] = 1.0
+        s = _fit_scale(modified_fourier_series(c, base_hz, a * one[:, None], b * one[:, None]),
+                       limits, fraction)  # fmt: skip
+        a[j] *= s
+        b[j] *= s
+    s = _fit_scale(modified_fourier_series(c, base_hz, a, b), limits, fraction)
+    return modified_fourier_series(c, base_hz, a * s, b * s), a * s, b * s
+
+
 Cost = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], float]
 
 
