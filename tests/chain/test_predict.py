@@ -76,3 +76,20 @@ def test_rigctl_predict_refuses_a_grade_the_profile_lacks(tmp_path: Path) -> Non
     )  # fmt: skip
     assert out.returncode == 2
     assert "gold" in out.stderr and "better" in out.stderr
+
+
+def test_rigctl_check_refuses_a_plan_outside_the_jack_strokes(tmp_path: Path) -> None:
+    """A chain profile: the service cannot load it, check compares the plan with the windows
+    the strokes allow. The link-by-link plan about a stick angle near its window's end runs
+    the stick past it."""
+    text = (ROOT / "experiments/excavator-linkwise.toml").read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        text.replace("home_deg = [0.0, 0.0, 0.0, 30.0]", "home_deg = [0.0, 0.0, 46.0, 30.0]")
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "rigctl.main", "check", str(bad), "--profile", str(EXCAVATOR)],
+        capture_output=True, text=True, timeout=900, cwd=ROOT,
+    )  # fmt: skip
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "stick: planned angle" in out.stderr and "jack strokes allow" in out.stderr
