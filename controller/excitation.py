@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,11 +170,16 @@ def optimise_mfs(
     position_margin: float = 0.02,
     maxiter: int = 200,
     restarts: int = 3,
+    cost: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], float] | None = None,
 ) -> MfsResult:
     """MFS around `center` (rad) minimising the condition number of `model`'s observation
     matrix within `fraction` of the velocity/acceleration limits and `position_margin` (rad)
     inside the position limits. SLSQP from `restarts` random feasible starts; deterministic
-    for a given seed."""
+    for a given seed.
+
+    `cost(t, q, q̇, q̈) -> float` replaces the condition number as the objective (e.g. the
+    predicted σ of chosen parameters, estimator.predict.sigma_cost, or a chain's regressor);
+    `MfsResult.condition` then holds the cost's final value."""
     if model not in MODELS:
         raise ValueError(f"model must be one of {MODELS}, not {model!r}")
     n = len(center)
@@ -208,6 +213,8 @@ def optimise_mfs(
 
     def objective(z: np.ndarray) -> float:
         q, qd, qdd = build(z).sample(t)
+        if cost is not None:
+            return float(cost(t, q, qd, qdd))
         ms = ("mechanical", "fluid") if model == "both" else (model,)
         return sum(
             np.log(condition_number(observation_matrix(m, t, q, qd, qdd, params))) for m in ms
@@ -256,7 +263,7 @@ def optimise_mfs(
         traj,
         zz[:, :ka] @ na.T,
         zz[:, ka:] @ nb.T,
-        trajectory_condition(traj, model, params, n_samples),
+        best[0] if cost is not None else trajectory_condition(traj, model, params, n_samples),
         time.perf_counter() - t0,
         best[3],
         best[2],

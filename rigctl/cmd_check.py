@@ -35,6 +35,14 @@ def register(subparsers: Any) -> None:
         help=f"hardware profile (default $RIG_PROFILE, else {INSTALLED_PROFILE})",
     )
     p.add_argument("--params", default=None, help="plant-parameter file, as given to rig-daq")
+    p.add_argument(
+        "--predict",
+        action="store_true",
+        help="also print the predicted σ of every identified parameter (rigctl predict)",
+    )
+    from rigctl.predict import add_predict_options
+
+    add_predict_options(p)
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -88,9 +96,22 @@ def check_file(
 
 def run(args: argparse.Namespace) -> int:
     profile_path = _profile_path(args.profile)
-    name, problems = check_file(args.file, profile_path, args.params)
+    from estimator.predict import is_chain_profile
+
+    if is_chain_profile(profile_path):
+        name, problems = check_chain_file(args.file, profile_path)
+    else:
+        name, problems = check_file(args.file, profile_path, args.params)
+    pred = None
+    if getattr(args, "predict", False) and not problems:
+        from rigctl.predict import predict
+
+        pred = predict(args, profile_path, args.file)
     if args.json:
-        print(json.dumps({"experiment": name, "ok": not problems, "violations": problems}))
+        out: dict[str, Any] = {"experiment": name, "ok": not problems, "violations": problems}
+        if pred is not None:
+            out["prediction"] = pred.to_json()
+        print(json.dumps(out))
     elif problems:
         print(
             f"{args.file}: experiment '{name}' violates {profile_path}'s limits ({len(problems)}):",
@@ -100,4 +121,55 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {line}", file=sys.stderr)
     else:
         print(f"{args.file}: experiment '{name}' is within {profile_path}'s limits")
+        if pred is not None:
+            from rigctl.predict import print_prediction
+
+            print_prediction(pred)
     return EXIT_USAGE if problems else EXIT_OK
+
+
+def check_chain_file(path: Path, profile_path: Path) -> tuple[str, list[str]]:
+    """A chain profile (the service cannot load it yet): the experiment's planned angles inside
+    the windows the jack strokes allow, its speeds inside what the valves can feed
+    (`controller.chain_experiments.chain_limits` with no margin and the whole valve flow)."""
+    import math
+
+    import numpy as np
+
+    from controller.chain_experiments import chain_limits
+    from controller.experiment import Experiment, ExperimentError
+    from controller.plant.chain.profile import ChainProfileError, load_chain_profile
+    from estimator.predict import experiment_reference
+
+    try:
+        prof = load_chain_profile(profile_path)
+    except ChainProfileError as e:
+        raise UsageError(str(e)) from None
+    data = load_experiment(path)
+    try:
+        exp = Experiment.from_dict(data)
+    except (ExperimentError, ValueError, TypeError, KeyError) as e:
+        return str(data.get("name", path.stem)), [f"experiment: {e}"]
+    if exp.n_joints != prof.chain.n:
+        return exp.name, [
+            f"experiment: {exp.n_joints} joint(s) (home_deg), rig '{prof.rig_id}' has "
+            f"{prof.chain.n}"
+        ]
+    lims = chain_limits(prof.chain, list(exp.home), margin=0.0, speed_fraction=1.0)
+    _, q, qd, _, _ = experiment_reference(exp, 100.0)
+    problems = []
+    for i, (lm, name) in enumerate(zip(lims, prof.chain.names, strict=True)):
+        lo, hi = q[:, i].min(), q[:, i].max()
+        if lo < lm.position_min or hi > lm.position_max:
+            problems.append(
+                f"{name}: planned angle {math.degrees(lo):.2f}…{math.degrees(hi):.2f}° outside "
+                f"the window its jack strokes allow, {math.degrees(lm.position_min):.2f}…"
+                f"{math.degrees(lm.position_max):.2f}°"
+            )
+        v = np.abs(qd[:, i]).max()
+        if v > lm.max_velocity:
+            problems.append(
+                f"{name}: planned speed {math.degrees(v):.2f}°/s above what its valve can feed, "
+                f"{math.degrees(lm.max_velocity):.2f}°/s"
+            )
+    return exp.name, problems

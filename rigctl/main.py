@@ -25,6 +25,7 @@ SUBCOMMAND_MODULES = (
     "rigctl.cmd_state",  # arm, disarm, stop, estop, reset
     "rigctl.cmd_run",
     "rigctl.cmd_check",
+    "rigctl.predict",
     "rigctl.cmd_record",
     "rigctl.cmd_gains",
     "rigctl.cmd_keys",

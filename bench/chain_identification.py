@@ -1,0 +1,212 @@
+"""The excavator's dynamic calibration by simulation (thesis §4.4.3, Tables 14–15, Figure 37),
+offline: the chain plant with its hydraulics tracks the planned experiment under a
+proportional + velocity-feed-forward loop closed on the measured angles; the channels
+(resolver angles, chamber pressures) are read at a sensor grade of the profile; the base
+parameters are identified from those channels only (estimator.chain_identify). The simulator
+is the adversary: its chain has joint viscous friction and pressure-transducer offsets the
+profile does not declare; the true parameters reach only the comparison columns.
+
+The plant is simulated once (its loop closed on one draw of the angle noise); each seed is
+another draw of every sensor's noise on that same motion (`estimator.chain_simdata.reread`),
+so the scatter over seeds is the sensors' doing, which is what the prediction predicts.
+
+Figures (JSON on the last line):
+  * better grade (±5 psi): per base parameter, |error| / |true| (the 1 % target) and
+    |error| / σ (the ±3σ target), over the seeds;
+  * thesis grade (±25 psi) against the better one: RMS error ratio per parameter (the thesis
+    found 10–100×);
+  * `rigctl predict`'s σ from the plan (before anything moved) against the scatter of the
+    estimates over the seeds, per parameter (target: within a factor 1.5);
+  * complete vs reduced model: RMS of the predicted actuator torque/force against the
+    measured one on a validation run (another experiment), per joint (thesis Figure 37).
+
+    python bench/chain_identification.py [--seeds 20] [--experiment E] [--validation V]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from controller.chain_experiments import experiment_trajectory  # noqa: E402
+from controller.experiment import Experiment  # noqa: E402
+from controller.plant.chain.model import Chain  # noqa: E402
+from controller.plant.chain.profile import load_chain_profile  # noqa: E402
+from estimator.base_params import identifiability  # noqa: E402
+from estimator.chain_identify import (  # noqa: E402
+    Conditioning,
+    joint_weights,
+    observe,
+    propagated_sigma,
+    solve,
+)
+from estimator.chain_regressor import ChainRegressor  # noqa: E402
+from estimator.chain_simdata import reread, run_experiment  # noqa: E402
+from estimator.predict import chain_q_range, predict_chain  # noqa: E402
+from rigctl.cmd_run import load_experiment  # noqa: E402
+
+PROFILE = ROOT / "hw_profiles" / "sim-excavator.toml"
+#: The adversary's additions (not in the profile): joint viscous friction (N·m·s/rad) and
+#: pressure-transducer offsets (Pa, cap and rod side) per joint.
+TRUE_FRICTION = (2.0e4, 3.0e4, 1.0e4, 2.0e3)
+TRUE_OFFSETS = ((2.0e4, -1.5e4), (-1.0e4, 2.5e4), (1.5e4, 1.0e4), (-2.0e4, -1.0e4))
+FS = 200.0
+
+
+def truth_chain(nominal: Chain) -> Chain:
+    joints = tuple(
+        dataclasses.replace(j, link=dataclasses.replace(j.link, viscous_friction=f))
+        for j, f in zip(nominal.joints, TRUE_FRICTION, strict=True)
+    )
+    return dataclasses.replace(nominal, joints=joints)
+
+
+def load_exp(path: Path) -> Experiment:
+    return Experiment.from_dict(load_experiment(path))
+
+
+def fit(reg, bp, channels, grade, cond):  # type: ignore[no-untyped-def]
+    obs = observe(reg, bp, channels["q"], channels["p_cap"], channels["p_rod"], cond)
+    theta, _ = solve(obs.Phi, obs.y, joint_weights(reg, channels["q"], grade))
+    return theta, obs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument(
+        "--experiment", type=Path, default=ROOT / "experiments/excavator-multisine.toml"
+    )
+    ap.add_argument("--validation", type=Path, default=ROOT / "experiments/excavator-linkwise.toml")
+    ap.add_argument("--draws", type=int, default=50)
+    args = ap.parse_args()
+    t_start = time.perf_counter()
+    prof = load_chain_profile(PROFILE)
+    nominal = prof.chain
+    truth = truth_chain(nominal)
+    exp = load_exp(args.experiment)
+    cond = Conditioning(FS)
+    out: dict[str, object] = {"experiment": exp.name, "seeds": args.seeds, "fs_hz": FS}
+
+    # Before anything moves: the prediction from the plan and the nominal model.
+    pred = predict_chain(PROFILE, exp, grade="better", fs=FS, draws=args.draws)
+    pm = pred.models[0]
+
+    reg = ChainRegressor(nominal)
+    bp = identifiability(reg.matrix, reg.names, chain_q_range(nominal, prof.home))
+    assert bp.base_names == pm.names, "the prediction's base parameters are the bench's"
+    true = bp.values(reg.parameters(truth, offsets=TRUE_OFFSETS))
+    run = run_experiment(
+        truth, experiment_trajectory(exp), prof.sensors["better"], nominal=nominal, fs=FS,
+        nsub=5, bandwidth_hz=0.15, offsets=TRUE_OFFSETS, seed=0,
+    )  # fmt: skip
+    est = {}
+    for grade in ("better", "thesis"):
+        thetas = []
+        for s in range(1, args.seeds + 1):
+            r = reread(run, prof.sensors[grade], np.random.default_rng(1000 * s + len(grade)),
+                       TRUE_OFFSETS)  # fmt: skip
+            th, _ = fit(reg, bp, r.channels, prof.sensors[grade], cond)
+            thetas.append(th)
+        est[grade] = np.array(thetas)
+    # The run's own σ (the declared noise propagated along the measured motion).
+    r1 = reread(run, prof.sensors["better"], np.random.default_rng(7), TRUE_OFFSETS)
+    th1, obs1 = fit(reg, bp, r1.channels, prof.sensors["better"], cond)
+    sig_run = propagated_sigma(
+        reg, bp, th1, obs1.q, obs1.qd, obs1.qdd, r1.channels["p_cap"], r1.channels["p_rod"],
+        prof.sensors["better"], cond, draws=args.draws,
+    )  # fmt: skip
+    err_b = est["better"] - true
+    err_t = est["thesis"] - true
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.abs(err_b) / np.abs(true)
+    within_1pct = np.all(rel <= 0.01, axis=0)
+    within_3s = np.all(np.abs(err_b) <= 3 * sig_run, axis=0)
+    scatter = est["better"].std(axis=0, ddof=1)
+    ratio_pred = pm.sigma / scatter
+    rms_b = np.sqrt((err_b**2).mean(axis=0))
+    rms_t = np.sqrt((err_t**2).mean(axis=0))
+    err_ratio = rms_t / rms_b
+    params = []
+    for k, nm in enumerate(bp.base_names):
+        params.append({
+            "name": nm, "true": float(true[k]), "mean_5psi": float(est["better"][:, k].mean()),
+            "max_rel_err_5psi": float(np.max(rel[:, k])), "sigma_run": float(sig_run[k]),
+            "max_err_over_sigma": float(np.max(np.abs(err_b[:, k])) / sig_run[k]),
+            "sigma_predicted": float(pm.sigma[k]), "scatter": float(scatter[k]),
+            "predicted_over_scatter": float(ratio_pred[k]),
+            "error_ratio_25_vs_5psi": float(err_ratio[k]),
+        })  # fmt: skip
+    nz = np.abs(true) > 0
+    out["base_parameters"] = bp.rank
+    out["within_1pct_5psi"] = int(np.count_nonzero(within_1pct & nz))
+    out["nonzero_true"] = int(np.count_nonzero(nz))
+    out["within_3sigma_5psi"] = int(np.count_nonzero(within_3s))
+    out["error_ratio_25_vs_5psi_median"] = float(np.median(err_ratio))
+    out["error_ratio_25_vs_5psi_range"] = [float(err_ratio.min()), float(err_ratio.max())]
+    out["predicted_over_scatter_range"] = [float(ratio_pred.min()), float(ratio_pred.max())]
+    out["predicted_within_1.5x"] = int(
+        np.count_nonzero((ratio_pred <= 1.5) & (ratio_pred >= 1 / 1.5))
+    )
+
+    # Complete vs reduced (and nominal) on a validation run.
+    val = load_exp(args.validation)
+    vrun = run_experiment(
+        truth, experiment_trajectory(val), prof.sensors["better"], nominal=nominal, fs=FS,
+        nsub=5, bandwidth_hz=0.15, offsets=TRUE_OFFSETS, seed=99,
+    )  # fmt: skip
+    rms = {}
+    for name, minor in (("complete", True), ("reduced", False)):
+        rg = ChainRegressor(nominal, minor=minor)
+        b = identifiability(rg.matrix, rg.names, chain_q_range(nominal, prof.home))
+        th, _ = fit(rg, b, r1.channels, prof.sensors["better"], cond)
+        vo = observe(
+            rg, b, vrun.channels["q"], vrun.channels["p_cap"], vrun.channels["p_rod"], cond
+        )
+        rms[name] = np.sqrt(np.mean((vo.y - np.einsum("mnr,r->mn", vo.Phi, th)) ** 2, axis=0))
+        if minor:
+            th_nom = b.values(rg.parameters())
+            rms["nominal"] = np.sqrt(
+                np.mean((vo.y - np.einsum("mnr,r->mn", vo.Phi, th_nom)) ** 2, axis=0)
+            )
+            meas = np.sqrt(np.mean(vo.y**2, axis=0))
+    out["validation"] = val.name
+    out["force_rms"] = {
+        k: {nm: round(float(x), 1) for nm, x in zip(nominal.names, v, strict=True)}
+        for k, v in rms.items()
+    }
+    out["measured_rms"] = {
+        nm: round(float(x), 1) for nm, x in zip(nominal.names, meas, strict=True)
+    }
+    out["complete_better_joints"] = [
+        nm for nm, c, r in zip(nominal.names, rms["complete"], rms["reduced"], strict=True) if c < r
+    ]
+    out["parameters"] = params
+    up = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    out["wall_s"] = round(time.perf_counter() - t_start, 1)
+    out["load"] = up.split("load average:")[-1].strip()
+    for p in params:
+        print(
+            f"{p['name']:<24} true {p['true']:11.4g}  5psi mean {p['mean_5psi']:11.4g}  "
+            f"max rel {p['max_rel_err_5psi']:9.3g}  max |e|/σ {p['max_err_over_sigma']:6.2f}  "
+            f"σ_pred/scatter {p['predicted_over_scatter']:5.2f}  "
+            f"25/5 psi {p['error_ratio_25_vs_5psi']:5.2f}"
+        )
+    print(f"force RMS on {val.name} (N·m swing, N·m-equivalent joints): {out['force_rms']}")
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    _ = math
+    main()

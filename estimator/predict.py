@@ -1,0 +1,349 @@
+"""The σ every identified parameter will have, predicted before the rig moves, from the
+sensors' declared noise and the experiment's planned reference (`rigctl predict`).
+
+The estimate of a linear-in-parameters model is θ̂ = (ΦᵀWΦ)⁻¹ΦᵀW y: ΦᵀWΦ is the Fisher
+information of the regressor along the trajectory, and the sensors' noise reaches y and Φ
+through the same filters, differences and decimation the batch applies. The prediction takes
+the planned reference as the motion (the tracking error is small beside it), the engineer's
+nominal parameters as θ (the simulator's truth is never read), the plant's steady response
+along the plan for the signals the reference does not give (chamber pressures, spool), and
+pushes independent draws of the declared noise through the linearised pipeline: the spread of
+the resulting δθ is the predicted σ. Being linear in the noise, the draws only estimate a
+covariance: with `draws` of them the σ figures carry a relative sampling error of about
+1/√(2·draws) (10 % at 50).
+
+Two kinds of rig:
+  * a chain (`hw_profiles/sim-excavator.toml`, read by `controller.plant.chain.profile`): the
+    base parameters of `estimator.chain_regressor` (complete or reduced model) under a sensor
+    grade of the profile (`estimator.chain_identify.propagated_sigma`);
+  * a 1-/2-DOF service profile: the batch's own models (`estimator.models.reference_models`) on
+    the batch's own observation (`estimator.observation.observation`), each channel's declared
+    σ (`sim_noise`, and its converter's quantisation) drawn into the raw block.
+Open-loop segments (valve sine) have no planned angle: they are left out and named in `notes`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from controller.experiment import Experiment
+
+if TYPE_CHECKING:
+    from controller.plant.params import PlantParams
+    from estimator.models import LinearModel
+
+#: Controller kinds that drive the valve open loop (no planned angle to predict along).
+OPEN_LOOP = ("valve_sine",)
+
+
+@dataclass
+class ModelPrediction:
+    model: str
+    names: list[str]
+    nominal: np.ndarray
+    sigma: np.ndarray
+    definitions: list[str] | None = None
+    classes: dict[str, str] | None = None
+
+    @property
+    def sigma_pct(self) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return 100.0 * self.sigma / np.abs(self.nominal)
+
+
+@dataclass
+class Prediction:
+    rig: str
+    experiment: str
+    sensors: str
+    models: list[ModelPrediction]
+    seconds: float  # planned motion used
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "rig": self.rig,
+            "experiment": self.experiment,
+            "sensors": self.sensors,
+            "seconds": self.seconds,
+            "notes": self.notes,
+            "models": [
+                {
+                    "model": m.model,
+                    "parameters": [
+                        {
+                            "name": n,
+                            "nominal": float(v),
+                            "sigma": float(s),
+                            **({"definition": m.definitions[k]} if m.definitions else {}),
+                        }
+                        for k, (n, v, s) in enumerate(zip(m.names, m.nominal, m.sigma, strict=True))
+                    ],
+                    **({"classes": m.classes} if m.classes else {}),
+                }
+                for m in self.models
+            ],
+        }
+
+
+def experiment_reference(
+    exp: Experiment, fs: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """(t, q, q̇, q̈) of the experiment's closed-loop segments back to back at rate fs, and the
+    names of the segments left out (open loop)."""
+    qs: list[np.ndarray] = []
+    qds: list[np.ndarray] = []
+    qdds: list[np.ndarray] = []
+    skipped = []
+    for seg in exp.segments:
+        if seg.controller.get("kind") in OPEN_LOOP:
+            skipped.append(f"{seg.name} ({seg.controller.get('kind')})")
+            continue
+        t = np.arange(round(seg.duration * fs)) / fs
+        q, qd, qdd = seg.trajectory.sample(t)
+        for _ in range(seg.repeats):
+            qs.append(q)
+            qds.append(qd)
+            qdds.append(qdd)
+    if not qs:
+        raise ValueError(f"experiment {exp.name!r} has no closed-loop segment to predict from")
+    q = np.concatenate(qs)
+    return np.arange(len(q)) / fs, q, np.concatenate(qds), np.concatenate(qdds), skipped
+
+
+# ----------------------------------------------------------------------------- chains
+
+
+def chain_q_range(chain: object, home: np.ndarray) -> np.ndarray:
+    """Each joint's angle window for the random states of the base-parameter search: the jack
+    strokes' range (a motor: ±π)."""
+    from controller.plant.chain.plant import ChainPlant, stroke_limits
+
+    lim = stroke_limits(ChainPlant(chain), home)  # type: ignore[arg-type]
+    return np.where(np.isfinite(lim), lim, np.array([-np.pi, np.pi]))
+
+
+def planned_pressures(
+    tau: np.ndarray, tc: np.ndarray, tr: np.ndarray, p_low: float, p_max: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Chamber pressures giving τ = T⁺p⁺ − T⁻p⁻ with the lower side at p_low (as
+    `controller.plant.chain.plant.equilibrium_state` holds the arm), clipped to [0, p_max]."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pc = np.where(tc != 0, (tau + tr * p_low) / tc, 0.0)
+        pr = np.full_like(tau, p_low)
+        low = pc < p_low
+        pr = np.where(low & (tr != 0), (tc * p_low - tau) / tr, pr)
+        pc = np.where(low, p_low, pc)
+    return np.clip(pc, 0.0, p_max), np.clip(pr, 0.0, p_max)
+
+
+def predict_chain(
+    profile_path: str | Path,
+    exp: Experiment,
+    *,
+    grade: str = "thesis",
+    minor: bool = True,
+    fs: float = 200.0,
+    cutoff_hz: float | None = None,
+    draws: int = 50,
+    seed: int = 0,
+    p_low: float = 3.0e6,
+) -> Prediction:
+    """Predicted σ of every base parameter of a chain profile's model along `exp`."""
+    from controller.plant.chain.profile import load_chain_profile
+    from estimator.base_params import identifiability
+    from estimator.chain_identify import DEFAULT_CUTOFF_HZ, Conditioning, propagated_sigma
+    from estimator.chain_regressor import ChainRegressor
+
+    prof = load_chain_profile(profile_path)
+    if grade not in prof.sensors:
+        raise ValueError(
+            f"sensor grade {grade!r} not in {profile_path} (has {sorted(prof.sensors)})"
+        )
+    if exp.n_joints != prof.chain.n:
+        raise ValueError(
+            f"experiment {exp.name!r} has {exp.n_joints} joint(s), rig {prof.rig_id!r} has "
+            f"{prof.chain.n}"
+        )
+    g = prof.sensors[grade]
+    reg = ChainRegressor(prof.chain, minor=minor)
+    bp = identifiability(reg.matrix, reg.names, chain_q_range(prof.chain, prof.home))
+    theta = bp.values(reg.parameters())
+    t, q, qd, qdd, skipped = experiment_reference(exp, fs)
+    tau = bp.reduce(reg.matrix(q, qd, qdd)) @ theta
+    tc, tr = reg.torque_per_pressure(q)
+    pc, pr = planned_pressures(tau, tc, tr, p_low, prof.chain.supply_pressure)
+    cond = Conditioning(fs, cutoff_hz or DEFAULT_CUTOFF_HZ)
+    sigma = propagated_sigma(reg, bp, theta, q, qd, qdd, pc, pr, g, cond, draws=draws, seed=seed)
+    model = ModelPrediction(
+        "complete" if minor else "reduced",
+        bp.base_names,
+        theta,
+        sigma,
+        bp.definitions(),
+        dict(zip(reg.names, bp.classes, strict=True)),
+    )
+    notes = [f"segment left out (open loop): {s}" for s in skipped]
+    notes.append(
+        f"{bp.rank} base parameters of {reg.p} physical ones; σ from {draws} draws of the "
+        f"declared noise (±{g.resolver_accuracy_deg}° resolvers, ±{g.pressure_accuracy_psi} psi "
+        f"pressures, uniform) through a {cond.cutoff_hz:g} Hz zero-phase filter and 1:{cond.nd} "
+        "decimation"
+    )
+    return Prediction(prof.rig_id, exp.name, grade, [model], float(t[-1] + 1 / fs), notes)
+
+
+# ----------------------------------------------------------------------------- 1-/2-DOF rigs
+
+
+def _channel_sigma(profile: object) -> dict[tuple[str, str], float]:
+    """(joint, role) → 1σ of one reading: the channel's declared `sim_noise` and its
+    converter's quantisation (step/√12) in engineering units, in quadrature."""
+    out: dict[tuple[str, str], float] = {}
+    for ch in profile.inputs:  # type: ignore[attr-defined]
+        if ch.joint is None:
+            continue
+        sig = float(getattr(ch, "sim_noise", 0.0) or 0.0)
+        conv = getattr(ch, "converter", None)
+        gain = getattr(getattr(ch, "scaling", None), "gain", None)
+        if conv is not None and gain is not None:
+            step = (conv.max - conv.min) / 2**conv.bits * abs(float(gain))
+            sig = math.sqrt(sig**2 + step**2 / 12)
+        out[(ch.joint, ch.role)] = sig
+    return out
+
+
+def predict_service_rig(
+    profile_path: str | Path,
+    exp: Experiment,
+    *,
+    draws: int = 30,
+    seed: int = 0,
+) -> Prediction:
+    """Predicted σ of the batch's reference models on a 1-/2-DOF service profile."""
+    from controller.excitation import predicted_fluid_signals
+    from daq.profile import load_profile
+    from daq.profile.plant import plant_params
+    from estimator.angles import AngleFusion
+    from estimator.chain import N_SIGNALS, TEMP_SLOT, unmeasured_oil_c
+    from estimator.models import reference_models
+    from estimator.observation import observation
+
+    profile = load_profile(profile_path)
+    params = plant_params(profile)
+    nj = len(profile.joints)
+    if exp.n_joints != nj:
+        raise ValueError(
+            f"experiment {exp.name!r} has {exp.n_joints} joint(s), rig {profile.rig.id!r} has {nj}"
+        )
+    fs = float(profile.rig.loop_rate_hz)
+    t, q, qd, qdd, skipped = experiment_reference(exp, fs)
+    sig = predicted_fluid_signals(params, t, q, qd, qdd)
+    raw0 = np.zeros((len(t), N_SIGNALS * nj))
+    for slot, a in enumerate((q, sig["s"], sig["p_cap"], sig["p_rod"], sig["u"])):
+        raw0[:, slot * nj : (slot + 1) * nj] = a
+    raw0[:, TEMP_SLOT * nj :] = unmeasured_oil_c(params)
+    sigmas = _channel_sigma(profile)
+    roles = ("resolver", "potentiometer", "pressure_cap", "pressure_rod", "lvdt")
+    noise_sd = np.zeros(N_SIGNALS * nj)
+    for slot, role in enumerate(roles):
+        for ji, j in enumerate(profile.joints):
+            noise_sd[slot * nj + ji] = sigmas.get((j.name, role), 0.0)
+    have_pot = all((j.name, "potentiometer") in sigmas for j in profile.joints)
+    fusion = AngleFusion(params, nj) if have_pot else None
+    rng = np.random.default_rng(seed)
+    models = []
+    for mdl in reference_models(params):
+        fc = mdl.cutoff_hz
+        nd = max(1, int(0.4 * fs / fc))
+        trim = int(4.0 / fc * fs)
+        theta = np.asarray(mdl.prior if mdl.prior is not None else mdl.param_scale, dtype=float)
+
+        def obs(raw: np.ndarray, mdl: object = mdl, fc: float = fc, nd: int = nd,
+                trim: int = trim) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+            r = raw.copy()
+            if fusion is not None:
+                fusion.apply(r)
+            phi, y, _ = observation(mdl, r, fs, nj, fc, nd, trim)  # type: ignore[arg-type]
+            return phi, y
+
+        phi0, y0 = obs(raw0)
+        A = phi0.reshape(-1, phi0.shape[-1])
+        pinv = np.linalg.pinv(A, rcond=1e-12)
+        th_n = theta / mdl.param_scale
+        out = np.empty((draws, len(theta)))
+        for k in range(draws):
+            phi, y = obs(raw0 + rng.standard_normal(raw0.shape) * noise_sd)
+            de = (y - y0) - np.einsum("mnr,r->mn", phi - phi0, th_n)
+            out[k] = pinv @ de.reshape(-1)
+        sigma = np.std(out, axis=0, ddof=1) * mdl.param_scale
+        models.append(ModelPrediction(mdl.name, list(mdl.names), theta, sigma))
+    notes = [f"segment left out (open loop): {s}" for s in skipped]
+    notes.append(
+        f"σ of the WLS estimate (not the IV refinement) from {draws} draws of each channel's "
+        "declared sim_noise and quantisation through the batch's observation"
+    )
+    return Prediction(profile.rig.id, exp.name, "declared", models, float(t[-1] + 1 / fs), notes)
+
+
+def _nominal(mdl: LinearModel, params: PlantParams) -> np.ndarray:
+    """The engineer's values of a model's parameters: its prior, else the profile's plant
+    parameters under the model's (or its reference) names, else its normalising scale."""
+    if mdl.prior is not None:
+        return np.asarray(mdl.prior, dtype=float)
+    known: dict[str, float] = dict(
+        zip(params.mech_names(), params.theta_mech().tolist(), strict=True)
+    )
+    known.update(zip(params.fluid_names(), params.theta_fluid().tolist(), strict=True))
+    names = mdl.plant_names or mdl.names
+    scale = np.asarray(mdl.param_scale, dtype=float)
+    return np.array([float(known.get(n, s)) for n, s in zip(names, scale, strict=True)])
+
+
+def is_chain_profile(path: str | Path) -> bool:
+    """A chain profile has a top-level [chain] table (the service's schema has none)."""
+    import tomllib
+
+    with Path(path).open("rb") as f:
+        return "chain" in tomllib.load(f)
+
+
+# ----------------------------------------------------------------------------- design
+
+
+def sigma_cost(
+    regressor: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
+    theta: np.ndarray,
+    chosen: Sequence[int],
+    output_sigma: np.ndarray,
+    floor: np.ndarray | None = None,
+) -> Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], float]:
+    """An `optimise_mfs` cost: Σ log(σ_k / scale_k) over the `chosen` parameters, σ from the
+    Fisher information ΦᵀWΦ of `regressor(q, q̇, q̈) -> (N, n, r)` on the planned samples with
+    each joint's equation weighted by 1/output_sigma² (white noise: the full propagation
+    through the filters is `predict_*`, too slow inside an optimiser). scale_k = |θ_k|, or
+    `floor` where larger (a parameter whose nominal value is 0)."""
+    th = np.abs(np.asarray(theta, dtype=float))
+    scale = th if floor is None else np.maximum(th, floor)
+    w = 1.0 / np.asarray(output_sigma, dtype=float) ** 2
+    idx = np.asarray(chosen, dtype=int)
+
+    def cost(t: np.ndarray, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> float:
+        Y = regressor(q, qd, qdd)
+        F = np.einsum("mnr,n,mns->rs", Y, w, Y)
+        d = np.sqrt(np.diag(F))
+        d = np.where(d > 0, d, 1.0)
+        # Eigen-decomposition of the normalised information: a direction the plan leaves
+        # unexcited gets a huge (not an infinite) variance, so the optimiser can climb out.
+        lam, vec = np.linalg.eigh(F / np.outer(d, d))
+        lam = np.maximum(lam, 1e-14 * lam.max())
+        var = ((vec[idx] ** 2) / lam).sum(axis=1) / d[idx] ** 2
+        return float(np.sum(0.5 * np.log(var) - np.log(scale[idx])))
+
+    return cost

@@ -1,0 +1,95 @@
+"""The σ predicted before the rig moves (estimator.predict, `rigctl predict`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from controller.chain_experiments import chain_limits, experiment_dict, link_by_link
+from controller.experiment import Experiment
+from controller.plant.chain.profile import ChainProfile
+from estimator.predict import predict_chain
+from tests.chain.conftest import EXCAVATOR
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bucket_only(excavator: ChainProfile) -> Experiment:
+    lims = chain_limits(excavator.chain, excavator.home)
+    traj = link_by_link(excavator.home, lims, order=[3], repeats=1)
+    _, a, b = traj.coefficients[0]
+    return Experiment.from_dict(experiment_dict("b", "", excavator.home, [("b", a, b)], 0.1, 1))
+
+
+@pytest.mark.slow
+def test_sigma_follows_the_sensors_and_the_motion(excavator: ChainProfile) -> None:
+    """σ² = σ²(angles) + σ²(pressures): five times better pressure transducers shrink the
+    bucket friction's σ, by at most five (same draws: little sampling error between the
+    two). The boom never moves: its friction is not identified at all."""
+    exp = _bucket_only(excavator)
+    thesis = predict_chain(EXCAVATOR, exp, grade="thesis", minor=False, draws=40).models[0]
+    better = predict_chain(EXCAVATOR, exp, grade="better", minor=False, draws=40).models[0]
+    k = thesis.names.index("bucket.fv")
+    ratio = thesis.sigma[k] / better.sigma[k]
+    assert 1.2 < ratio < 5.0 * 1.05, ratio
+    assert thesis.sigma[thesis.names.index("boom.fv")] > 1e3 * thesis.sigma[k]
+    assert thesis.classes is not None and thesis.classes["swing.m"] == "unidentifiable"
+
+
+@pytest.mark.slow
+def test_rigctl_predict_on_the_2dof_rig_prints_every_parameter_of_both_models(
+    tmp_path: Path,
+) -> None:
+    exp = tmp_path / "short.toml"
+    exp.write_text(
+        'name = "short"\nhome_deg = [40.0, 30.0]\n[[segments]]\nname = "ms"\nduration_s = 12.0\n'
+        'controller = { kind = "pid" }\n[segments.trajectory]\nkind = "multisine"\n'
+        "frequencies_hz = [[0.2, 1.1, 2.3], [0.25, 1.3, 2.5]]\n"
+        "amplitudes_deg = [[4.0, 1.0, 0.3], [4.0, 1.0, 0.3]]\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "rigctl.main", "predict", "--profile",
+         str(ROOT / "hw_profiles/sim-2dof.toml"), "--experiment", str(exp), "--draws", "4",
+         "--json"],
+        capture_output=True, text=True, timeout=900, cwd=ROOT,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    models = {m["model"]: m for m in got["models"]}
+    assert set(models) == {"mechanical", "fluid"}
+    for m in models.values():
+        for p in m["parameters"]:
+            assert np.isfinite(p["sigma"]) and p["sigma"] > 0, p
+            assert p["nominal"] != 0, p
+
+
+def test_rigctl_predict_refuses_a_grade_the_profile_lacks(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "rigctl.main", "predict", "--profile", str(EXCAVATOR),
+         "--experiment", str(ROOT / "experiments/excavator-linkwise.toml"), "--sensors", "gold"],
+        capture_output=True, text=True, timeout=900, cwd=ROOT,
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert "gold" in out.stderr and "better" in out.stderr
+
+
+def test_rigctl_check_refuses_a_plan_outside_the_jack_strokes(tmp_path: Path) -> None:
+    """A chain profile: the service cannot load it, check compares the plan with the windows
+    the strokes allow. The link-by-link plan about a stick angle near its window's end runs
+    the stick past it."""
+    text = (ROOT / "experiments/excavator-linkwise.toml").read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        text.replace("home_deg = [0.0, 0.0, 0.0, 30.0]", "home_deg = [0.0, 0.0, 46.0, 30.0]")
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "rigctl.main", "check", str(bad), "--profile", str(EXCAVATOR)],
+        capture_output=True, text=True, timeout=900, cwd=ROOT,
+    )  # fmt: skip
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "stick: planned angle" in out.stderr and "jack strokes allow" in out.stderr
