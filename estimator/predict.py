@@ -16,7 +16,7 @@ Two kinds of rig:
   * a chain (`hw_profiles/sim-excavator.toml`, read by `controller.plant.chain.profile`): the
     base parameters of `estimator.chain_regressor` (complete or reduced model) under a sensor
     grade of the profile (`estimator.chain_identify.propagated_sigma`);
-  * a 1-/2-DOF service profile: the batch's own models (`estimator.models.reference_models`) on
+  * a 1-/2-DOF service profile: the profile's own models (`estimator.models.load_models`) on
     the batch's own observation (`estimator.observation.observation`), each channel's declared
     σ (`sim_noise`, and its converter's quantisation) drawn into the raw block.
 Open-loop segments (valve sine) have no planned angle: they are left out and named in `notes`.
@@ -35,7 +35,6 @@ import numpy as np
 from controller.experiment import Experiment
 
 if TYPE_CHECKING:
-    from controller.plant.params import PlantParams
     from estimator.models import LinearModel
 
 #: Controller kinds that drive the valve open loop (no planned angle to predict along).
@@ -229,10 +228,10 @@ def predict_service_rig(
     """Predicted σ of the batch's reference models on a 1-/2-DOF service profile."""
     from controller.excitation import predicted_fluid_signals
     from daq.profile import load_profile
-    from daq.profile.plant import plant_params
+    from daq.profile.plant import known_params, plant_params
     from estimator.angles import AngleFusion
     from estimator.chain import N_SIGNALS, TEMP_SLOT, unmeasured_oil_c
-    from estimator.models import reference_models
+    from estimator.models import load_models
     from estimator.observation import observation
 
     profile = load_profile(profile_path)
@@ -259,7 +258,12 @@ def predict_service_rig(
     fusion = AngleFusion(params, nj) if have_pot else None
     rng = np.random.default_rng(seed)
     models = []
-    for mdl in reference_models(params):
+    cfg = getattr(profile, "estimator", None)
+    models_used = load_models(
+        getattr(cfg, "model", None), params, Path(profile_path).parent,
+        prior_params=known_params(profile),
+    )  # fmt: skip
+    for mdl in models_used:
         fc = mdl.cutoff_hz
         nd = max(1, int(0.4 * fs / fc))
         trim = int(4.0 / fc * fs)
@@ -292,18 +296,13 @@ def predict_service_rig(
     return Prediction(profile.rig.id, exp.name, "declared", models, float(t[-1] + 1 / fs), notes)
 
 
-def _nominal(mdl: LinearModel, params: PlantParams) -> np.ndarray:
-    """The engineer's values of a model's parameters: its prior, else the profile's plant
-    parameters under the model's (or its reference) names, else its normalising scale."""
+def _nominal(mdl: LinearModel) -> np.ndarray:
+    """The engineer's values of a model's parameters: its prior (the profile's initial
+    guesses), else its normalising scale — never the simulator's truth, which
+    `plant_params` would fill the identified fields with."""
     if mdl.prior is not None:
         return np.asarray(mdl.prior, dtype=float)
-    known: dict[str, float] = dict(
-        zip(params.mech_names(), params.theta_mech().tolist(), strict=True)
-    )
-    known.update(zip(params.fluid_names(), params.theta_fluid().tolist(), strict=True))
-    names = mdl.plant_names or mdl.names
-    scale = np.asarray(mdl.param_scale, dtype=float)
-    return np.array([float(known.get(n, s)) for n, s in zip(names, scale, strict=True)])
+    return np.asarray(mdl.param_scale, dtype=float)
 
 
 def is_chain_profile(path: str | Path) -> bool:
