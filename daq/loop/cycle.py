@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -40,6 +41,7 @@ import numpy as np
 from daq.backends.base import Backend, BackendStatus
 from daq.loop.commands import EventSink, Runner
 from daq.loop.feedback_map import FeedbackMap
+from daq.loop.feedback_map import FIELDS
 from daq.loop.interlocks import STALL, Interlocks, Trip, TripInfo
 from daq.loop.mailbox import Mailbox, Request
 from daq.loop.states import LATCHED_STATES, LIVE_STATES, State
@@ -54,6 +56,18 @@ log = logging.getLogger(__name__)
 
 #: Ring capacity: 16 s of rows at 1 kHz, the recorder's slack for a slow disk.
 DEFAULT_RING_CAPACITY = 1 << 14
+
+#: Environment variable choosing the cycle's path: "compiled" (default) or "python" (the
+#: reference the compiled path must equal; docs/loop.md, "The compiled cycle").
+LOOP_PATH_ENV = "HYDRIG_LOOP_PATH"
+
+
+def compiled_by_default() -> bool:
+    """The cycle path `HYDRIG_LOOP_PATH` asks for (compiled unless it says "python")."""
+    value = os.environ.get(LOOP_PATH_ENV, "compiled").strip().lower()
+    if value not in ("compiled", "python"):
+        raise ValueError(f"{LOOP_PATH_ENV}={value!r}: must be 'compiled' or 'python'")
+    return value == "compiled"
 
 
 def status_dict(
@@ -98,9 +112,12 @@ class Loop(StationCommands):
         ring_capacity: int = DEFAULT_RING_CAPACITY,
         spin_us: float = 0.0,
         ring: SampleRing | None = None,
+        compiled: bool | None = None,
     ) -> None:
         """`ring`: where the rows go (a shared-memory ring in the loop process, issue 15);
-        None makes a private one of `ring_capacity` rows."""
+        None makes a private one of `ring_capacity` rows. `compiled`: the cycle's numeric path
+        as compiled code (None: `HYDRIG_LOOP_PATH`, compiled by default) or the Python
+        reference."""
         self.profile = profile
         self.backend = backend
         self.virtual_time = virtual_time
@@ -123,6 +140,10 @@ class Loop(StationCommands):
         self.scaler = ChannelScaler(inputs)
         self.fbmap = FeedbackMap(profile)
         self.fb = self.fbmap.new_feedback()
+        # The feedback's fields are rows of one matrix, which the compiled kernel fills.
+        self.fbm = np.full((len(FIELDS), len(profile.joints)), np.nan)
+        for f, (name, _) in enumerate(FIELDS):
+            setattr(self.fb, name, self.fbm[f])
         self.interlocks = Interlocks(profile)
         self.station = LoopStation(profile, self.interlocks)
         self.eng_now = self._eng_placeholder = np.zeros(len(inputs))
@@ -174,6 +195,25 @@ class Loop(StationCommands):
         self._thread: threading.Thread | None = None
         self.rt_setup: Any = None  # called in the loop thread before the first cycle
         self.started_ns = self.stopped_ns = 0  # monotonic wall clock around run()
+        self.compiled = compiled_by_default() if compiled is None else bool(compiled)
+        #: Seconds `warm_up` took to compile (or load from the cache) the kernels.
+        self.compile_s = 0.0
+        self._fast: Any = None  # the active runner's compiled twin, if it has one
+        self._hold_twin: tuple[Any, Any] = (None, None)
+        if self.compiled:
+            from daq.loop.kernel import CompiledCycle
+
+            st = self.station
+            self.kc = CompiledCycle(
+                self.scaler,
+                self.fbmap,
+                self.fbm,
+                self.interlocks,
+                st.supply_index if st.check_supply else -1,
+                st.supply_min,
+                self.period,
+            )
+            self._cycle = self._cycle_compiled  # type: ignore[method-assign]
 
     # ------------------------------------------------------------------ public, any thread
 
@@ -247,6 +287,24 @@ class Loop(StationCommands):
         self.backend.read(0.0, scratch)
         self.backend.write_null()
         self.backend.warm_up()
+        if self.compiled:
+            from daq.loop.kernel import compile_all
+
+            self.compile_s = compile_all()
+            log.info("compiled cycle: kernels ready in %.2f s", self.compile_s)
+
+    def _compile_runner(self, runner: Any) -> Any:
+        """The compiled twin of a runner being switched in (None: it runs on the Python path)."""
+        if not self.compiled:
+            return None
+        from controller.compiled.runner import compile_runner
+
+        if runner is self._hold_twin[0]:
+            return self._hold_twin[1]
+        fast = compile_runner(runner)
+        if runner is self.hold:
+            self._hold_twin = (runner, fast)
+        return fast
 
     @staticmethod
     def collect_garbage() -> None:
@@ -426,6 +484,104 @@ class Loop(StationCommands):
         if self.after_cycle is not None:
             self.after_cycle()
         return compute
+
+    def _cycle_compiled(self, t: float, wake_ns: int) -> int:
+        """`_cycle` with its numeric path in compiled kernels (daq/loop/kernel.py and the
+        runner's twin, controller/compiled/runner.py); the rare paths are the same Python."""
+        from daq.loop.kernel import check_cycle, scale_fill
+
+        ring, backend, il, kc, sc = self.ring, self.backend, self.interlocks, self.kc, self.scaler
+        c0 = time.monotonic_ns()
+        slot = ring.claim_slot()
+        raw, eng = self._raw[slot], self._eng[slot]
+        self.t = t
+        il.flags = 0
+        il.first = None
+        if backend.read(t, raw) != BackendStatus.OK and self.profile.interlocks.backend_error:
+            il.trip(Trip.BACKEND_READ, "read returned ERROR")
+        scale_fill(raw, eng, sc.gain, sc.offset, kc.nl_index, kc.nl_kind, kc.nl_u, kc.nl_coef,
+                   kc.nl_x, sc.corr_offset, sc.corr_inv_gain, kc.fb_index, kc.fbm)  # fmt: skip
+        self.fb.t = t
+        self.eng_now = eng
+        if self._pending_trip:
+            il.trip(
+                self._pending_trip, self._pending_where, self._pending_value, self._pending_limit
+            )
+            self._pending_trip = Trip.NONE
+        req = self.mailbox.take()
+        if req is not None:
+            self._handle(req)
+        live = self.state in LIVE_STATES
+        st = self.station
+        if st.jogging or st.draining or (live and self._fast is None):
+            # A runner without a compiled twin (a jog, a drain): this cycle's checks in Python.
+            il.check_inputs(eng, backend.channel_fault)
+            self._station_cycle(eng)
+            if live:
+                il.check_position(self.fb.q)
+                if il.first is None:
+                    self._step_runner()
+        else:
+            flags = check_cycle(eng, backend.channel_fault, self.fbm[0], kc.cfg, il.valid_min,
+                                il.valid_max, il.p_index, il.p_max, live, kc.supply_index,
+                                kc.supply_min, il.soft_min, il.soft_max, kc.trip_i, kc.trip_f)  # fmt: skip
+            if flags:
+                kc.record(flags, st.supply_name)
+            if live and il.first is None:
+                self._step_compiled()
+        volts = self.volts
+        if il.first is not None and self.state not in LATCHED_STATES:
+            self._enter_latched(State.FAULT, il.first)
+        if self.state not in LIVE_STATES or self._stop.is_set():
+            np.copyto(volts, self.null)
+        if backend.write(t, volts) != BackendStatus.OK:
+            backend.write_null()
+            np.copyto(volts, self.null)
+            if self.profile.interlocks.backend_error and self.state not in LATCHED_STATES:
+                il.trip(Trip.BACKEND_WRITE, "write returned ERROR")
+                self._enter_latched(State.FAULT, il.first)  # type: ignore[arg-type]
+        np.copyto(self.prev_volts, volts)
+        compute = time.monotonic_ns() - c0
+        row = ring.rows[slot]
+        row[0] = self.seq
+        row[1] = t
+        row[2] = self.state
+        fault = self.fault
+        row[3] = 0 if fault is None else fault.code
+        row[4] = il.flags
+        row[5] = wake_ns * 1e-9
+        row[6] = compute * 1e-9
+        np.copyto(self._cmd[slot], volts)
+        np.copyto(self._ref_rows[slot], self.ref)
+        self.last_flags = il.flags
+        ring.publish()
+        self.seq += 1
+        self.cycles += 1
+        if self.after_cycle is not None:
+            self.after_cycle()
+        return compute
+
+    def _step_compiled(self) -> None:
+        """`_step_runner` for a runner with a compiled twin."""
+        from daq.loop.kernel import finish_outputs
+
+        il, kc = self.interlocks, self.kc
+        try:
+            running = self._fast.step(self.fb, self.ref, self.joint_volts)
+        except Exception as exc:  # as `_step_runner`: the valves go to null, the loop goes on
+            il.trip(Trip.CONTROLLER_ERROR, f"step: {exc!r}")
+            return
+        flags = finish_outputs(self.joint_volts, kc.joint_of_output, self.volts, self.ref,
+                               self.ref_prev, self.ref_velocity, self._ref_fresh, self.period,
+                               self.fbm[0], kc.cfg, il.fe_base, il.fe_per_velocity, il.v_lo,
+                               il.v_hi, il.v_step, self.prev_volts, kc.trip_i, kc.trip_f)  # fmt: skip
+        self._ref_fresh = False
+        if flags:
+            kc.record(flags, "")
+        if not running and self.state == State.RUNNING and il.first is None:
+            self._event("experiment_done")
+            self._set_state(State.ARMED)
+            self._hold_or_fault()
 
     def _step_runner(self) -> None:
         runner = self.active

@@ -1,0 +1,252 @@
+"""The runners (`controller.runner.HoldRunner`, `ExperimentRunner`) on the compiled path.
+
+`compile_runner(runner)` is called by the loop when a runner is switched in (a command's cycle,
+which may allocate): it packs every phase's trajectory (`controller.compiled.trajectories`) and law
+(`controller.compiled.laws`) into arrays. Per cycle `CompiledRunner.step` makes one compiled call
+(`phase_step`: trajectory, law, reference); the phase sequencing — approach moves, repeats, the
+recovery move after an open-loop segment, the final hold — is the Python runner's own, run in the
+cycle where a phase ends (a rare event). The progress attributes (`segment_index`, `elapsed`, ...)
+are written on the Python runner, which stays the loop's `active` runner for status and telemetry.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from controller.compiled.jit import kernel
+from controller.compiled.laws import (
+    CompiledLaw,
+    compile_law,
+    law_disable,
+    law_enable,
+    law_reference_out,
+    law_update,
+)
+from controller.compiled.trajectories import HOLD, compile_trajectory, fill_trapezoid, traj_eval
+from controller.feedback import Feedback
+from controller.laws import Law
+from controller.moves import TrapezoidPath
+from controller.runner import RECOVER_TOL, ExperimentRunner, HoldRunner, _Phase
+
+
+@kernel
+def phase_step(
+    tkind: int,
+    coef: np.ndarray,
+    t: float,
+    kind: int,
+    lp: np.ndarray,
+    ls: np.ndarray,
+    pidp: np.ndarray,
+    pids: np.ndarray,
+    mp: np.ndarray,
+    ms: np.ndarray,
+    vlim: np.ndarray,
+    work: np.ndarray,
+    open_loop: np.ndarray,
+    drives: bool,
+    q: np.ndarray,
+    p_cap: np.ndarray,
+    p_rod: np.ndarray,
+    qr: np.ndarray,
+    qdr: np.ndarray,
+    qddr: np.ndarray,
+    ref_out: np.ndarray,
+    volts_out: np.ndarray,
+) -> None:
+    """One cycle of a phase: the reference at `t`, the law's valve volts, the reported reference
+    (the body of `ExperimentRunner.step` / `HoldRunner.step`)."""
+    traj_eval(tkind, coef, t, qr, qdr, qddr)
+    law_update(kind, t, lp, ls, pidp, pids, mp, ms, vlim, work, q, p_cap, p_rod, qr, qdr, qddr,
+               volts_out)  # fmt: skip
+    for j in range(ref_out.shape[0]):
+        ref_out[j] = qr[j]
+    if drives:
+        law_reference_out(kind, ls, ref_out)
+    for j in range(ref_out.shape[0]):
+        if open_loop[j]:
+            ref_out[j] = q[j]
+
+
+class _CPhase:
+    """A phase's compiled trajectory and law (`py`: the runner's `_Phase`)."""
+
+    __slots__ = ("coef", "end", "law", "py", "tkind")
+
+    def __init__(self, py: _Phase | None, tkind: int, coef: np.ndarray, law: CompiledLaw) -> None:
+        self.py, self.tkind, self.coef, self.law = py, tkind, coef, law
+        self.end = 0.0
+
+
+class CompiledRunner:
+    """`step`/`enable`/`disable` of a Python runner, computed by compiled code."""
+
+    def __init__(self, runner: HoldRunner | ExperimentRunner, laws: dict[int, CompiledLaw]) -> None:
+        self.py = runner
+        self.n = runner.n
+        self._laws = laws
+        self._phases_by_id: dict[int, _CPhase] = {}
+        n = self.n
+        self._qr, self._qdr, self._qddr = np.zeros(n), np.zeros(n), np.zeros(n)
+        self.finished = False
+        if isinstance(runner, HoldRunner):
+            self.period = runner._period
+            self._hold = _CPhase(None, HOLD, np.zeros((n, 1)), laws[id(runner.law)])
+        else:
+            self.period = runner.period
+            self._final_phase = _CPhase(
+                None, HOLD, np.asarray(runner._final, dtype=float).reshape(n, 1),
+                laws[id(runner._hold_law)],
+            )  # fmt: skip
+            self._recover = self._compile_phase(runner._recover)
+        self._cur: _CPhase | None = None
+        self._k = 0
+        self.elapsed = 0.0
+
+    def _compile_phase(self, ph: _Phase) -> _CPhase:
+        cp = self._phases_by_id.get(id(ph))
+        if cp is None:
+            tc = compile_trajectory(ph.trajectory)
+            assert tc is not None  # checked by compile_runner
+            cp = _CPhase(ph, tc[0], tc[1], self._laws[id(ph.law)])
+            self._phases_by_id[id(ph)] = cp
+        return cp
+
+    # ------------------------------------------------------------------ rare: enable, phases
+
+    def enable(self, fb: Feedback) -> None:
+        """The Python runner's `enable` (it plans the approach move from the measured position),
+        then the compiled laws' bumpless start."""
+        py = self.py
+        py.enable(fb)
+        self.finished = False
+        self.elapsed = 0.0
+        if isinstance(py, HoldRunner):
+            self._hold.coef[:, 0] = py.position
+            self._enter(self._hold, fb)
+            return
+        self._phases = [self._compile_phase(p) for p in py._phases]
+        self._ip = 0
+        self._enter(self._phases[0], fb)
+
+    def _enter(self, cp: _CPhase, fb: Feedback) -> None:
+        traj_eval(cp.tkind, cp.coef, 0.0, self._qr, self._qdr, self._qddr)
+        law = cp.law
+        law_enable(law.kind, law.lp, law.ls, law.pids, fb.q, fb.p_cap, fb.p_rod, self._qr)
+        self._cur = cp
+        self._k = 0
+        ph = cp.py
+        if ph is not None:
+            cp.end = ph.duration * ph.repeats - 0.5 * self.period
+            py = self.py
+            py.segment_index, py.segment_name = ph.index, ph.name
+            py.segment_duration, py.segment_repeats = ph.duration, ph.repeats  # type: ignore[union-attr]
+
+    def _next(self, fb: Feedback) -> bool:
+        """`ExperimentRunner._next` on the compiled phases."""
+        py = self.py
+        assert isinstance(py, ExperimentRunner)
+        recovering = self._cur is self._recover
+        if not recovering:
+            self._ip += 1
+        last = self._ip >= len(self._phases)
+        target = py._final if last else self._phases[self._ip].py.start  # type: ignore[union-attr]
+        far = False
+        for j in range(self.n):
+            if abs(fb.q[j] - target[j]) > RECOVER_TOL:
+                far = True
+        cur = self._cur
+        assert cur is not None and cur.py is not None
+        if far and not recovering and any(cur.py.law.open_loop):
+            rec = py._recover
+            path = rec.trajectory
+            assert isinstance(path, TrapezoidPath)
+            path.replan(fb.q, target)
+            fill_trapezoid(path, self._recover.coef)
+            rec.duration = max(path.duration, self.period)
+            py.total_duration += rec.duration
+            rec.index = cur.py.index if last else self._phases[self._ip].py.index  # type: ignore[union-attr]
+            self._enter(self._recover, fb)
+            return True
+        if last:
+            return False
+        self._enter(self._phases[self._ip], fb)
+        return True
+
+    def disable(self) -> None:
+        for law in self._laws.values():
+            law_disable(law.kind, law.pids)
+        self.py.disable()
+
+    # ------------------------------------------------------------------ per cycle
+
+    def step(self, fb: Feedback, ref_out: np.ndarray, volts_out: np.ndarray) -> bool:
+        """One cycle; False once an experiment is over (it then holds the end pose)."""
+        py = self.py
+        if isinstance(py, HoldRunner):
+            self._run(self._hold, self.elapsed, fb, ref_out, volts_out)
+            self.elapsed += self.period
+            py.elapsed = py.time_in_segment = self.elapsed
+            return True
+        if self.finished:
+            self._run(self._final_phase, 0.0, fb, ref_out, volts_out)
+            return False
+        cp = self._cur
+        t = self._k * self.period
+        if t >= cp.end:  # type: ignore[union-attr]
+            if not self._next(fb):
+                self.finished = py.finished = True
+                py.segment_name = "finished"
+                law = self._final_phase.law
+                law_enable(law.kind, law.lp, law.ls, law.pids, fb.q, fb.p_cap, fb.p_rod,
+                           py._final)  # fmt: skip
+                return self.step(fb, ref_out, volts_out)
+            cp = self._cur
+            t = 0.0
+        ph = cp.py  # type: ignore[union-attr]
+        tr = t % ph.duration if ph.repeats > 1 else t  # type: ignore[union-attr]
+        self._run(cp, tr, fb, ref_out, volts_out)  # type: ignore[arg-type]
+        self._k += 1
+        self.elapsed += self.period
+        py.time_in_segment = t
+        py.elapsed = self.elapsed
+        return True
+
+    def _run(
+        self, cp: _CPhase, t: float, fb: Feedback, ref_out: np.ndarray, volts_out: np.ndarray
+    ) -> None:
+        law = cp.law
+        phase_step(
+            cp.tkind, cp.coef, t, law.kind, law.lp, law.ls, law.pidp, law.pids, law.mp, law.ms,
+            law.vlim, law.work, law.open_loop, law.drives_to_reference, fb.q, fb.p_cap, fb.p_rod,
+            self._qr, self._qdr, self._qddr, ref_out, volts_out,
+        )  # fmt: skip
+
+
+def compile_runner(runner: object) -> CompiledRunner | None:
+    """The compiled twin of a `HoldRunner` or `ExperimentRunner` whose every trajectory and law has
+    a compiled form; None otherwise (the loop runs it on the Python path)."""
+    laws: dict[int, CompiledLaw] = {}
+
+    def add(law: Law) -> bool:
+        if id(law) not in laws:
+            c = compile_law(law)
+            if c is None:
+                return False
+            laws[id(law)] = c
+        return True
+
+    if type(runner) is HoldRunner:
+        return CompiledRunner(runner, laws) if add(runner.law) else None
+    if type(runner) is not ExperimentRunner:
+        return None
+    phases = [*runner._planned, runner._recover]
+    if not add(runner._hold_law):
+        return None
+    for ph in phases:
+        if not add(ph.law) or compile_trajectory(ph.trajectory) is None:
+            return None
+    return CompiledRunner(runner, laws)
+
+
+__all__ = ["CompiledRunner", "compile_runner", "phase_step"]
