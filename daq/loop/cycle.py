@@ -214,6 +214,11 @@ class Loop(StationCommands):
                 self.period,
             )
             self._cycle = self._cycle_compiled  # type: ignore[method-assign]
+            # Compile (or load from the disk cache) before anything can arm: no cycle pays it.
+            from daq.loop.kernel import compile_all
+
+            self.compile_s = compile_all()
+            log.info("compiled cycle: kernels ready in %.2f s", self.compile_s)
 
     # ------------------------------------------------------------------ public, any thread
 
@@ -287,11 +292,6 @@ class Loop(StationCommands):
         self.backend.read(0.0, scratch)
         self.backend.write_null()
         self.backend.warm_up()
-        if self.compiled:
-            from daq.loop.kernel import compile_all
-
-            self.compile_s = compile_all()
-            log.info("compiled cycle: kernels ready in %.2f s", self.compile_s)
 
     def _compile_runner(self, runner: Any) -> Any:
         """The compiled twin of a runner being switched in (None: it runs on the Python path)."""
