@@ -22,6 +22,8 @@ import numpy as np
 
 from controller.compiled.jit import kernel
 from controller.compiled.model import (
+    N_MP,
+    N_MS,
     M_AC,
     M_AR,
     M_KV,
@@ -32,7 +34,14 @@ from controller.compiled.model import (
     spool_measured,
     spool_steady,
 )
-from controller.compiled.pid import pid_arrays, pid_disable, pid_enable, pid_update
+from controller.compiled.pid import (
+    N_PAR,
+    N_STATE,
+    pid_arrays,
+    pid_disable,
+    pid_enable,
+    pid_update,
+)
 from controller.laws import (
     FeedforwardPid,
     GravityCompPD,
@@ -56,21 +65,56 @@ VS_AMP, VS_FREQ, VS_OFFSET, VS_CENTERING = 0, 1, 2, 3  # lp
 N_LP, N_LS = 8, 5
 
 
+#: A compiled law is one float blob: a header (kind, joints, drives-to-reference), then its
+#: arrays (`law_views`). One blob, because numba's dispatcher costs ~0.25 µs per array argument.
+L_KIND, L_N, L_DRIVES, L_HEADER = 0, 1, 2, 4
+
+
+def _sizes(n: int) -> tuple[int, ...]:
+    # lp, ls, pidp, pids, mp, ms, vlim, work, open_loop
+    return (n * N_LP, n * N_LS, n * N_PAR, n * N_STATE, n * N_MP, N_MS, n, n, n)
+
+
+def law_blob(kind: int, n: int) -> np.ndarray:
+    """An all-zero law blob of `kind` for n joints."""
+    lb = np.zeros(L_HEADER + sum(_sizes(n)))
+    lb[L_KIND], lb[L_N] = kind, n
+    return lb
+
+
+@kernel
+def law_views(lb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                       np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                       np.ndarray]:  # fmt: skip
+    """(lp, ls, pidp, pids, mp, ms, vlim, work, open_loop) as views of the blob."""
+    n = int(lb[L_N])
+    o = L_HEADER
+    lp = lb[o : o + n * N_LP].reshape(n, N_LP)
+    o += n * N_LP
+    ls = lb[o : o + n * N_LS].reshape(n, N_LS)
+    o += n * N_LS
+    pidp = lb[o : o + n * N_PAR].reshape(n, N_PAR)
+    o += n * N_PAR
+    pids = lb[o : o + n * N_STATE].reshape(n, N_STATE)
+    o += n * N_STATE
+    mp = lb[o : o + n * N_MP].reshape(n, N_MP)
+    o += n * N_MP
+    ms = lb[o : o + N_MS]
+    o += N_MS
+    vlim = lb[o : o + n]
+    work = lb[o + n : o + 2 * n]
+    open_loop = lb[o + 2 * n : o + 3 * n]
+    return lp, ls, pidp, pids, mp, ms, vlim, work, open_loop
+
+
 @dataclass
 class CompiledLaw:
-    """A law's numbers for the compiled cycle (see module doc)."""
+    """A law's blob and the Python-side facts about it (see module doc)."""
 
+    lb: np.ndarray
     kind: int
-    lp: np.ndarray
-    ls: np.ndarray
-    pidp: np.ndarray
-    pids: np.ndarray
-    mp: np.ndarray
-    ms: np.ndarray
-    vlim: np.ndarray
-    work: np.ndarray  # per-joint scratch (inverse dynamics' τ, the gravity compensation)
-    open_loop: np.ndarray  # bool per joint (`Law.open_loop`)
     drives_to_reference: bool
+    open_loop: np.ndarray
 
 
 def _alpha(cutoff_hz: float, period: float) -> float:
@@ -90,23 +134,22 @@ def compile_law(law: Law) -> CompiledLaw | None:
     n = law.n
     lp, ls = np.zeros((n, N_LP)), np.zeros((n, N_LS))
     model = None
-    period = 0.0
     pid_list: list[Pid] = []
     if type(law) is PidLaw:
         kind = LAW_PID
         pid_list = law.pids
     elif type(law) is FeedforwardPid:
-        kind, model, period = LAW_PID_FF, law.model, law.period
+        kind, model = LAW_PID_FF, law.model
         pid_list = law.pids
         lp[:, FF_MEASURED] = 1.0 if law.source == "measured" else 0.0
         lp[:, FF_ALPHA] = law._alpha
         lp[:, FF_PERIOD] = law.period
     elif type(law) is GravityCompPD:
-        kind, model, period = LAW_GRAVITY_PD, law.model, law.vel.period
+        kind, model = LAW_GRAVITY_PD, law.model
         lp[:, GP_KP], lp[:, GP_KD], lp[:, GP_KF] = law.kp, law.kd, law.kf
         lp[:, GP_VALPHA], lp[:, GP_PERIOD] = law.vel.alpha, law.vel.period
     elif type(law) is VelocityLimitedPD:
-        kind, period = LAW_VLPD, law.period
+        kind = LAW_VLPD
         lp[:, VL_KP], lp[:, VL_KD], lp[:, VL_VMAX] = law.kp, law.kd, law.vmax
         lp[:, VL_JG], lp[:, VL_VFF] = law.jg, law.vff
         lp[:, VL_VALPHA], lp[:, VL_PERIOD] = law.vel.alpha, law.period
@@ -118,24 +161,16 @@ def compile_law(law: Law) -> CompiledLaw | None:
         lp[:, VS_OFFSET], lp[:, VS_CENTERING] = law.offset, law.centering
     else:
         return None
+    lb = law_blob(kind, n)
+    lp_, ls_, pidp, pids, mp, ms, vlim, _work, open_loop = law_views(lb)
+    lp_[:], ls_[:] = lp, ls
     if pid_list:
-        pidp, pids = _pids(pid_list, n, pid_list[0].period)
-    else:
-        pidp, pids = pid_arrays([], period or 1.0)
-    mp, ms = model_arrays(model, n)
-    return CompiledLaw(
-        kind,
-        lp,
-        ls,
-        pidp,
-        pids,
-        mp,
-        ms,
-        np.array([lim.valve_max_v for lim in law.limits], dtype=float),
-        np.zeros(n),
-        np.array([bool(x) for x in law.open_loop][:n] + [False] * (n - len(law.open_loop)), bool),
-        bool(law.drives_to_reference),
-    )
+        pidp[:], pids[:] = _pids(pid_list, n, pid_list[0].period)
+    mp[:], ms[:] = model_arrays(model, n)
+    vlim[:] = [lim.valve_max_v for lim in law.limits]
+    open_loop[:] = [1.0 if x else 0.0 for x in law.open_loop][:n] + [0.0] * (n - len(law.open_loop))
+    lb[L_DRIVES] = 1.0 if law.drives_to_reference else 0.0
+    return CompiledLaw(lb, kind, bool(law.drives_to_reference), open_loop)
 
 
 @kernel
@@ -151,16 +186,11 @@ def _clamp(vlim: np.ndarray, j: int, v: float) -> float:
 
 @kernel
 def law_enable(
-    kind: int,
-    lp: np.ndarray,
-    ls: np.ndarray,
-    pids: np.ndarray,
-    q: np.ndarray,
-    p_cap: np.ndarray,
-    p_rod: np.ndarray,
-    q_ref: np.ndarray,
+    lb: np.ndarray, q: np.ndarray, p_cap: np.ndarray, p_rod: np.ndarray, q_ref: np.ndarray
 ) -> None:
     """`Law.enable(fb, q_ref)`: bumpless start from the measured state."""
+    kind = int(lb[L_KIND])
+    lp, ls, pidp, pids, mp, ms, vlim, work, open_loop = law_views(lb)
     n = q.shape[0]
     if kind == LAW_PID or kind == LAW_VALVE_SINE or kind == LAW_PID_FF:
         for j in range(n):
@@ -184,8 +214,10 @@ def law_enable(
 
 
 @kernel
-def law_disable(kind: int, pids: np.ndarray) -> None:
+def law_disable(lb: np.ndarray) -> None:
     """`Law.disable()`: the PID family resets its integrators."""
+    kind = int(lb[L_KIND])
+    pids = law_views(lb)[3]
     if kind == LAW_PID or kind == LAW_VALVE_SINE or kind == LAW_PID_FF:
         for j in range(pids.shape[0]):
             pid_disable(pids, j)
@@ -203,16 +235,8 @@ def _velocity_update(lp: np.ndarray, ls: np.ndarray, alpha_col: int, period_col:
 
 @kernel
 def law_update(
-    kind: int,
+    lb: np.ndarray,
     t: float,
-    lp: np.ndarray,
-    ls: np.ndarray,
-    pidp: np.ndarray,
-    pids: np.ndarray,
-    mp: np.ndarray,
-    ms: np.ndarray,
-    vlim: np.ndarray,
-    work: np.ndarray,
     q: np.ndarray,
     p_cap: np.ndarray,
     p_rod: np.ndarray,
@@ -222,6 +246,8 @@ def law_update(
     volts_out: np.ndarray,
 ) -> None:
     """`Law.update(t, fb, q_ref, qd_ref, qdd_ref, volts_out)` for every kind."""
+    kind = int(lb[L_KIND])
+    lp, ls, pidp, pids, mp, ms, vlim, work, open_loop = law_views(lb)
     n = q.shape[0]
     if kind == LAW_PID:
         for j in range(n):
@@ -318,8 +344,9 @@ def feedforward_pid(
 
 
 @kernel
-def law_reference_out(kind: int, ls: np.ndarray, ref_out: np.ndarray) -> None:
+def law_reference_out(lb: np.ndarray, ref_out: np.ndarray) -> None:
     """`Law.reference_out`: the velocity-limited PD's moving reference."""
-    if kind == LAW_VLPD:
+    ls = law_views(lb)[1]
+    if int(lb[L_KIND]) == LAW_VLPD:
         for j in range(ref_out.shape[0]):
             ref_out[j] = ls[j, VL_R]

@@ -15,12 +15,15 @@ import numpy as np
 
 from controller.compiled.jit import kernel
 from controller.compiled.laws import (
+    L_DRIVES,
     CompiledLaw,
     compile_law,
+    law_blob,
     law_disable,
     law_enable,
     law_reference_out,
     law_update,
+    law_views,
 )
 from controller.compiled.trajectories import HOLD, compile_trajectory, fill_trapezoid, traj_eval
 from controller.feedback import Feedback
@@ -34,17 +37,7 @@ def phase_step(
     tkind: int,
     coef: np.ndarray,
     t: float,
-    kind: int,
-    lp: np.ndarray,
-    ls: np.ndarray,
-    pidp: np.ndarray,
-    pids: np.ndarray,
-    mp: np.ndarray,
-    ms: np.ndarray,
-    vlim: np.ndarray,
-    work: np.ndarray,
-    open_loop: np.ndarray,
-    drives: bool,
+    lb: np.ndarray,
     q: np.ndarray,
     p_cap: np.ndarray,
     p_rod: np.ndarray,
@@ -57,14 +50,14 @@ def phase_step(
     """One cycle of a phase: the reference at `t`, the law's valve volts, the reported reference
     (the body of `ExperimentRunner.step` / `HoldRunner.step`)."""
     traj_eval(tkind, coef, t, qr, qdr, qddr)
-    law_update(kind, t, lp, ls, pidp, pids, mp, ms, vlim, work, q, p_cap, p_rod, qr, qdr, qddr,
-               volts_out)  # fmt: skip
+    law_update(lb, t, q, p_cap, p_rod, qr, qdr, qddr, volts_out)
     for j in range(ref_out.shape[0]):
         ref_out[j] = qr[j]
-    if drives:
-        law_reference_out(kind, ls, ref_out)
+    if lb[L_DRIVES] != 0.0:
+        law_reference_out(lb, ref_out)
+    open_loop = law_views(lb)[8]
     for j in range(ref_out.shape[0]):
-        if open_loop[j]:
+        if open_loop[j] != 0.0:
             ref_out[j] = q[j]
 
 
@@ -102,6 +95,10 @@ class CompiledRunner:
         self._cur: _CPhase | None = None
         self._k = 0
         self.elapsed = 0.0
+        self._t = 0.0
+        #: The phase and its time for this cycle's step (set by `prepare`).
+        self.phase: _CPhase = self._hold if isinstance(runner, HoldRunner) else self._final_phase
+        self.tr = 0.0
 
     def _compile_phase(self, ph: _Phase) -> _CPhase:
         cp = self._phases_by_id.get(id(ph))
@@ -131,8 +128,7 @@ class CompiledRunner:
 
     def _enter(self, cp: _CPhase, fb: Feedback) -> None:
         traj_eval(cp.tkind, cp.coef, 0.0, self._qr, self._qdr, self._qddr)
-        law = cp.law
-        law_enable(law.kind, law.lp, law.ls, law.pids, fb.q, fb.p_cap, fb.p_rod, self._qr)
+        law_enable(cp.law.lb, fb.q, fb.p_cap, fb.p_rod, self._qr)
         self._cur = cp
         self._k = 0
         ph = cp.py
@@ -175,52 +171,70 @@ class CompiledRunner:
 
     def disable(self) -> None:
         for law in self._laws.values():
-            law_disable(law.kind, law.pids)
+            law_disable(law.lb)
         self.py.disable()
 
     # ------------------------------------------------------------------ per cycle
 
-    def step(self, fb: Feedback, ref_out: np.ndarray, volts_out: np.ndarray) -> bool:
-        """One cycle; False once an experiment is over (it then holds the end pose)."""
+    def prepare(self, fb: Feedback) -> bool:
+        """Before this cycle's compiled step: the phase transitions due now (the rare path of
+        `ExperimentRunner.step`). Sets `phase` and `tr` (its time) for the step; returns what
+        `step` returns: False once the experiment is over (it then holds the end pose)."""
         py = self.py
         if isinstance(py, HoldRunner):
-            self._run(self._hold, self.elapsed, fb, ref_out, volts_out)
-            self.elapsed += self.period
-            py.elapsed = py.time_in_segment = self.elapsed
+            self.phase, self.tr = self._hold, self.elapsed
             return True
         if self.finished:
-            self._run(self._final_phase, 0.0, fb, ref_out, volts_out)
+            self.phase, self.tr = self._final_phase, 0.0
             return False
         cp = self._cur
+        assert cp is not None and cp.py is not None
         t = self._k * self.period
-        if t >= cp.end:  # type: ignore[union-attr]
+        if t >= cp.end:
             if not self._next(fb):
                 self.finished = py.finished = True
                 py.segment_name = "finished"
-                law = self._final_phase.law
-                law_enable(law.kind, law.lp, law.ls, law.pids, fb.q, fb.p_cap, fb.p_rod,
-                           py._final)  # fmt: skip
-                return self.step(fb, ref_out, volts_out)
+                law_enable(self._final_phase.law.lb, fb.q, fb.p_cap, fb.p_rod, py._final)
+                self.phase, self.tr = self._final_phase, 0.0
+                return False
             cp = self._cur
+            assert cp is not None and cp.py is not None
             t = 0.0
-        ph = cp.py  # type: ignore[union-attr]
-        tr = t % ph.duration if ph.repeats > 1 else t  # type: ignore[union-attr]
-        self._run(cp, tr, fb, ref_out, volts_out)  # type: ignore[arg-type]
-        self._k += 1
-        self.elapsed += self.period
-        py.time_in_segment = t
-        py.elapsed = self.elapsed
+        ph = cp.py
+        self.phase, self._t = cp, t
+        self.tr = t % ph.duration if ph.repeats > 1 else t
         return True
+
+    def advance(self) -> None:
+        """After the step: the runner's clock and its progress attributes."""
+        py = self.py
+        if isinstance(py, HoldRunner):
+            self.elapsed += self.period
+            py.elapsed = py.time_in_segment = self.elapsed
+        elif not self.finished:
+            self._k += 1
+            self.elapsed += self.period
+            py.time_in_segment = self._t
+            py.elapsed = self.elapsed
+
+    def step(self, fb: Feedback, ref_out: np.ndarray, volts_out: np.ndarray) -> bool:
+        """One whole cycle of the runner (`prepare`, the compiled step, `advance`): the
+        `Runner.step` of the Python runners, for use outside the loop's kernels."""
+        running = self.prepare(fb)
+        self._run(self.phase, self.tr, fb, ref_out, volts_out)
+        self.advance()
+        return running
 
     def _run(
         self, cp: _CPhase, t: float, fb: Feedback, ref_out: np.ndarray, volts_out: np.ndarray
     ) -> None:
-        law = cp.law
-        phase_step(
-            cp.tkind, cp.coef, t, law.kind, law.lp, law.ls, law.pidp, law.pids, law.mp, law.ms,
-            law.vlim, law.work, law.open_loop, law.drives_to_reference, fb.q, fb.p_cap, fb.p_rod,
-            self._qr, self._qdr, self._qddr, ref_out, volts_out,
-        )  # fmt: skip
+        phase_step(cp.tkind, cp.coef, t, cp.law.lb, fb.q, fb.p_cap, fb.p_rod, self._qr, self._qdr,
+                   self._qddr, ref_out, volts_out)  # fmt: skip
+
+
+def idle_phase(n: int) -> _CPhase:
+    """A phase the kernels are given when no runner steps (its numbers are never read)."""
+    return _CPhase(None, HOLD, np.zeros((n, 1)), CompiledLaw(law_blob(0, n), 0, False, np.zeros(n)))
 
 
 def compile_runner(runner: object) -> CompiledRunner | None:

@@ -43,6 +43,7 @@ from daq.loop.commands import EventSink, Runner
 from daq.loop.feedback_map import FeedbackMap
 from daq.loop.feedback_map import FIELDS
 from daq.loop.interlocks import STALL, Interlocks, Trip, TripInfo
+from daq.loop.kernel import CHECK_FLAGS, k_rest, k_scale
 from daq.loop.mailbox import Mailbox, Request
 from daq.loop.states import LATCHED_STATES, LIVE_STATES, State
 from daq.loop.station import LoopStation, StationCommands
@@ -201,18 +202,11 @@ class Loop(StationCommands):
         self._fast: Any = None  # the active runner's compiled twin, if it has one
         self._hold_twin: tuple[Any, Any] = (None, None)
         if self.compiled:
+            from controller.compiled.runner import idle_phase
             from daq.loop.kernel import CompiledCycle
 
-            st = self.station
-            self.kc = CompiledCycle(
-                self.scaler,
-                self.fbmap,
-                self.fbm,
-                self.interlocks,
-                st.supply_index if st.check_supply else -1,
-                st.supply_min,
-                self.period,
-            )
+            self.kc = CompiledCycle(self)
+            self._no_phase = idle_phase(len(profile.joints))
             self._cycle = self._cycle_compiled  # type: ignore[method-assign]
             # Compile (or load from the disk cache) before anything can arm: no cycle pays it.
             from daq.loop.kernel import compile_all
@@ -486,23 +480,21 @@ class Loop(StationCommands):
         return compute
 
     def _cycle_compiled(self, t: float, wake_ns: int) -> int:
-        """`_cycle` with its numeric path in compiled kernels (daq/loop/kernel.py and the
-        runner's twin, controller/compiled/runner.py); the rare paths are the same Python."""
-        from daq.loop.kernel import check_cycle, scale_fill
-
-        ring, backend, il, kc, sc = self.ring, self.backend, self.interlocks, self.kc, self.scaler
+        """`_cycle` with its numeric path in two compiled calls (daq/loop/kernel.py: `k_scale`
+        before the commands, `k_rest` after them); the rare paths are the same Python."""
+        ring, backend, il, kc = self.ring, self.backend, self.interlocks, self.kc
         c0 = time.monotonic_ns()
         slot = ring.claim_slot()
-        raw, eng = self._raw[slot], self._eng[slot]
+        row = ring.rows[slot]
         self.t = t
         il.flags = 0
         il.first = None
-        if backend.read(t, raw) != BackendStatus.OK and self.profile.interlocks.backend_error:
-            il.trip(Trip.BACKEND_READ, "read returned ERROR")
-        scale_fill(raw, eng, sc.gain, sc.offset, kc.nl_index, kc.nl_kind, kc.nl_u, kc.nl_coef,
-                   kc.nl_x, sc.corr_offset, sc.corr_inv_gain, kc.fb_index, kc.fbm)  # fmt: skip
+        if backend.read(t, self._raw[slot]) != BackendStatus.OK:
+            if self.profile.interlocks.backend_error:
+                il.trip(Trip.BACKEND_READ, "read returned ERROR")
+        k_scale(row, kc.F, kc.I)
         self.fb.t = t
-        self.eng_now = eng
+        self.eng_now = self._eng[slot]
         if self._pending_trip:
             il.trip(
                 self._pending_trip, self._pending_where, self._pending_value, self._pending_limit
@@ -512,23 +504,41 @@ class Loop(StationCommands):
         if req is not None:
             self._handle(req)
         live = self.state in LIVE_STATES
-        st = self.station
-        if st.jogging or st.draining or (live and self._fast is None):
+        st, fast = self.station, self._fast
+        if st.jogging or st.draining or (live and fast is None):
             # A runner without a compiled twin (a jog, a drain): this cycle's checks in Python.
-            il.check_inputs(eng, backend.channel_fault)
-            self._station_cycle(eng)
+            il.check_inputs(self.eng_now, backend.channel_fault)
+            self._station_cycle(self.eng_now)
             if live:
                 il.check_position(self.fb.q)
                 if il.first is None:
                     self._step_runner()
         else:
-            flags = check_cycle(eng, backend.channel_fault, self.fbm[0], kc.cfg, il.valid_min,
-                                il.valid_max, il.p_index, il.p_max, live, kc.supply_index,
-                                kc.supply_min, il.soft_min, il.soft_max, kc.trip_i, kc.trip_f)  # fmt: skip
+            step = live and il.first is None
+            running = True
+            if step:
+                try:
+                    running = fast.prepare(self.fb)  # phase changes (rare)
+                except Exception as exc:  # as `_step_runner`: valves null, the loop goes on
+                    il.trip(Trip.CONTROLLER_ERROR, f"step: {exc!r}")
+                    step = False
+            phase = fast.phase if step else self._no_phase
+            try:
+                flags = k_rest(row, kc.F, kc.I, backend.channel_fault, live, step, fast.tr if step
+                               else 0.0, phase.tkind, phase.coef, phase.law.lb, self._ref_fresh)  # fmt: skip
+            except Exception as exc:  # a compiled law's ZeroDivisionError, as in Python
+                il.trip(Trip.CONTROLLER_ERROR, f"step: {exc!r}")
+                flags = 0
+                step = False
             if flags:
                 kc.record(flags, st.supply_name)
-            if live and il.first is None:
-                self._step_compiled()
+            if step and not flags & CHECK_FLAGS:
+                fast.advance()
+                self._ref_fresh = False
+                if not running and self.state == State.RUNNING and il.first is None:
+                    self._event("experiment_done")
+                    self._set_state(State.ARMED)
+                    self._hold_or_fault()
         volts = self.volts
         if il.first is not None and self.state not in LATCHED_STATES:
             self._enter_latched(State.FAULT, il.first)
@@ -542,7 +552,6 @@ class Loop(StationCommands):
                 self._enter_latched(State.FAULT, il.first)  # type: ignore[arg-type]
         np.copyto(self.prev_volts, volts)
         compute = time.monotonic_ns() - c0
-        row = ring.rows[slot]
         row[0] = self.seq
         row[1] = t
         row[2] = self.state
@@ -560,28 +569,6 @@ class Loop(StationCommands):
         if self.after_cycle is not None:
             self.after_cycle()
         return compute
-
-    def _step_compiled(self) -> None:
-        """`_step_runner` for a runner with a compiled twin."""
-        from daq.loop.kernel import finish_outputs
-
-        il, kc = self.interlocks, self.kc
-        try:
-            running = self._fast.step(self.fb, self.ref, self.joint_volts)
-        except Exception as exc:  # as `_step_runner`: the valves go to null, the loop goes on
-            il.trip(Trip.CONTROLLER_ERROR, f"step: {exc!r}")
-            return
-        flags = finish_outputs(self.joint_volts, kc.joint_of_output, self.volts, self.ref,
-                               self.ref_prev, self.ref_velocity, self._ref_fresh, self.period,
-                               self.fbm[0], kc.cfg, il.fe_base, il.fe_per_velocity, il.v_lo,
-                               il.v_hi, il.v_step, self.prev_volts, kc.trip_i, kc.trip_f)  # fmt: skip
-        self._ref_fresh = False
-        if flags:
-            kc.record(flags, "")
-        if not running and self.state == State.RUNNING and il.first is None:
-            self._event("experiment_done")
-            self._set_state(State.ARMED)
-            self._hold_or_fault()
 
     def _step_runner(self) -> None:
         runner = self.active

@@ -16,14 +16,16 @@ from __future__ import annotations
 import logging
 import math
 import time
+from typing import Any
 
 import numpy as np
 
 from controller.compiled.jit import kernel
-from daq.loop.feedback_map import FIELDS, FeedbackMap
+from controller.compiled.runner import phase_step
+from daq.loop.feedback_map import FIELDS
 from daq.loop.interlocks import CLAMP_FLAG, Interlocks, Trip
 from daq.profile.schema import LinearScaling, PolynomialScaling
-from daq.scaling import ChannelScaler, lsb
+from daq.scaling import lsb
 
 log = logging.getLogger(__name__)
 
@@ -201,83 +203,221 @@ def finish_outputs(
     return flags
 
 
-class CompiledCycle:
-    """The arrays of one loop's compiled kernels, built once from its Python objects."""
+# ---------------------------------------------------------------------------- the blob layout
+# numba's dispatcher costs ~0.25 µs per array argument on each call, more than the maths of a
+# cycle: so every array of the cycle lives in one float blob `F` and one int blob `I`, and the
+# Python objects (`ChannelScaler.gain`, `Interlocks.soft_min`, `Loop.volts`, ...) hold views of
+# them — a calibration swap or a jog that changes them in place changes what the kernels read.
+# `I[:HEADER]` holds the sizes and every field's offset.
+H_NI, H_NO, H_NJ, H_NP, H_NL, H_W, H_SUPPLY, H_RAW, H_ENG = range(9)
+_FOFF, _IOFF, HEADER = 16, 48, 64
+(GAIN, OFFSET, CORR_OFF, CORR_INV, VMIN, VMAX, PMAX, SOFT_MIN, SOFT_MAX, FE_BASE, FE_PV, V_LO,
+ V_HI, V_STEP, PREV_VOLTS, VOLTS, JOINT_VOLTS, REF, REF_PREV, REF_VEL, FBM, QR, QDR, QDDR,
+ TRIP_F, NL_U, NL_COEF, NL_X, SCALARS) = range(29)  # fmt: skip
+NL_INDEX, NL_KIND, P_INDEX, FB_INDEX, JOINT_OF_OUTPUT, CFG, TRIP_I = range(7)
+S_SUPPLY_MIN, S_PERIOD = 0, 1
 
-    def __init__(
-        self,
-        scaler: ChannelScaler,
-        fbmap: FeedbackMap,
-        fbm: np.ndarray,
-        interlocks: Interlocks,
-        supply_index: int,
-        supply_min: float,
-        period: float,
-    ) -> None:
-        self.scaler, self.interlocks, self.period = scaler, interlocks, period
+
+@kernel
+def _f(F: np.ndarray, I: np.ndarray, k: int, size: int) -> np.ndarray:
+    o = I[_FOFF + k]
+    return F[o : o + size]
+
+
+@kernel
+def _i(I: np.ndarray, k: int, size: int) -> np.ndarray:
+    o = I[_IOFF + k]
+    return I[o : o + size]
+
+
+@kernel
+def k_scale(row: np.ndarray, F: np.ndarray, I: np.ndarray) -> None:
+    """This cycle's counts (the row's raw slice) → the row's eng slice and the feedback."""
+    ni, nj, nl, w = I[H_NI], I[H_NJ], I[H_NL], I[H_W]
+    scale_fill(
+        row[I[H_RAW] : I[H_RAW] + ni], row[I[H_ENG] : I[H_ENG] + ni],
+        _f(F, I, GAIN, ni), _f(F, I, OFFSET, ni), _i(I, NL_INDEX, nl), _i(I, NL_KIND, nl),
+        _f(F, I, NL_U, nl * 3).reshape(nl, 3), _f(F, I, NL_COEF, nl * w).reshape(nl, w),
+        _f(F, I, NL_X, nl * w).reshape(nl, w), _f(F, I, CORR_OFF, ni), _f(F, I, CORR_INV, ni),
+        _i(I, FB_INDEX, 5 * nj).reshape(5, nj), _f(F, I, FBM, 5 * nj).reshape(5, nj),
+    )  # fmt: skip
+
+
+#: Flags of the checks before the law: a trip among them means the runner is not stepped.
+CHECK_FLAGS = sum(1 << (c - 1) for c in (_CHANNEL_RANGE, _CHANNEL_FAULT, _SOFT_LIMIT, _PRESSURE,
+                                         _SUPPLY_LOST))  # fmt: skip
+
+
+@kernel
+def k_rest(
+    row: np.ndarray,
+    F: np.ndarray,
+    I: np.ndarray,
+    channel_fault: np.ndarray,
+    live: bool,
+    step: bool,
+    tr: float,
+    tkind: int,
+    coef: np.ndarray,
+    lb: np.ndarray,
+    fresh: bool,
+) -> int:
+    """The cycle after the commands: the input checks (every state), and while live the supply
+    and soft-limit checks; then, if `step` and nothing tripped, the runner's phase at `tr`
+    (`controller.compiled.runner.phase_step`) and the output checks. Returns the flags."""
+    ni, no, nj, n_p = I[H_NI], I[H_NO], I[H_NJ], I[H_NP]
+    eng = row[I[H_ENG] : I[H_ENG] + ni]
+    fbm = _f(F, I, FBM, 5 * nj).reshape(5, nj)
+    cfg = _i(I, CFG, 5)
+    trip_i, trip_f = _i(I, TRIP_I, 2), _f(F, I, TRIP_F, 2)
+    flags = check_cycle(
+        eng, channel_fault, fbm[0], cfg, _f(F, I, VMIN, ni), _f(F, I, VMAX, ni),
+        _i(I, P_INDEX, n_p), _f(F, I, PMAX, n_p), live, I[H_SUPPLY],
+        F[I[_FOFF + SCALARS] + S_SUPPLY_MIN], _f(F, I, SOFT_MIN, nj), _f(F, I, SOFT_MAX, nj),
+        trip_i, trip_f,
+    )  # fmt: skip
+    if not step or flags & CHECK_FLAGS:
+        return flags
+    joint_volts, ref = _f(F, I, JOINT_VOLTS, nj), _f(F, I, REF, nj)
+    phase_step(
+        tkind, coef, tr, lb, fbm[0], fbm[1], fbm[2], _f(F, I, QR, nj),
+        _f(F, I, QDR, nj), _f(F, I, QDDR, nj), ref, joint_volts,
+    )  # fmt: skip
+    flags |= finish_outputs(
+        joint_volts, _i(I, JOINT_OF_OUTPUT, no), _f(F, I, VOLTS, no), ref, _f(F, I, REF_PREV, nj),
+        _f(F, I, REF_VEL, nj), fresh, F[I[_FOFF + SCALARS] + S_PERIOD], fbm[0], cfg,
+        _f(F, I, FE_BASE, nj), _f(F, I, FE_PV, nj), _f(F, I, V_LO, no), _f(F, I, V_HI, no),
+        _f(F, I, V_STEP, no), _f(F, I, PREV_VOLTS, no), trip_i, trip_f,
+    )  # fmt: skip
+    return flags
+
+
+class _Packer:
+    """Lays named arrays out in one blob and gives back views of it."""
+
+    def __init__(self, dtype: type) -> None:
+        self.dtype, self.parts = dtype, []  # type: ignore[var-annotated]
+
+    def add(self, k: int, init: np.ndarray) -> None:
+        self.parts.append((k, np.asarray(init, dtype=self.dtype)))
+
+    def build(self, header: int) -> tuple[np.ndarray, dict[int, tuple[int, np.ndarray]]]:
+        size = header + sum(p.size for _, p in self.parts)
+        blob = np.zeros(size, dtype=self.dtype)
+        out, off = {}, header
+        for k, p in self.parts:
+            view = blob[off : off + p.size].reshape(p.shape)
+            view[...] = p
+            out[k] = (off, view)
+            off += p.size
+        return blob, out
+
+
+class CompiledCycle:
+    """The blobs of one loop's kernels, built once from its Python objects, whose arrays become
+    views of them (see "the blob layout")."""
+
+    def __init__(self, loop: Any) -> None:
+        scaler, fbmap, il = loop.scaler, loop.fbmap, loop.interlocks
+        st = loop.station
+        self.interlocks = il
         nl = scaler.nonlinear
         width = 1 + max(
             [len(c.scaling.coefficients) if isinstance(c.scaling, PolynomialScaling)
              else len(c.scaling.points) for c in (scaler.channels[i] for i in nl)] or [1]
         )  # fmt: skip
-        self.nl_index = np.array(nl, dtype=np.intp)
-        self.nl_kind = np.zeros(len(nl), dtype=np.intp)
-        self.nl_u = np.zeros((len(nl), 3))
-        self.nl_coef = np.zeros((len(nl), width))
-        self.nl_x = np.zeros((len(nl), width))
+        nl_index = np.array(nl, dtype=np.intp)
+        nl_kind = np.zeros(len(nl), dtype=np.intp)
+        nl_u = np.zeros((len(nl), 3))
+        nl_coef = np.zeros((len(nl), width))
+        nl_x = np.zeros((len(nl), width))
         for m, i in enumerate(nl):
             ch = scaler.channels[i]
             s = ch.scaling
             assert not isinstance(s, LinearScaling)
-            self.nl_u[m, 0], self.nl_u[m, 1] = ch.converter.min, lsb(ch.converter)
+            nl_u[m, 0], nl_u[m, 1] = ch.converter.min, lsb(ch.converter)
             if isinstance(s, PolynomialScaling):
-                self.nl_kind[m] = _POLY
-                self.nl_u[m, 2] = len(s.coefficients)
-                self.nl_coef[m, : len(s.coefficients)] = s.coefficients
+                nl_kind[m] = _POLY
+                nl_u[m, 2] = len(s.coefficients)
+                nl_coef[m, : len(s.coefficients)] = s.coefficients
             else:
-                self.nl_kind[m] = _TABLE
-                self.nl_u[m, 2] = len(s.points)
-                self.nl_x[m, : len(s.points)] = [p[0] for p in s.points]
-                self.nl_coef[m, : len(s.points)] = [p[1] for p in s.points]
-        self.fbm = fbm
-        self.fb_index = np.full((len(FIELDS), fbmap.n_joints), -1, dtype=np.intp)
+                nl_kind[m] = _TABLE
+                nl_u[m, 2] = len(s.points)
+                nl_x[m, : len(s.points)] = [p[0] for p in s.points]
+                nl_coef[m, : len(s.points)] = [p[1] for p in s.points]
+        nj = fbmap.n_joints
+        fb_index = np.full((len(FIELDS), nj), -1, dtype=np.intp)
         rows = {name: f for f, (name, _) in enumerate(FIELDS)}
         for name, idx in fbmap.full:
-            self.fb_index[rows[name]] = idx
+            fb_index[rows[name]] = idx
         for name, pairs in fbmap.partial:
             for j, i in pairs:
-                self.fb_index[rows[name], j] = i
-        self.joint_of_output = fbmap.joint_of_output
-        cfg = interlocks.cfg
-        self.cfg = np.array(
-            [cfg.channel_range, cfg.pressure and len(interlocks.p_index) > 0, cfg.soft_limits,
-             cfg.following_error, cfg.valve_limits], dtype=np.bool_,
-        )  # fmt: skip
-        self.supply_index, self.supply_min = supply_index, supply_min
-        self.trip_i = np.zeros(2, dtype=np.int64)
-        self.trip_f = np.zeros(2)
+                fb_index[rows[name], j] = i
+        cfg = il.cfg
+        fp, ip = _Packer(np.float64), _Packer(np.intp)
+        # (float field, owner, attribute): the owner's array becomes the blob's view.
+        owned = [
+            (GAIN, scaler, "gain"), (OFFSET, scaler, "offset"), (CORR_OFF, scaler, "corr_offset"),
+            (CORR_INV, scaler, "corr_inv_gain"), (VMIN, il, "valid_min"), (VMAX, il, "valid_max"),
+            (PMAX, il, "p_max"), (SOFT_MIN, il, "soft_min"), (SOFT_MAX, il, "soft_max"),
+            (FE_BASE, il, "fe_base"), (FE_PV, il, "fe_per_velocity"), (V_LO, il, "v_lo"),
+            (V_HI, il, "v_hi"), (V_STEP, il, "v_step"), (PREV_VOLTS, loop, "prev_volts"),
+            (VOLTS, loop, "volts"), (JOINT_VOLTS, loop, "joint_volts"), (REF, loop, "ref"),
+            (REF_PREV, loop, "ref_prev"), (REF_VEL, loop, "ref_velocity"), (FBM, loop, "fbm"),
+        ]  # fmt: skip
+        for k, owner, name in owned:
+            fp.add(k, getattr(owner, name))
+        for k, init in ((QR, np.zeros(nj)), (QDR, np.zeros(nj)), (QDDR, np.zeros(nj)),
+                        (TRIP_F, np.zeros(2)), (NL_U, nl_u), (NL_COEF, nl_coef), (NL_X, nl_x),
+                        (SCALARS, np.array([st.supply_min, loop.period]))):  # fmt: skip
+            fp.add(k, init)
+        for k, init in ((NL_INDEX, nl_index), (NL_KIND, nl_kind), (P_INDEX, il.p_index),
+                        (FB_INDEX, fb_index), (JOINT_OF_OUTPUT, fbmap.joint_of_output),
+                        (CFG, np.array([cfg.channel_range, cfg.pressure, cfg.soft_limits,
+                                        cfg.following_error, cfg.valve_limits])),
+                        (TRIP_I, np.zeros(2))):  # fmt: skip
+            ip.add(k, init)
+        self.F, fviews = fp.build(0)
+        self.I, iviews = ip.build(HEADER)
+        for k, (off, _) in fviews.items():
+            self.I[_FOFF + k] = off
+        for k, (off, _) in iviews.items():
+            self.I[_IOFF + k] = off
+        for k, owner, name in owned:
+            setattr(owner, name, fviews[k][1])
+        # The feedback's fields are the rows of the blob's feedback matrix.
+        for f, (name, _) in enumerate(FIELDS):
+            setattr(loop.fb, name, loop.fbm[f])
+        lay = loop.layout
+        hdr = self.I
+        hdr[H_NI], hdr[H_NO], hdr[H_NJ] = len(scaler.channels), len(fbmap.joint_of_output), nj
+        hdr[H_NP], hdr[H_NL], hdr[H_W] = len(il.p_index), len(nl), width
+        hdr[H_SUPPLY] = st.supply_index if st.check_supply else -1
+        hdr[H_RAW], hdr[H_ENG] = lay.span("raw").start, lay.span("eng").start
+        self.trip_i = iviews[TRIP_I][1]
+        self.trip_f = fviews[TRIP_F][1]
 
     def where(self, code: int, index: int, supply_name: str) -> str:
         """The `TripInfo.where` of a kernel's trip (the rare path)."""
         il = self.interlocks
         if code in (_CHANNEL_RANGE, _CHANNEL_FAULT):
-            return il.input_names[index]
+            return str(il.input_names[index])
         if code == _PRESSURE:
-            return il.p_names[index]
+            return str(il.p_names[index])
         if code in (_SOFT_LIMIT, _FOLLOWING):
-            return il.joint_names[index]
+            return str(il.joint_names[index])
         if code in (_VALVE_RATE, _COMMAND_INVALID):
-            return il.output_names[index]
+            return str(il.output_names[index])
         if code == _SUPPLY_LOST:
             return supply_name
         return ""
 
     def record(self, flags: int, supply_name: str) -> None:
-        """A kernel's flags into the interlocks (and the first trip's `TripInfo`)."""
+        """A kernel's flags into the interlocks, and its first trip as the cycle's `TripInfo`
+        when nothing tripped before it in this cycle (the order of `Interlocks`' checks)."""
         il = self.interlocks
         if flags & CLAMP_FLAG:
             il.clamped += 1
-        il.flags |= flags
         code = int(self.trip_i[0])
         if code and il.first is None:
             il.trip(
@@ -286,42 +426,53 @@ class CompiledCycle:
                 float(self.trip_f[0]),
                 float(self.trip_f[1]),
             )
-            il.flags |= flags
+        il.flags |= flags
+
+def _dummy_blobs(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A blob pair and a row for n inputs, outputs and joints (for `compile_all` only)."""
+    fp, ip = _Packer(np.float64), _Packer(np.intp)
+    for k in range(SCALARS + 1):
+        fp.add(k, np.zeros(5 * n))
+    for k in range(TRIP_I + 1):
+        ip.add(k, np.zeros(5 * n))
+    F, fv = fp.build(0)
+    I, iv = ip.build(HEADER)
+    for k, (off, _) in fv.items():
+        I[_FOFF + k] = off
+    for k, (off, _) in iv.items():
+        I[_IOFF + k] = off
+    fv[SCALARS][1][S_PERIOD] = 1e-3
+    fv[VMAX][1][:] = fv[PMAX][1][:] = fv[SOFT_MAX][1][:] = fv[V_HI][1][:] = 1.0
+    fv[SOFT_MIN][1][:] = fv[V_LO][1][:] = -1.0
+    fv[FE_BASE][1][:] = fv[V_STEP][1][:] = 1.0
+    iv[FB_INDEX][1][:] = -1
+    iv[CFG][1][:] = 1
+    I[H_NI] = I[H_NO] = I[H_NJ] = n
+    I[H_SUPPLY], I[H_RAW], I[H_ENG] = -1, 0, n
+    return F, I, np.zeros(2 * n + 8)
 
 
 def compile_all() -> float:
-    """Compile (or load from the cache) every kernel of the compiled cycle with the types the
-    loop uses, before the loop arms; returns the seconds it took."""
-    from controller.compiled.runner import phase_step
-
-    from controller.compiled.laws import N_LP, N_LS
-    from controller.compiled.model import N_MP, N_MS
-    from controller.compiled.pid import N_PAR, N_STATE
-
-    t0 = time.perf_counter()
-    n, f = 2, np.zeros(2)
-    i = np.zeros(2, dtype=np.intp)
-    m2 = np.zeros((n, N_LS))
-    scale_fill(f, f.copy(), f, f, np.zeros(0, np.intp), np.zeros(0, np.intp), np.zeros((0, 3)),
-               np.zeros((0, 2)), np.zeros((0, 2)), f, f, np.zeros((5, n), np.intp),
-               np.zeros((5, n)))  # fmt: skip
-    cfg = np.zeros(5, dtype=np.bool_)
-    ti, tf = np.zeros(2, np.int64), np.zeros(2)
-    check_cycle(f, np.zeros(2, np.uint8), f, cfg, f, f, i, f, True, -1, 0.0, f, f, ti, tf)
-    finish_outputs(f, i, f.copy(), f, f.copy(), f.copy(), False, 1e-3, f, cfg, f, f, f, f, f,
-                   f.copy(), ti, tf)  # fmt: skip
-
-    for kind in range(5):
-        for tkind in range(4):
-            phase_step(tkind, np.zeros((n, 12)), 0.0, kind, np.ones((n, N_LP)), np.ones((n, N_LS)),
-                       np.ones((n, N_PAR)), np.zeros((n, N_STATE)), np.ones((n, N_MP)),
-                       np.ones(N_MS), f + 1, f.copy(), np.zeros(n, np.bool_), kind == 3, f, f, f,
-                       f.copy(), f.copy(), f.copy(), f.copy(), f.copy())  # fmt: skip
-    from controller.compiled.laws import law_disable, law_enable
+    """Compile (or load from the disk cache) every kernel the compiled cycle calls, with the
+    types the loop calls them with, before the loop can arm; returns the seconds it took."""
+    from controller.compiled.laws import law_blob, law_disable, law_enable, law_views
     from controller.compiled.trajectories import traj_eval
 
+    t0 = time.perf_counter()
+    n = 2
+    F, I, row = _dummy_blobs(n)
+    k_scale(row, F, I)
+    coef = np.zeros((n, 12))
+    coef[:, 1] = 1.0  # harmonic: one term; trapezoid: one (empty) move
+    for kind in range(5):
+        lb = law_blob(kind, n)
+        lp, ls, pidp, pids, mp, ms, vlim, work, open_loop = law_views(lb)
+        lp[:] = mp[:] = ms[:] = pidp[:] = vlim[:] = 1.0
+        for tkind in range(4):
+            k_rest(row, F, I, np.zeros(n, np.uint8), True, True, 0.0, tkind, coef, lb, False)
+        f = np.zeros(n)
+        law_enable(lb, f, f, f, f)
+        law_disable(lb)
     for tkind in range(4):
-        traj_eval(tkind, np.zeros((n, 12)), 0.0, f.copy(), f.copy(), f.copy())
-    law_enable(0, m2, m2.copy(), np.zeros((n, N_STATE)), f, f, f, f)
-    law_disable(0, np.zeros((n, N_STATE)))
+        traj_eval(tkind, coef, 0.0, np.zeros(n), np.zeros(n), np.zeros(n))
     return time.perf_counter() - t0
