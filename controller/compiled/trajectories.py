@@ -24,9 +24,9 @@ MOVE_COLS = 9
 def compile_trajectory(traj: Trajectory) -> tuple[int, np.ndarray] | None:
     """(kind, coefficients) of `traj`, or None for a class without a compiled form."""
     n = traj.n
-    if isinstance(traj, Hold):
+    if type(traj) is Hold:
         return HOLD, np.array(traj.position, dtype=float).reshape(n, 1)
-    if isinstance(traj, HarmonicSum):
+    if type(traj) is HarmonicSum:
         k = max(len(r) for r in traj._rows) if n else 0
         coef = np.zeros((n, 2 + 3 * k))
         for j in range(n):
@@ -35,12 +35,12 @@ def compile_trajectory(traj: Trajectory) -> tuple[int, np.ndarray] | None:
             for i, (w, s, c) in enumerate(traj._rows[j]):
                 coef[j, 2 + 3 * i : 5 + 3 * i] = (w, s, c)
         return HARMONIC, coef
-    if isinstance(traj, _Chirp):
+    if type(traj) is _Chirp:
         coef = np.zeros((n, 4))
         for j in range(n):
             coef[j] = (traj.center[j], traj.amp[j], traj.f0, traj.k)
         return CHIRP, coef
-    if isinstance(traj, TrapezoidPath):
+    if type(traj) is TrapezoidPath:
         m = max(len(c) for c in traj._moves) if n else 0
         coef = np.zeros((n, 2 + MOVE_COLS * m))
         fill_trapezoid(traj, coef)

@@ -36,10 +36,15 @@ def recorded_run(
     params: Any = None,
     seconds: float | None = None,
     chunk: int = 2000,
+    rate_hz: float | None = None,
 ) -> np.ndarray:
     """Every row of: 0.2 s idle, arm, 0.3 s hold, run the experiment to its end (or `seconds`),
     0.2 s more. The rows of both paths must be equal (same seed, same plant)."""
     profile = load_profile(profile_path)
+    if rate_hz is not None:
+        profile = profile.model_copy(
+            update={"rig": profile.rig.model_copy(update={"loop_rate_hz": rate_hz})}
+        )
     exp_dict = tomllib.loads(experiment.read_text()) if isinstance(experiment, Path) else experiment
     sim = SimBackend.from_profile(profile)
     sim.open()

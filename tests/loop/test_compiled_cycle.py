@@ -92,6 +92,18 @@ def test_compiled_rows_equal_python_rows_for_every_law_and_trajectory() -> None:
     _assert_rows_equal(python, compiled)
 
 
+def test_4khz_compiled_rows_equal_python_rows_and_the_hold_tracks() -> None:
+    """`loop_rate_hz = 4000`: the same rows on both paths, four per millisecond, no trip, and
+    the standard experiment's reference followed as at 1 kHz."""
+    python = recorded_run(compiled=False, seconds=2.0, rate_hz=4000.0)
+    compiled = recorded_run(compiled=True, seconds=2.0, rate_hz=4000.0)
+    _assert_rows_equal(python, compiled)
+    running = compiled[compiled[:, 2] == 2]
+    assert len(running) >= 7900
+    assert np.allclose(np.diff(running[:, 1]), 2.5e-4)
+    assert (compiled[:, 3] == 0).all()
+
+
 def test_the_compiled_loop_drives_the_runner_through_its_compiled_twin() -> None:
     """The standard runner gets a compiled twin; a runner the kernels do not know (the fakes'
     HoldP) runs on the Python path of the same loop."""
