@@ -327,8 +327,7 @@ def compiled_figures(args: argparse.Namespace, prof: Any, spin: list[str]) -> di
     out["compiled_4khz_state"] = r4["state"]
     out["cyclictest_250us"] = cyc
     out["skipped_4khz_ok"] = (
-        "skipped_equivalent" in cyc
-        and r4["timing"]["skipped_cycles"] <= cyc["skipped_equivalent"]
+        "skipped_equivalent" in cyc and r4["timing"]["skipped_cycles"] <= cyc["skipped_equivalent"]
     )
     return out
 
@@ -415,7 +414,9 @@ def main(argv: list[str] | None = None) -> int:
     stall = compare_stalled(args, spin) if args.stalled_seconds > 0 else None
     paths = compiled_figures(args, prof, spin) if args.path_seconds > 0 else None
     ident = (
-        [identify_wall_s(args.profile, p) for p in ("python", "compiled")] if args.identify else None
+        [identify_wall_s(args.profile, p) for p in ("python", "compiled")]
+        if args.identify
+        else None
     )
 
     wake, comp = t["wake_latency_us"], t["compute_time_us"]

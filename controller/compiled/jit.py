@@ -50,7 +50,7 @@ def _choose_cache() -> bool:
         Path(tempfile.gettempdir()) / f"hydrig-numba-{os.getuid()}",
     ):
         if _writable(candidate):
-            numba.config.CACHE_DIR = str(candidate)
+            numba.config.CACHE_DIR = str(candidate)  # type: ignore[attr-defined]
             log.warning(
                 "compiled loop: the source tree is read-only; numba caches in %s", candidate
             )

@@ -22,11 +22,11 @@ import numpy as np
 
 from controller.compiled.jit import kernel
 from controller.compiled.model import (
-    N_MP,
-    N_MS,
     M_AC,
     M_AR,
     M_KV,
+    N_MP,
+    N_MS,
     cylinder,
     gravity_friction,
     inverse_dynamics,
@@ -190,7 +190,8 @@ def law_enable(
 ) -> None:
     """`Law.enable(fb, q_ref)`: bumpless start from the measured state."""
     kind = int(lb[L_KIND])
-    lp, ls, pidp, pids, mp, ms, vlim, work, open_loop = law_views(lb)
+    views = law_views(lb)
+    ls, pids = views[1], views[3]
     n = q.shape[0]
     if kind == LAW_PID or kind == LAW_VALVE_SINE or kind == LAW_PID_FF:
         for j in range(n):
@@ -247,7 +248,7 @@ def law_update(
 ) -> None:
     """`Law.update(t, fb, q_ref, qd_ref, qdd_ref, volts_out)` for every kind."""
     kind = int(lb[L_KIND])
-    lp, ls, pidp, pids, mp, ms, vlim, work, open_loop = law_views(lb)
+    lp, ls, pidp, pids, mp, ms, vlim, work, _ = law_views(lb)
     n = q.shape[0]
     if kind == LAW_PID:
         for j in range(n):

@@ -88,10 +88,13 @@ class CompiledRunner:
         else:
             self.period = runner.period
             self._final_phase = _CPhase(
-                None, HOLD, np.asarray(runner._final, dtype=float).reshape(n, 1),
+                None, HOLD, np.array(runner._final, dtype=np.float64).reshape(n, 1),
                 laws[id(runner._hold_law)],
             )  # fmt: skip
             self._recover = self._compile_phase(runner._recover)
+            # C-contiguous float64: the types the kernels were compiled for before arming (an
+            # array of another layout would compile a new specialisation in a live cycle).
+            self._final = np.ascontiguousarray(runner._final, dtype=np.float64)
         self._cur: _CPhase | None = None
         self._k = 0
         self.elapsed = 0.0
@@ -194,13 +197,14 @@ class CompiledRunner:
             if not self._next(fb):
                 self.finished = py.finished = True
                 py.segment_name = "finished"
-                law_enable(self._final_phase.law.lb, fb.q, fb.p_cap, fb.p_rod, py._final)
+                law_enable(self._final_phase.law.lb, fb.q, fb.p_cap, fb.p_rod, self._final)
                 self.phase, self.tr = self._final_phase, 0.0
                 return False
             cp = self._cur
             assert cp is not None and cp.py is not None
             t = 0.0
         ph = cp.py
+        assert ph is not None
         self.phase, self._t = cp, t
         self.tr = t % ph.duration if ph.repeats > 1 else t
         return True

@@ -40,8 +40,7 @@ import numpy as np
 
 from daq.backends.base import Backend, BackendStatus
 from daq.loop.commands import EventSink, Runner
-from daq.loop.feedback_map import FeedbackMap
-from daq.loop.feedback_map import FIELDS
+from daq.loop.feedback_map import FIELDS, FeedbackMap
 from daq.loop.interlocks import STALL, Interlocks, Trip, TripInfo
 from daq.loop.kernel import CHECK_FLAGS, k_rest, k_scale
 from daq.loop.mailbox import Mailbox, Request
@@ -523,9 +522,10 @@ class Loop(StationCommands):
                     il.trip(Trip.CONTROLLER_ERROR, f"step: {exc!r}")
                     step = False
             phase = fast.phase if step else self._no_phase
+            tr = fast.tr if step else 0.0
             try:
-                flags = k_rest(row, kc.F, kc.I, backend.channel_fault, live, step, fast.tr if step
-                               else 0.0, phase.tkind, phase.coef, phase.law.lb, self._ref_fresh)  # fmt: skip
+                flags = k_rest(row, kc.F, kc.I, backend.channel_fault, live, step, tr, phase.tkind,
+                               phase.coef, phase.law.lb, self._ref_fresh)  # fmt: skip
             except Exception as exc:  # a compiled law's ZeroDivisionError, as in Python
                 il.trip(Trip.CONTROLLER_ERROR, f"step: {exc!r}")
                 flags = 0

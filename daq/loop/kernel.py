@@ -23,7 +23,7 @@ import numpy as np
 from controller.compiled.jit import kernel
 from controller.compiled.runner import phase_step
 from daq.loop.feedback_map import FIELDS
-from daq.loop.interlocks import CLAMP_FLAG, Interlocks, Trip
+from daq.loop.interlocks import CLAMP_FLAG, Trip
 from daq.profile.schema import LinearScaling, PolynomialScaling
 from daq.scaling import lsb
 
@@ -428,6 +428,7 @@ class CompiledCycle:
             )
         il.flags |= flags
 
+
 def _dummy_blobs(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A blob pair and a row for n inputs, outputs and joints (for `compile_all` only)."""
     fp, ip = _Packer(np.float64), _Packer(np.intp)
@@ -466,8 +467,9 @@ def compile_all() -> float:
     coef[:, 1] = 1.0  # harmonic: one term; trapezoid: one (empty) move
     for kind in range(5):
         lb = law_blob(kind, n)
-        lp, ls, pidp, pids, mp, ms, vlim, work, open_loop = law_views(lb)
-        lp[:] = mp[:] = ms[:] = pidp[:] = vlim[:] = 1.0
+        views = law_views(lb)
+        for k in (0, 2, 4, 5, 6):  # lp, pidp, mp, ms, vlim: no division by zero
+            views[k][...] = 1.0
         for tkind in range(4):
             k_rest(row, F, I, np.zeros(n, np.uint8), True, True, 0.0, tkind, coef, lb, False)
         f = np.zeros(n)

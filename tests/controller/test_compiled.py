@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from controller import trajectories as tr
 from controller.compiled.pid import pid_arrays, pid_enable, pid_update
 from controller.compiled.runner import compile_runner
 from controller.compiled.trajectories import compile_trajectory, traj_eval
@@ -19,7 +20,6 @@ from controller.moves import sweep, trapezoid
 from controller.pid import Pid, PidParams
 from controller.plant.params import PlantParams
 from controller.runner import ExperimentRunner, HoldRunner
-from controller import trajectories as tr
 from tests.loop.test_compiled_cycle import LAWS_EXPERIMENT
 
 
@@ -98,7 +98,9 @@ def test_every_law_through_the_experiment_runner_equals_python(
     twin = compile_runner(runner())
     assert twin is not None
     _drive(runner(), twin, 2, round(exp.duration * 1000) + 3000, seed=1)
-    assert twin.py.finished and twin.py.segment_name == "finished"
+    py = twin.py
+    assert isinstance(py, ExperimentRunner)
+    assert py.finished and py.segment_name == "finished"
 
 
 def test_hold_runner_equals_python(rig2: tuple[list[PidParams], list[JointLimits]]) -> None:

@@ -70,7 +70,7 @@ def recorded_run(
     run(per_s // 5)
     arm = _post(loop, "arm")
     run(per_s * 3 // 10)
-    assert arm.ok, arm.message
+    assert arm.ok, arm.reason
     go = _post(loop, "run", runner)
     total = exp.duration + 10.0 if seconds is None else seconds
     end = loop.seq + round(total * per_s)
@@ -78,7 +78,7 @@ def recorded_run(
         run(chunk)
         if seconds is None and loop.state != State.RUNNING:
             break
-    assert go.ok, go.message
+    assert go.ok, go.reason
     run(per_s // 5)
     sim.close()
     return np.concatenate(out)
