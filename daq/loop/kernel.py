@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from controller.compiled.jit import kernel
+from controller.compiled.jit import kernel, register_source
 from controller.compiled.runner import phase_step
 from daq.loop.feedback_map import FIELDS
 from daq.loop.interlocks import CLAMP_FLAG, Trip
@@ -28,6 +28,7 @@ from daq.profile.schema import LinearScaling, PolynomialScaling
 from daq.scaling import lsb
 
 log = logging.getLogger(__name__)
+register_source(__file__)  # this module's kernels call the controller's: one cache hash
 
 _POLY, _TABLE = 0, 1
 _CHANNEL_RANGE, _CHANNEL_FAULT, _SOFT_LIMIT, _PRESSURE = 1, 2, 3, 4
