@@ -9,6 +9,12 @@
 3. The service in virtual time on the same profile for `--virtual-seconds` of rig time: speed-up
    = rig time / wall time of the loop.
 
+4. The compiled cycle against the Python one (`HYDRIG_LOOP_PATH=python`) in the same run
+   (`--path-seconds`): armed real-time compute median/p99 and virtual-time speed of each; the
+   service at 4 kHz (the profile with `loop_rate_hz = 4000`) with its skipped cycles against
+   cyclictest's equivalent at a 250-µs period; with `--identify`, the wall time of the README's
+   main job (`rigctl identify --virtual-time`) on each path. `--only-paths` runs only this.
+
 The service runs its loop in a process of its own (issue 15); `--loop-thread` measures the
 earlier layout (the loop as a thread of the service) for comparison. The transition cost of a
 command crossing the process boundary — pickling an experiment runner in the service and
