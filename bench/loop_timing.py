@@ -9,6 +9,12 @@
 3. The service in virtual time on the same profile for `--virtual-seconds` of rig time: speed-up
    = rig time / wall time of the loop.
 
+4. The compiled cycle against the Python one (`HYDRIG_LOOP_PATH=python`) in the same run
+   (`--path-seconds`): armed real-time compute median/p99 and virtual-time speed of each; the
+   service at 4 kHz (the profile with `loop_rate_hz = 4000`) with its skipped cycles against
+   cyclictest's equivalent at a 250-µs period; with `--identify`, the wall time of the README's
+   main job (`rigctl identify --virtual-time`) on each path. `--only-paths` runs only this.
+
 The service runs its loop in a process of its own (issue 15); `--loop-thread` measures the
 earlier layout (the loop as a thread of the service) for comparison. The transition cost of a
 command crossing the process boundary — pickling an experiment runner in the service and
@@ -46,13 +52,16 @@ from daq.profile.loader import load_profile  # noqa: E402
 from rigctl.session import free_endpoint  # noqa: E402
 
 
-def run_cyclictest(seconds: float, priority: int, cpu: int) -> tuple[np.ndarray, float] | str:
+def run_cyclictest(
+    seconds: float, priority: int, cpu: int, interval_us: int = 1000
+) -> tuple[np.ndarray, float] | str:
     """cyclictest's 1-µs histogram and maximum, or the reason it could not run."""
     exe = shutil.which("cyclictest")
     if exe is None:
         return "cyclictest not installed (apt-get install -y rt-tests)"
-    loops = round(seconds * 1000)
-    cmd = [exe, "-m", f"-p{priority}", "-i1000", f"-l{loops}", "-q", "-h", "20000", "-t1"]
+    loops = round(seconds * 1e6 / interval_us)
+    cmd = [exe, "-m", f"-p{priority}", f"-i{interval_us}", f"-l{loops}", "-q", "-h", "20000",
+           "-t1"]  # fmt: skip
     if cpu >= 0:
         cmd.append(f"-a{cpu}")
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds * 3 + 60)
@@ -73,7 +82,9 @@ def run_cyclictest(seconds: float, priority: int, cpu: int) -> tuple[np.ndarray,
     return hist, maximum
 
 
-def cyclictest_summary(parts: list[tuple[np.ndarray, float] | str], cmd: str) -> dict[str, Any]:
+def cyclictest_summary(
+    parts: list[tuple[np.ndarray, float] | str], cmd: str, period_us: int = 1000
+) -> dict[str, Any]:
     """One summary of several cyclictest runs (their histograms added)."""
     good = [p for p in parts if not isinstance(p, str)]
     if not good:
@@ -86,11 +97,11 @@ def cyclictest_summary(parts: list[tuple[np.ndarray, float] | str], cmd: str) ->
         "p99": percentile_from_histogram(hist, 99.0),
         "p99.9": percentile_from_histogram(hist, 99.9),
         "max": max(m for _, m in good),
-        "over_period": int(hist[1000:].sum()),
-        # The cycles a 1 kHz loop that wakes as late as cyclictest did would have skipped
-        # (a wake-up d µs late passes floor(d / 1000) deadlines): the same-run reference for
-        # the service's `skipped_cycles` on a machine whose host takes the CPU away.
-        "skipped_equivalent": int((hist * (np.arange(hist.size) // 1000)).sum()),
+        "over_period": int(hist[period_us:].sum()),
+        # The cycles a loop of this period that wakes as late as cyclictest did would have
+        # skipped (a wake-up d µs late passes floor(d / period) deadlines): the same-run
+        # reference for the service's `skipped_cycles` on a machine whose host takes the CPU.
+        "skipped_equivalent": int((hist * (np.arange(hist.size) // period_us)).sum()),
         "command": cmd,
     }
 
@@ -138,6 +149,7 @@ def run_service(
     extra: list[str],
     arm: bool = False,
     stalled_subscriber: bool = False,
+    loop_path: str = "compiled",
 ) -> dict[str, Any]:
     """Run `rig-daq` for `seconds`; with `stalled_subscriber`, a telemetry SUB socket that
     connects and never reads (its queues fill; the publisher must drop, never wait)."""
@@ -165,7 +177,7 @@ def run_service(
         ]
         if virtual:
             cmd.append("--virtual-time")
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        env = dict(os.environ, PYTHONPATH=str(ROOT), HYDRIG_LOOP_PATH=loop_path)
         proc = subprocess.Popen(
             cmd, env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
@@ -186,6 +198,7 @@ def run_service(
             raise SystemExit(f"service failed ({proc.returncode}):\n{stderr[-3000:]}")
         result: dict[str, Any] = json.loads(status.read_text())
         result["arm_reply"] = armed
+        result["startup_lines"] = [ln for ln in stderr.splitlines() if ln.startswith("rig-loop:")]
         return result
 
 
@@ -259,6 +272,72 @@ def mailbox_runner_cost(profile_path: Path) -> dict[str, float]:
     }
 
 
+def profile_at_rate(profile: Path, rate_hz: float, tmp: Path) -> Path:
+    """A copy of the profile file with `[rig].loop_rate_hz` changed (in `tmp`)."""
+    text = profile.read_text()
+    new, count = re.subn(r"(?m)^loop_rate_hz\s*=.*$", f"loop_rate_hz = {rate_hz}", text)
+    if count != 1:
+        raise SystemExit(f"{profile}: no single loop_rate_hz line to change")
+    out = tmp / f"{profile.stem}-{rate_hz:g}hz.toml"
+    out.write_text(new)
+    return out
+
+
+def compute_summary(t: dict[str, Any]) -> dict[str, Any]:
+    c = t["compute_time_us"]
+    return {"p50": c["p50"], "p99": c["p99"], "max": c.get("max"), "cycles": t["cycles"],
+            "skipped_cycles": t["skipped_cycles"], "overruns": t["overruns"]}  # fmt: skip
+
+
+def identify_wall_s(profile: Path, loop_path: str) -> dict[str, Any]:
+    """The README's main job, `rigctl identify --profile P --virtual-time`, wall time."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, PYTHONPATH=str(ROOT), HYDRIG_LOOP_PATH=loop_path)
+        cmd = [sys.executable, "-m", "rigctl.main", "identify", "--profile", str(profile),
+               "--virtual-time"]  # fmt: skip
+        t0 = time.monotonic()
+        proc = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True,
+                              timeout=7200)  # fmt: skip
+        wall = time.monotonic() - t0
+    return {"loop_path": loop_path, "wall_s": wall, "exit": proc.returncode,
+            "tail": proc.stdout.strip().splitlines()[-3:] or proc.stderr[-500:]}  # fmt: skip
+
+
+def compiled_figures(args: argparse.Namespace, prof: Any, spin: list[str]) -> dict[str, Any]:
+    """The compiled cycle against the Python one in the same run: armed real-time compute at
+    the profile's rate, virtual-time speed, and at 4 kHz the skipped cycles against
+    cyclictest's equivalent at a 250-µs period."""
+    prio, cpu = prof.realtime.priority, prof.realtime.cpu
+    out: dict[str, Any] = {}
+    for path in ("compiled", "python"):
+        r = run_service(args.profile, args.path_seconds, False, spin, arm=True, loop_path=path)
+        out[f"{path}_1khz"] = compute_summary(r["timing"])
+        out[f"{path}_startup"] = r.get("startup_lines")
+        v = run_service(args.profile, args.virtual_seconds, True, [], loop_path=path)
+        out[f"{path}_virtual_speedup"] = args.virtual_seconds / v["wall_s"]
+        print(f"{path}: {out[f'{path}_1khz']}, virtual ×{out[f'{path}_virtual_speedup']:.1f}",
+              flush=True)  # fmt: skip
+    c, p = out["compiled_1khz"], out["python_1khz"]
+    out["compute_median_ratio_python_over_compiled"] = p["p50"] / c["p50"] if c["p50"] else None
+    out["compute_median_ok"] = c["p50"] <= 20.0
+    out["compute_p99_ok"] = c["p99"] <= 60.0
+    out["virtual_speedup_ok"] = out["compiled_virtual_speedup"] >= 50.0
+    with tempfile.TemporaryDirectory() as tmp:
+        fast = profile_at_rate(args.profile, 4000.0, Path(tmp))
+        half = args.path_seconds / 2
+        before = run_cyclictest(half, prio, cpu, 250)
+        r4 = run_service(fast, args.path_seconds, False, spin, arm=True)
+        after = run_cyclictest(half, prio, cpu, 250)
+    cyc = cyclictest_summary([before, after], f"cyclictest -i250 (2 × {half} s)", 250)
+    out["compiled_4khz"] = compute_summary(r4["timing"])
+    out["compiled_4khz_state"] = r4["state"]
+    out["cyclictest_250us"] = cyc
+    out["skipped_4khz_ok"] = (
+        "skipped_equivalent" in cyc and r4["timing"]["skipped_cycles"] <= cyc["skipped_equivalent"]
+    )
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=60.0)
@@ -277,9 +356,37 @@ def main(argv: list[str] | None = None) -> int:
         help="length of each of the two recorded runs, with and without a telemetry "
         "subscriber that never reads (0 = skip)",
     )
+    ap.add_argument(
+        "--path-seconds",
+        type=float,
+        default=20.0,
+        help="length of each run comparing the compiled and the Python cycle, and of the "
+        "4 kHz run (0 = skip them)",
+    )
+    ap.add_argument(
+        "--identify",
+        action="store_true",
+        help="also time the README's main job (rigctl identify --virtual-time) on each path",
+    )
+    ap.add_argument(
+        "--only-paths",
+        action="store_true",
+        help="only the compiled-vs-Python comparison (and --identify): skips the 1-kHz "
+        "cyclictest bracket and the stalled-subscriber runs",
+    )
     args = ap.parse_args(argv)
     prof = load_profile(args.profile)
     prio, cpu = prof.realtime.priority, prof.realtime.cpu
+    spin0 = [] if args.spin_us is None else ["--spin-us", str(args.spin_us)]
+    if args.only_paths:
+        load_before = os.getloadavg()
+        figures: dict[str, Any] = {"cycle_paths": compiled_figures(args, prof, spin0)}
+        if args.identify:
+            figures["identify"] = [identify_wall_s(args.profile, p) for p in ("python", "compiled")]
+        figures["load_average_before"] = load_before
+        figures["load_average"] = os.getloadavg()
+        print(json.dumps(figures))
+        return 0
 
     # cyclictest for half the time before the service and half after, histograms added: on a
     # shared machine the load drifts, and bracketing the service run samples the same drift.
@@ -311,6 +418,12 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     stall = compare_stalled(args, spin) if args.stalled_seconds > 0 else None
+    paths = compiled_figures(args, prof, spin) if args.path_seconds > 0 else None
+    ident = (
+        [identify_wall_s(args.profile, p) for p in ("python", "compiled")]
+        if args.identify
+        else None
+    )
 
     wake, comp = t["wake_latency_us"], t["compute_time_us"]
     ratio = wake["p99"] / cyc["p99"] if "p99" in cyc and cyc["p99"] > 0 else None
@@ -346,6 +459,8 @@ def main(argv: list[str] | None = None) -> int:
         "virtual_speedup": speedup,
         "virtual_speedup_ok": speedup >= 5.0,
         "stalled_subscriber": stall,
+        "cycle_paths": paths,
+        "identify": ident,
         "load_average": os.getloadavg(),
     }
     print(json.dumps(figures))

@@ -54,6 +54,7 @@ class LoopCommands:
     interlocks: Interlocks
     timing: LoopTiming
     _ref_fresh: bool
+    _fast: Any = None
 
     def _event(self, kind: str, **fields: Any) -> None:
         self.events.append({"kind": kind, "seq": self.seq, "t": self.t, **fields})
@@ -69,19 +70,25 @@ class LoopCommands:
         error = None
         if self.active is not None:
             try:
-                self.active.disable()
+                (self._fast if self._fast is not None else self.active).disable()
             except Exception as exc:
                 error = f"disable: {exc!r}"
-        self.active = None
+        self.active = self._fast = None
         self.ref.fill(np.nan)
         self._ref_fresh = True
         if runner is not None and error is None:
             try:
-                runner.enable(self.fb)
-                self.active = runner
+                # The compiled path drives the runner's compiled twin (None: no twin, Python).
+                fast = self._compile_runner(runner)
+                (fast if fast is not None else runner).enable(self.fb)
+                self.active, self._fast = runner, fast
             except Exception as exc:
                 error = f"enable: {exc!r}"
         return error
+
+    def _compile_runner(self, runner: Runner) -> Any:
+        """The runner's compiled twin for the compiled cycle (`daq.loop.cycle.Loop`), or None."""
+        return None
 
     def _hold_or_fault(self) -> None:
         """Switch to the hold runner; if even that fails, fault (valves null this cycle)."""

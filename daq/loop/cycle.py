@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -39,8 +40,9 @@ import numpy as np
 
 from daq.backends.base import Backend, BackendStatus
 from daq.loop.commands import EventSink, Runner
-from daq.loop.feedback_map import FeedbackMap
+from daq.loop.feedback_map import FIELDS, FeedbackMap
 from daq.loop.interlocks import STALL, Interlocks, Trip, TripInfo
+from daq.loop.kernel import CHECK_FLAGS, k_rest, k_scale
 from daq.loop.mailbox import Mailbox, Request
 from daq.loop.states import LATCHED_STATES, LIVE_STATES, State
 from daq.loop.station import LoopStation, StationCommands
@@ -54,6 +56,18 @@ log = logging.getLogger(__name__)
 
 #: Ring capacity: 16 s of rows at 1 kHz, the recorder's slack for a slow disk.
 DEFAULT_RING_CAPACITY = 1 << 14
+
+#: Environment variable choosing the cycle's path: "compiled" (default) or "python" (the
+#: reference the compiled path must equal; docs/loop.md, "The compiled cycle").
+LOOP_PATH_ENV = "HYDRIG_LOOP_PATH"
+
+
+def compiled_by_default() -> bool:
+    """The cycle path `HYDRIG_LOOP_PATH` asks for (compiled unless it says "python")."""
+    value = os.environ.get(LOOP_PATH_ENV, "compiled").strip().lower()
+    if value not in ("compiled", "python"):
+        raise ValueError(f"{LOOP_PATH_ENV}={value!r}: must be 'compiled' or 'python'")
+    return value == "compiled"
 
 
 def status_dict(
@@ -98,9 +112,12 @@ class Loop(StationCommands):
         ring_capacity: int = DEFAULT_RING_CAPACITY,
         spin_us: float = 0.0,
         ring: SampleRing | None = None,
+        compiled: bool | None = None,
     ) -> None:
         """`ring`: where the rows go (a shared-memory ring in the loop process, issue 15);
-        None makes a private one of `ring_capacity` rows."""
+        None makes a private one of `ring_capacity` rows. `compiled`: the cycle's numeric path
+        as compiled code (None: `HYDRIG_LOOP_PATH`, compiled by default) or the Python
+        reference."""
         self.profile = profile
         self.backend = backend
         self.virtual_time = virtual_time
@@ -123,6 +140,10 @@ class Loop(StationCommands):
         self.scaler = ChannelScaler(inputs)
         self.fbmap = FeedbackMap(profile)
         self.fb = self.fbmap.new_feedback()
+        # The feedback's fields are rows of one matrix, which the compiled kernel fills.
+        self.fbm = np.full((len(FIELDS), len(profile.joints)), np.nan)
+        for f, (name, _) in enumerate(FIELDS):
+            setattr(self.fb, name, self.fbm[f])
         self.interlocks = Interlocks(profile)
         self.station = LoopStation(profile, self.interlocks)
         self.eng_now = self._eng_placeholder = np.zeros(len(inputs))
@@ -174,6 +195,23 @@ class Loop(StationCommands):
         self._thread: threading.Thread | None = None
         self.rt_setup: Any = None  # called in the loop thread before the first cycle
         self.started_ns = self.stopped_ns = 0  # monotonic wall clock around run()
+        self.compiled = compiled_by_default() if compiled is None else bool(compiled)
+        #: Seconds `warm_up` took to compile (or load from the cache) the kernels.
+        self.compile_s = 0.0
+        self._fast: Any = None  # the active runner's compiled twin, if it has one
+        self._hold_twin: tuple[Any, Any] = (None, None)
+        if self.compiled:
+            from controller.compiled.runner import idle_phase
+            from daq.loop.kernel import CompiledCycle
+
+            self.kc = CompiledCycle(self)
+            self._no_phase = idle_phase(len(profile.joints))
+            self._cycle = self._cycle_compiled  # type: ignore[method-assign]
+            # Compile (or load from the disk cache) before anything can arm: no cycle pays it.
+            from daq.loop.kernel import compile_all
+
+            self.compile_s = compile_all()
+            log.info("compiled cycle: kernels ready in %.2f s", self.compile_s)
 
     # ------------------------------------------------------------------ public, any thread
 
@@ -247,6 +285,19 @@ class Loop(StationCommands):
         self.backend.read(0.0, scratch)
         self.backend.write_null()
         self.backend.warm_up()
+
+    def _compile_runner(self, runner: Any) -> Any:
+        """The compiled twin of a runner being switched in (None: it runs on the Python path)."""
+        if not self.compiled:
+            return None
+        from controller.compiled.runner import compile_runner
+
+        if runner is self._hold_twin[0]:
+            return self._hold_twin[1]
+        fast = compile_runner(runner)
+        if runner is self.hold:
+            self._hold_twin = (runner, fast)
+        return fast
 
     @staticmethod
     def collect_garbage() -> None:
@@ -409,6 +460,98 @@ class Loop(StationCommands):
         np.copyto(self.prev_volts, volts)
         compute = time.monotonic_ns() - c0
         row = ring.rows[slot]
+        row[0] = self.seq
+        row[1] = t
+        row[2] = self.state
+        fault = self.fault
+        row[3] = 0 if fault is None else fault.code
+        row[4] = il.flags
+        row[5] = wake_ns * 1e-9
+        row[6] = compute * 1e-9
+        np.copyto(self._cmd[slot], volts)
+        np.copyto(self._ref_rows[slot], self.ref)
+        self.last_flags = il.flags
+        ring.publish()
+        self.seq += 1
+        self.cycles += 1
+        if self.after_cycle is not None:
+            self.after_cycle()
+        return compute
+
+    def _cycle_compiled(self, t: float, wake_ns: int) -> int:
+        """`_cycle` with its numeric path in two compiled calls (daq/loop/kernel.py: `k_scale`
+        before the commands, `k_rest` after them); the rare paths are the same Python."""
+        ring, backend, il, kc = self.ring, self.backend, self.interlocks, self.kc
+        c0 = time.monotonic_ns()
+        slot = ring.claim_slot()
+        row = ring.rows[slot]
+        self.t = t
+        il.flags = 0
+        il.first = None
+        if backend.read(t, self._raw[slot]) != BackendStatus.OK:
+            if self.profile.interlocks.backend_error:
+                il.trip(Trip.BACKEND_READ, "read returned ERROR")
+        k_scale(row, kc.F, kc.I)
+        self.fb.t = t
+        self.eng_now = self._eng[slot]
+        if self._pending_trip:
+            il.trip(
+                self._pending_trip, self._pending_where, self._pending_value, self._pending_limit
+            )
+            self._pending_trip = Trip.NONE
+        req = self.mailbox.take()
+        if req is not None:
+            self._handle(req)
+        live = self.state in LIVE_STATES
+        st, fast = self.station, self._fast
+        if st.jogging or st.draining or (live and fast is None):
+            # A runner without a compiled twin (a jog, a drain): this cycle's checks in Python.
+            il.check_inputs(self.eng_now, backend.channel_fault)
+            self._station_cycle(self.eng_now)
+            if live:
+                il.check_position(self.fb.q)
+                if il.first is None:
+                    self._step_runner()
+        else:
+            step = live and il.first is None
+            running = True
+            if step:
+                try:
+                    running = fast.prepare(self.fb)  # phase changes (rare)
+                except Exception as exc:  # as `_step_runner`: valves null, the loop goes on
+                    il.trip(Trip.CONTROLLER_ERROR, f"step: {exc!r}")
+                    step = False
+            phase = fast.phase if step else self._no_phase
+            tr = fast.tr if step else 0.0
+            try:
+                flags = k_rest(row, kc.F, kc.I, backend.channel_fault, live, step, tr, phase.tkind,
+                               phase.coef, phase.law.lb, self._ref_fresh)  # fmt: skip
+            except Exception as exc:  # a compiled law's ZeroDivisionError, as in Python
+                il.trip(Trip.CONTROLLER_ERROR, f"step: {exc!r}")
+                flags = 0
+                step = False
+            if flags:
+                kc.record(flags, st.supply_name)
+            if step and not flags & CHECK_FLAGS:
+                fast.advance()
+                self._ref_fresh = False
+                if not running and self.state == State.RUNNING and il.first is None:
+                    self._event("experiment_done")
+                    self._set_state(State.ARMED)
+                    self._hold_or_fault()
+        volts = self.volts
+        if il.first is not None and self.state not in LATCHED_STATES:
+            self._enter_latched(State.FAULT, il.first)
+        if self.state not in LIVE_STATES or self._stop.is_set():
+            np.copyto(volts, self.null)
+        if backend.write(t, volts) != BackendStatus.OK:
+            backend.write_null()
+            np.copyto(volts, self.null)
+            if self.profile.interlocks.backend_error and self.state not in LATCHED_STATES:
+                il.trip(Trip.BACKEND_WRITE, "write returned ERROR")
+                self._enter_latched(State.FAULT, il.first)  # type: ignore[arg-type]
+        np.copyto(self.prev_volts, volts)
+        compute = time.monotonic_ns() - c0
         row[0] = self.seq
         row[1] = t
         row[2] = self.state

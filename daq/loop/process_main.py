@@ -270,6 +270,14 @@ def main(spec: LoopSpec) -> None:
         if spec.calibration is not None:
             loop.preset_calibration(spec.calibration)
         loop.warm_up()
+        # Shown at every start: the compiled kernels were loaded (or compiled, the first time
+        # after an install or an upgrade) before the loop can arm (docs/loop.md).
+        print(
+            f"rig-loop: cycle path {'compiled' if loop.compiled else 'python'}"
+            + (f", kernels ready in {loop.compile_s:.2f} s" if loop.compiled else ""),
+            file=sys.stderr,
+            flush=True,
+        )
     except Exception as exc:  # BackendError, OSError, ValueError: reported, not raised
         events.append({"kind": "_error", "stage": "start", "message": str(exc) or repr(exc)})
         if backend is not None:

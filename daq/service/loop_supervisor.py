@@ -36,8 +36,9 @@ import numpy as np
 from daq.backends.base import Backend, BackendError
 from daq.loop import DEFAULT_RING_CAPACITY, LoopError
 from daq.loop import realtime as rt
-from daq.loop.cycle import Loop, status_dict
+from daq.loop.cycle import Loop, compiled_by_default, status_dict
 from daq.loop.interlocks import Trip, TripInfo
+from daq.loop.kernel import compile_all
 from daq.loop.mailbox import MailboxError, MailboxTimeout, Request
 from daq.loop.process_main import LoopSpec, main
 from daq.loop.shared_link import RUNNER_FIELDS, EventReader, LoopLink, S, StopReason, W
@@ -150,6 +151,10 @@ class LoopProcess:
         first cycle."""
         if self._process is not None:
             return
+        if compiled_by_default():
+            # A cold kernel cache compiles here, in the service, where no start deadline runs;
+            # the loop process then loads the kernels from the disk cache (docs/loop.md).
+            log.info("compiled cycle: kernels ready in %.2f s (service)", compile_all())
         spec = LoopSpec(
             profile=self.profile,
             backend_factory=self.backend_factory,

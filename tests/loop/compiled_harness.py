@@ -1,0 +1,84 @@
+"""A recorded virtual-time run of an experiment on the simulated rig, on either cycle path
+(tests/loop/test_compiled_cycle.py, bench/loop_timing.py)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from controller.experiment import Experiment
+from controller.runner import ExperimentRunner
+from daq.backends.sim import SimBackend
+from daq.loop import Loop
+from daq.loop.mailbox import Request
+from daq.loop.states import State
+from daq.profile.loader import load_profile
+from daq.service.control_api import joint_gains, joint_limits, make_hold_runner
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILE = ROOT / "hw_profiles" / "sim-2dof.toml"
+STANDARD = ROOT / "experiments" / "standard-2dof.toml"
+
+
+def _post(loop: Loop, kind: str, payload: Any = None) -> Request:
+    req = Request(kind, payload)
+    loop.mailbox._slot.append(req)
+    return req
+
+
+def recorded_run(
+    compiled: bool,
+    experiment: dict[str, Any] | Path = STANDARD,
+    profile_path: Path = PROFILE,
+    params: Any = None,
+    seconds: float | None = None,
+    chunk: int = 2000,
+    rate_hz: float | None = None,
+) -> np.ndarray:
+    """Every row of: 0.2 s idle, arm, 0.3 s hold, run the experiment to its end (or `seconds`),
+    0.2 s more. The rows of both paths must be equal (same seed, same plant)."""
+    profile = load_profile(profile_path)
+    if rate_hz is not None:
+        profile = profile.model_copy(
+            update={"rig": profile.rig.model_copy(update={"loop_rate_hz": rate_hz})}
+        )
+    exp_dict = tomllib.loads(experiment.read_text()) if isinstance(experiment, Path) else experiment
+    sim = SimBackend.from_profile(profile)
+    sim.open()
+    hold = make_hold_runner(profile, joint_gains(profile))
+    loop = Loop(profile, sim, hold=hold, virtual_time=True, ring_capacity=1 << 13,
+                compiled=compiled)  # fmt: skip
+    loop.warm_up()
+    exp = Experiment.from_dict(exp_dict)
+    runner = ExperimentRunner(
+        exp, joint_gains(profile), joint_limits(profile), profile.period, params, check=False
+    )
+    out: list[np.ndarray] = []
+
+    def run(n: int) -> None:
+        while n > 0:
+            k = min(n, chunk)
+            start = loop.seq
+            loop.run(k * loop.period)
+            out.append(loop.ring.data[np.arange(start, loop.seq) & loop.ring.mask].copy())
+            n -= k
+
+    per_s = round(1.0 / loop.period)
+    run(per_s // 5)
+    arm = _post(loop, "arm")
+    run(per_s * 3 // 10)
+    assert arm.ok, arm.reason
+    go = _post(loop, "run", runner)
+    total = exp.duration + 10.0 if seconds is None else seconds
+    end = loop.seq + round(total * per_s)
+    while loop.seq < end:
+        run(chunk)
+        if seconds is None and loop.state != State.RUNNING:
+            break
+    assert go.ok, go.reason
+    run(per_s // 5)
+    sim.close()
+    return np.concatenate(out)
