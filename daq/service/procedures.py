@@ -10,6 +10,13 @@ publishes, as the recorder does. It starts only from IDLE, and ends disarmed.
   periods in which its metering edge connects it to tank (a residual supply cannot reach it
   then): offset = the reading at zero gauge pressure, σ by batch means, residual = the window's
   settling drift.
+- pressure_span: after the zero (its offset is kept), each chamber is brought to the supply
+  pressure: at each stage every piston is pushed onto its extended stop (cap chambers open to
+  supply, no flow once it stands) and then onto its retracted stop (rod chambers). The reference
+  is the supply channel (low and high stage: two points, the misfit of the line through the zero
+  is the residual) or the supply pressure at the high stage read on a gauge and typed by the
+  user (`reference_pa`, its 1σ `reference_sigma_pa`; then the supply channel is spanned too).
+  gain = (reading − offset) / reference; residual also the window's settling drift.
 - valve_null: first, power off, each valve commanded to its amplitude limit both ways: where
   that saturates the spool (k_v · valve_max_v ≥ u_max) the LVDT's readings at the spool's two
   stops (±u_max, the valve datasheet's stroke) give its span; else the span stays declared with
@@ -49,7 +56,9 @@ from daq.station.power import Power, stage_pressure
 
 log = logging.getLogger(__name__)
 
-PROCEDURES = ("pressure_zero", "position", "valve_null")
+PROCEDURES = ("pressure_zero", "pressure_span", "position", "valve_null")
+#: Where a pressure channel's offset in force comes from: the span keeps it (zero before span).
+ZEROED = ("pressure_zero", "pressure_span")
 #: Loop-time limits (s) of the waits, so a stuck procedure ends with a reason.
 WAIT_LIMIT_S = 600.0
 
@@ -80,6 +89,18 @@ class Finding:
             "ok": not self.problems,
             "problems": self.problems,
         }
+
+
+@dataclass(frozen=True)
+class SpanPoint:
+    """One chamber at the supply: its declared reading open, extrapolated to an unlimited
+    opening (value, and the correction that took), the reference and its 1σ, Pa."""
+
+    m: Mean
+    value: float
+    correction: float
+    ref: float
+    sigma_ref: float
 
 
 class Rows:
@@ -227,6 +248,8 @@ class ProcedureRunner:
         }
         if "valve_null_v" in self.status:
             result["valve_null_v"] = self.status.pop("valve_null_v")
+        if "span_points" in self.status:
+            result["span_points"] = self.status.pop("span_points")
         if apply and ok:
             self._step("applying")
             state = self.api.calibration
@@ -355,6 +378,150 @@ class ProcedureRunner:
                 now_utc(), oil, float(m.drift),
             )  # fmt: skip
             findings.append(self._finding(ch.name, cal))
+        return findings
+
+    # -------------------------------------------------------------- pressure span
+
+    def _pressure_span(self, args: dict[str, Any]) -> list[Finding]:
+        from controller.station_runner import Phase, PhaseRunner
+        from daq.service.control_api import joint_gains, joint_limits
+
+        p = self.profile
+        sup = p.supply_channel
+        ref_pa = args.get("reference_pa")
+        if ref_pa is None and sup is None:
+            raise ProcedureError(
+                "the profile has no supply channel (role supply) to span against: read the "
+                "supply at the high stage on a gauge and give it (reference_pa)"
+            )
+        if ref_pa is not None and not 0.2 * stage_pressure(p, Power.HIGH) < ref_pa < 2.0 * (
+            stage_pressure(p, Power.HIGH)
+        ):
+            raise ProcedureError(
+                f"reference_pa {ref_pa:.6g} Pa is not the high stage's supply: allowed "
+                f"0.2–2 × the declared {stage_pressure(p, Power.HIGH):.6g} Pa"
+            )
+        # A gauge's 1σ: given, else a class 1.0 gauge read at about half its scale (0.5 %).
+        gauge_sigma = float(args.get("reference_sigma_pa", 0.005 * (ref_pa or 0.0)))
+        if gauge_sigma < 0.0:
+            raise ProcedureError(f"reference_sigma_pa {gauge_sigma:.6g} must be ≥ 0 (Pa)")
+        chans = [c for c in p.inputs if c.role in ("pressure_cap", "pressure_rod")]
+        if ref_pa is not None and sup is not None:
+            chans.append(sup)
+        unzeroed = [c.name for c in chans if self._current(c.name).method not in ZEROED]
+        if unzeroed:
+            raise ProcedureError(
+                f"{', '.join(unzeroed)} not zeroed: run pressure_zero (with apply) before the "
+                "span, which keeps the zero's offset"
+            )
+        levels = [Power.HIGH] if ref_pa is not None else [Power.LOW, Power.HIGH]
+        volts = float(args.get("valve_volts", 2.0))
+        approach = 0.3
+        push_s, open_s = float(args.get("push_s", 5.0)), 1.5
+        dwell_s = 0.75
+        n = len(p.joints)
+        lay = self.api.loop.layout
+        st = lay.index("state")
+        rows = Rows(self.api.loop)
+        points: dict[str, list[SpanPoint]] = {c.name: [] for c in chans}
+        oil = None
+        for level in levels:
+            self._power(level)
+            self._wait_supply(rows, below=None, above=0.95 * stage_pressure(p, level))
+            self._step(f"arm ({level.name.lower()} pressure)")
+            self._call("arm")
+            # Slowly onto the stop (an impact's pressure spike stays trapped behind the
+            # metering edge), then open on it at half and at full `volts`: the chamber stands
+            # below the supply by the leakage's drop across the metering edge, which falls with
+            # the square of the opening, so the two openings extrapolate it away.
+            phases = []
+            for sign, what in ((1.0, "cap"), (-1.0, "rod")):
+                v = sign * volts
+                phases += [
+                    Phase(f"onto the stops ({what} side fed)", push_s, (sign * approach,) * n),
+                    Phase(f"{what} chambers at supply, half open", open_s, (0.5 * v,) * n),
+                    Phase(f"{what} chambers at supply, open", open_s, (v,) * n),
+                ]
+            # back to null at the rate limit before the hold takes over
+            phases.append(Phase("release", 0.1, (0.0,) * n))
+            runner = PhaseRunner(
+                phases, joint_gains(p), joint_limits(p), p.period, max_rate_v_per_s=500.0
+            )
+            self._step(f"pistons onto their stops, chambers at the supply ({level.name.lower()})")
+            rows.restart()
+            self._call("run", runner)
+            run = rows.read(_until_run_ends(st), sum(ph.duration_s for ph in phases) + 60.0)
+            if run[-1, st] != 1:
+                fault = self.api.loop.fault
+                raise ProcedureError(
+                    "the pushes ended in a fault: "
+                    f"{fault.message if fault is not None else 'unknown'}"
+                )
+            self._call("disarm")
+            run = run[run[:, st] == 2]
+            ends = np.cumsum([round(ph.duration_s / p.period) for ph in phases])
+            nd = round(dwell_s / p.period)
+            # (half open, open) windows: the last `dwell_s` of each phase
+            at = {
+                "pressure_cap": (run[ends[1] - nd : ends[1]], run[ends[2] - nd : ends[2]]),
+                "pressure_rod": (run[ends[4] - nd : ends[4]], run[ends[5] - nd : ends[5]]),
+            }
+            oil = self._oil(run)
+            for c in chans:
+                roles = ["pressure_cap", "pressure_rod"] if c.role == "supply" else [c.role]
+                for role in roles:
+                    half, full = at[role]
+                    if ref_pa is not None:
+                        ref, sref = float(ref_pa), gauge_sigma
+                    else:
+                        assert sup is not None
+                        m = window_mean(full[:, lay.index(f"eng.{sup.name}")])
+                        cs = self._current(sup.name)
+                        acc = sup.accuracy
+                        rel = cs.sigma_gain if cs.method != "manual" else (
+                            acc.gain if acc is not None else 0.0
+                        )  # fmt: skip
+                        ref, sref = m.value, math.hypot(m.sigma, rel * m.value)
+                    mf = window_mean(self._declared(full, c.name))
+                    if c.role == "supply":  # the supply transducer sees no metering edge
+                        points[c.name].append(SpanPoint(mf, mf.value, 0.0, ref, sref))
+                        continue
+                    mh = window_mean(self._declared(half, c.name))
+                    # drop ∝ 1/opening²: p∞ = p_full + (p_full − p_half)·r²/(1 − r²), r = ½
+                    corr = (mf.value - mh.value) / 3.0
+                    points[c.name].append(SpanPoint(mf, mf.value + corr, corr, ref, sref))
+        self.status["span_points"] = {
+            name: [
+                {"reading": q.m.value, "extrapolated": q.value, "correction": q.correction,
+                 "reference_pa": q.ref, "sigma_reading": q.m.sigma,
+                 "sigma_reference_pa": q.sigma_ref, "drift": q.m.drift}
+                for q in pts
+            ]
+            for name, pts in points.items()
+        }  # fmt: skip
+        findings = []
+        for c in chans:
+            cur = self._current(c.name)
+            pts = points[c.name]
+            rd = np.array([q.value - cur.offset for q in pts])
+            refs = np.array([q.ref for q in pts])
+            gain = float((rd * refs).sum() / (refs * refs).sum())
+            # σ of the gain: reading noise, the reference's uncertainty, the zero's σ and the
+            # extrapolation (its whole correction counted as 1σ: the 1/opening² law is a
+            # model), each point's shares in quadrature, divided by the number of points.
+            var = [
+                ((q.m.sigma / q.ref) ** 2 + (gain * q.sigma_ref / q.ref) ** 2
+                 + (cur.sigma_offset / q.ref) ** 2 + (q.correction / q.ref) ** 2)
+                for q in pts
+            ]  # fmt: skip
+            sg = math.sqrt(sum(var)) / len(pts)
+            misfit = float(np.sqrt(np.mean((rd - gain * refs) ** 2))) if len(pts) > 1 else 0.0
+            drift = max(q.m.drift for q in pts)
+            cal = ChannelCal(
+                cur.offset, gain, cur.sigma_offset, sg, "pressure_span", now_utc(), oil,
+                max(misfit, drift),
+            )  # fmt: skip
+            findings.append(self._finding(c.name, cal))
         return findings
 
     # -------------------------------------------------------------- position
