@@ -20,10 +20,15 @@ publishes, as the recorder does. It starts only from IDLE, and ends disarmed.
 - valve_null: first, power off, each valve commanded to its amplitude limit both ways: where
   that saturates the spool (k_v · valve_max_v ≥ u_max) the LVDT's readings at the spool's two
   stops (±u_max, the valve datasheet's stroke) give its span; else the span stays declared with
-  its accuracy class as σ. Then at low pressure each joint is held still by a slow integral
-  (PID with `null_i` V/(rad·s)) at several poses; the LVDT reading and the valve command at
-  which it holds, averaged over the poses, are the null (the spread over the poses, i.e. over
-  the loads, is the residual).
+  its accuracy class as σ. Then at low pressure each piston rests on its retracted stop and its
+  spool is servoed (a slow integral on p_cap − p_rod) until both chambers stand at the same
+  pressure: no flow but the leaks' (the piston cannot move), none across the piston (no
+  pressure difference), so each chamber's supply and tank edges pass the same flow, which with
+  matched edges happens only with the metering edges centred — whatever the load. The LVDT
+  reading there is the null. The edges' mismatch (flow-gain symmetry, 5 % 1σ assumed) shifts
+  that point by up to ±2.5 % of the opening around null, which a ±2 mV step measures from the
+  pressure gain (d(p_cap − p_rod)/dx = 4·p / a): that is the σ beside the noise. Residual: the
+  imbalance left, as spool travel, and the window's settling drift.
 - position: power low, push each piston slowly (a small constant valve command) onto one end
   stop and then through its whole stroke onto the other, dwelling at each. The datasheet stroke
   is the length standard: the potentiometer's readings at s = ±L/2 give its offset and gain; the
@@ -618,7 +623,6 @@ class ProcedureRunner:
     # -------------------------------------------------------------- valve null
 
     def _valve_null(self, args: dict[str, Any]) -> list[Finding]:
-        import dataclasses
 
         from controller.station_runner import Phase, PhaseRunner
         from daq.service.control_api import joint_gains, joint_limits
@@ -663,18 +667,26 @@ class ProcedureRunner:
         self._wait_supply(rows, below=None, above=0.95 * stage_pressure(p, Power.LOW))
         self._step("arm")
         self._call("arm")
-        gi = float(args.get("null_i", 2.0))
-        gains = [dataclasses.replace(g, i=gi) for g in joint_gains(p)]
-        hold_s, poses = float(args.get("hold_s", 8.0)), int(args.get("poses", 3))
-        push = float(args.get("valve_volts", 0.3))
-        phases = []
-        for k in range(poses):
-            if k:
-                sign = 1.0 if k % 2 else -1.0
-                phases.append(Phase(f"to pose {k + 1}", 0.4 * k, (sign * push,) * n))
-            phases.append(Phase(f"hold {k + 1}", hold_s, (None,) * n))
-        runner = PhaseRunner(phases, gains, joint_limits(p), p.period)
-        self._step(f"holding still by a slow integral at {poses} poses (low pressure)")
+        # On the retracted stop (the piston cannot move, so no flow but the leaks), the spool
+        # is servoed until both chambers stand at the same pressure: the piston's leakage
+        # then carries nothing, and with matched metering edges each chamber's inflow and
+        # outflow balance only at centred edges, whatever the load (DESIGN §1.2). A step of
+        # ±delta around it measures the pressure gain, hence the opening around null that
+        # the edges' mismatch (flow-gain symmetry, 5 % 1σ) can shift the balance by.
+        approach = float(args.get("valve_volts", 0.3))
+        push_s = float(args.get("push_s", 5.0))
+        bal_s = float(args.get("balance_s", 10.0))
+        ki = float(args.get("balance_i", 3.0e-8))
+        delta, step_s = 0.002, 1.5
+        phases = [
+            Phase("onto the retracted stops", push_s, (-approach,) * n),
+            Phase("balance both chambers", bal_s, (0.0,) * n, balance_i=ki),
+            Phase("null + delta", step_s, (delta,) * n, from_balance=True),
+            Phase("null - delta", step_s, (-delta,) * n, from_balance=True),
+            Phase("release", 0.1, (0.0,) * n),
+        ]
+        runner = PhaseRunner(phases, joint_gains(p), joint_limits(p), p.period, 500.0)
+        self._step("on the retracted stops, the spool where both chambers balance (low pressure)")
         rows.restart()
         self._call("run", runner)
         st = lay.index("state")
@@ -682,30 +694,58 @@ class ProcedureRunner:
         if run[-1, st] != 1:
             fault = self.api.loop.fault
             raise ProcedureError(
-                f"the holds ended in a fault: {fault.message if fault is not None else 'unknown'}"
+                f"the balance ended in a fault: {fault.message if fault is not None else 'unknown'}"
             )
         run = run[run[:, st] == 2]
         self._call("disarm")
-        # The last 3/8 of each hold: the integral has settled.
         ends = np.cumsum([round(ph.duration_s / p.period) for ph in phases])
-        windows = [
-            run[e - round(0.375 * ph.duration_s / p.period) : e]
-            for ph, e in zip(phases, ends, strict=True)
-            if ph.name.startswith("hold")
-        ]
+        nw = round(0.5 * step_s / p.period)
+        bal = run[ends[1] - round(0.4 * bal_s / p.period) : ends[1]]
+        plus, minus = run[ends[2] - nw : ends[2]], run[ends[3] - nw : ends[3]]
         oil = self._oil(run)
         findings = []
         self.status["valve_null_v"] = null_cmd = {}
         for j, joint in enumerate(p.joints):
             lvdt = p.joint_channel(joint.name, "lvdt")
             out = next(c for c in p.outputs if c.joint == joint.name)
-            if lvdt is None:
+            pc = p.joint_channel(joint.name, "pressure_cap")
+            pr = p.joint_channel(joint.name, "pressure_rod")
+            if lvdt is None or pc is None or pr is None:
                 continue
-            at = np.array([window_mean(self._declared(w, lvdt.name)).value for w in windows])
-            cmd = np.array([w[:, lay.index(f"cmd.{out.name}")].mean() for w in windows])
-            null_cmd[joint.name] = float(cmd.mean())
-            spread = float(at.std(ddof=1)) if len(at) > 1 else 0.0
-            sigma = spread / math.sqrt(len(at)) if len(at) > 1 else 0.0
+            pot = p.joint_channel(joint.name, "potentiometer")
+            if pot is not None:
+                x = bal[:, lay.index(f"eng.{pot.name}")]
+                slope = abs(float(np.polyfit(np.arange(len(x)) * p.period, x, 1)[0]))
+                if slope > 1e-3:
+                    raise ProcedureError(
+                        f"{joint.name}: the piston left its retracted stop during the balance "
+                        f"(moving at {slope * 1e3:.2f} mm/s)"
+                    )
+
+            def dp(w: np.ndarray, pc: Any = pc, pr: Any = pr) -> np.ndarray:
+                return np.asarray(
+                    w[:, lay.index(f"eng.{pc.name}")] - w[:, lay.index(f"eng.{pr.name}")]
+                )
+
+            at = window_mean(self._declared(bal, lvdt.name))
+            imbalance = window_mean(dp(bal))
+            p_bal = float(0.5 * (bal[:, lay.index(f"eng.{pc.name}")]
+                                 + bal[:, lay.index(f"eng.{pr.name}")]).mean())  # fmt: skip
+            dx = float(
+                self._declared(plus, lvdt.name).mean() - self._declared(minus, lvdt.name).mean()
+            )
+            gain_pa_v = float(dp(plus).mean() - dp(minus).mean()) / dx if dx > 0 else float("nan")
+            if not (math.isfinite(gain_pa_v) and gain_pa_v > 0):
+                raise ProcedureError(
+                    f"{joint.name}: no pressure gain around the balance (Δ(p_cap − p_rod) "
+                    f"{float(dp(plus).mean() - dp(minus).mean()):.4g} Pa for ΔLVDT {dx:.4g} V)"
+                )
+            # opening around null from the pressure gain: d(pc − pr)/dx = 4·p_bal / a
+            half_open = 4.0 * p_bal / gain_pa_v
+            sigma = math.hypot(at.sigma, 0.025 * half_open)
+            # residual: what is left of the imbalance, as spool travel, and the settling
+            residual = math.hypot(abs(imbalance.value) / gain_pa_v, at.drift)
+            null_cmd[joint.name] = float(bal[:, lay.index(f"cmd.{out.name}")].mean())
             acc = lvdt.accuracy
             if j in span:
                 gain, sg = float(span[j].gain), float(span[j].sigma_gain)
@@ -714,7 +754,7 @@ class ProcedureRunner:
                 gain = cur.gain
                 sg = cur.sigma_gain or (acc.gain if acc is not None else 0.0)
             findings.append(self._finding(lvdt.name, ChannelCal(
-                float(at.mean()), gain, sigma, sg, "valve_null", now_utc(), oil, spread,
+                at.value, gain, sigma, sg, "valve_null", now_utc(), oil, residual,
             )))  # fmt: skip
         return findings
 
