@@ -113,7 +113,7 @@ def show(result: dict[str, Any]) -> None:
         )
     if result.get("valve_null_v"):
         nulls = ", ".join(f"{j} {v * 1e3:+.2f} mV" for j, v in result["valve_null_v"].items())
-        print(f"  valve command that holds still: {nulls}")
+        print(f"  valve command at the balance: {nulls}")
     if result.get("applied"):
         print(f"applied: {result['calibration']['source']}")
     elif result.get("refused"):

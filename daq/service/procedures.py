@@ -281,6 +281,15 @@ class ProcedureRunner:
         c = cur.channels.get(name) if cur is not None else None
         return c if c is not None else ChannelCal()
 
+    def _sigma_gain(self, name: str) -> float:
+        """The 1σ of a channel's gain as it stands: the calibration's in force, else the
+        declared accuracy class's (a procedure that keeps the gain keeps its uncertainty)."""
+        cur = self.api.calibration.current
+        if cur is not None and name in cur.channels:
+            return cur.channels[name].sigma_gain
+        acc = next(c for c in self.profile.inputs if c.name == name).accuracy
+        return acc.gain if acc is not None else 0.0
+
     def _oil(self, rows: np.ndarray) -> float | None:
         ch = self.profile.oil_temperature
         return float(self._declared(rows, ch.name).mean()) if ch is not None else None
@@ -379,8 +388,8 @@ class ProcedureRunner:
             m = window_mean(x)
             cur = self._current(ch.name)
             cal = ChannelCal(
-                float(m.value), cur.gain, float(m.sigma), cur.sigma_gain, "pressure_zero",
-                now_utc(), oil, float(m.drift),
+                float(m.value), cur.gain, float(m.sigma), self._sigma_gain(ch.name),
+                "pressure_zero", now_utc(), oil, float(m.drift),
             )  # fmt: skip
             findings.append(self._finding(ch.name, cal))
         return findings
@@ -429,6 +438,8 @@ class ProcedureRunner:
         st = lay.index("state")
         rows = Rows(self.api.loop)
         points: dict[str, list[SpanPoint]] = {c.name: [] for c in chans}
+        # The supply transducer's own gain uncertainty: common to every point (not averaged).
+        ref_rel = self._sigma_gain(sup.name) if ref_pa is None and sup is not None else 0.0
         oil = None
         for level in levels:
             self._power(level)
@@ -481,12 +492,7 @@ class ProcedureRunner:
                     else:
                         assert sup is not None
                         m = window_mean(full[:, lay.index(f"eng.{sup.name}")])
-                        cs = self._current(sup.name)
-                        acc = sup.accuracy
-                        rel = cs.sigma_gain if cs.method != "manual" else (
-                            acc.gain if acc is not None else 0.0
-                        )  # fmt: skip
-                        ref, sref = m.value, math.hypot(m.sigma, rel * m.value)
+                        ref, sref = m.value, m.sigma
                     mf = window_mean(self._declared(full, c.name))
                     if c.role == "supply":  # the supply transducer sees no metering edge
                         points[c.name].append(SpanPoint(mf, mf.value, 0.0, ref, sref))
@@ -511,15 +517,16 @@ class ProcedureRunner:
             rd = np.array([q.value - cur.offset for q in pts])
             refs = np.array([q.ref for q in pts])
             gain = float((rd * refs).sum() / (refs * refs).sum())
-            # σ of the gain: reading noise, the reference's uncertainty, the zero's σ and the
-            # extrapolation (its whole correction counted as 1σ: the 1/opening² law is a
-            # model), each point's shares in quadrature, divided by the number of points.
+            # σ of the gain: reading noise, the reference's noise (or the gauge's σ), the zero's
+            # σ and the extrapolation (its whole correction counted as 1σ: the 1/opening² law
+            # is a model), each point's in quadrature over the points; then the supply
+            # transducer's gain σ, common to all points.
             var = [
                 ((q.m.sigma / q.ref) ** 2 + (gain * q.sigma_ref / q.ref) ** 2
                  + (cur.sigma_offset / q.ref) ** 2 + (q.correction / q.ref) ** 2)
                 for q in pts
             ]  # fmt: skip
-            sg = math.sqrt(sum(var)) / len(pts)
+            sg = math.hypot(math.sqrt(sum(var)) / len(pts), gain * ref_rel)
             misfit = float(np.sqrt(np.mean((rd - gain * refs) ** 2))) if len(pts) > 1 else 0.0
             drift = max(q.m.drift for q in pts)
             cal = ChannelCal(
@@ -615,7 +622,8 @@ class ProcedureRunner:
             )))  # fmt: skip
             cur = self._current(res.name)
             findings.append(self._finding(res.name, ChannelCal(
-                float(dq), cur.gain, float(sdq), cur.sigma_gain, "position", now, oil, resid_q,
+                float(dq), cur.gain, float(sdq), self._sigma_gain(res.name), "position", now, oil,
+                resid_q,
             )))  # fmt: skip
         self._call("disarm")
         return findings
@@ -746,13 +754,10 @@ class ProcedureRunner:
             # residual: what is left of the imbalance, as spool travel, and the settling
             residual = math.hypot(abs(imbalance.value) / gain_pa_v, at.drift)
             null_cmd[joint.name] = float(bal[:, lay.index(f"cmd.{out.name}")].mean())
-            acc = lvdt.accuracy
             if j in span:
                 gain, sg = float(span[j].gain), float(span[j].sigma_gain)
             else:
-                cur = self._current(lvdt.name)
-                gain = cur.gain
-                sg = cur.sigma_gain or (acc.gain if acc is not None else 0.0)
+                gain, sg = self._current(lvdt.name).gain, self._sigma_gain(lvdt.name)
             findings.append(self._finding(lvdt.name, ChannelCal(
                 at.value, gain, sigma, sg, "valve_null", now_utc(), oil, residual,
             )))  # fmt: skip

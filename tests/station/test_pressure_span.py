@@ -48,9 +48,10 @@ def test_span_against_the_supply_channel_finds_each_gain_within_its_sigma(
     for name in CHAMBERS:
         _, gain = station.truth(name)
         found = chans[name]
-        # within 3σ of the truth, and the σ well inside the datasheet class (0.5 %)
+        # within 3σ of the truth, and the σ well inside the datasheet class (0.5 %); it
+        # includes the supply transducer's class (0.1 %)
         assert abs(found["gain"] - gain) <= 3.0 * found["sigma_gain"], (name, found, gain)
-        assert 0.0 < found["sigma_gain"] < 0.2 * found["accuracy_gain"], name
+        assert 0.001 < found["sigma_gain"] < 0.5 * found["accuracy_gain"], name
         assert found["offset"] == zero["channels"][name]["offset"]  # the zero is kept
         assert found["residual"] <= found["accuracy_offset"]
         assert len(result["span_points"][name]) == 2  # low and high stage

@@ -64,6 +64,8 @@ def test_pressure_zero_finds_each_offset_within_2_kpa_and_applies_it(station: St
         offset, _ = station.truth(name)
         assert found["offset"] == pytest.approx(offset, abs=2000.0), name
         assert 0 < found["sigma_offset"] < 1000.0
+        # the zero keeps the gain, and its uncertainty: the declared class until a span
+        assert found["sigma_gain"] == (0.001 if name == "p_supply" else 0.005), name
     assert station.loop.state.name == "IDLE"
     assert station.loop.station.power.name == "OFF"
     in_force = station.api.handle("calibration", {})["calibration"]["channels"]
