@@ -4,12 +4,14 @@ truth, applied only when every residual is within the declared accuracy."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from daq.commands.errors import CommandError
 from daq.profile.schema import Profile
 from tests.conditions import wait_until
 from tests.loop.station_profile import station_profile
@@ -119,6 +121,13 @@ def test_span_without_a_supply_channel_needs_a_gauge_reading(tmp_path: Path) -> 
         assert "reference_pa 100 Pa is not the high stage's supply" in _error(
             st, "pressure_span", reference_pa=100.0
         )
+        assert "reference_sigma_pa -1 must be ≥ 0" in _error(
+            st, "pressure_span", reference_pa=7.0e6, reference_sigma_pa=-1.0
+        )
+        with pytest.raises(CommandError, match="reference_pa") as err:
+            st.api.handle("calibrate", {"procedure": "pressure_span", "reference_pa": math.nan})
+        assert err.value.code == "bad_args"
+        assert st.api.handle("calibration", {})["calibration"] is None  # nothing applied
     finally:
         st.loop.stop()
         st.loop.join(10.0)
