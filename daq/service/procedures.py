@@ -743,24 +743,34 @@ class ProcedureRunner:
                 self._declared(plus, lvdt.name).mean() - self._declared(minus, lvdt.name).mean()
             )
             gain_pa_v = float(dp(plus).mean() - dp(minus).mean()) / dx if dx > 0 else float("nan")
-            if not (math.isfinite(gain_pa_v) and gain_pa_v > 0):
-                raise ProcedureError(
-                    f"{joint.name}: no pressure gain around the balance (Δ(p_cap − p_rod) "
-                    f"{float(dp(plus).mean() - dp(minus).mean()):.4g} Pa for ΔLVDT {dx:.4g} V)"
+            no_gain = None
+            if math.isfinite(gain_pa_v) and gain_pa_v > 0:
+                # opening around null from the pressure gain: d(pc − pr)/dx = 4·p_bal / a
+                half_open = 4.0 * p_bal / gain_pa_v
+                sigma = math.hypot(at.sigma, 0.025 * half_open)
+                # residual: what is left of the imbalance, as spool travel, and the settling
+                residual = math.hypot(abs(imbalance.value) / gain_pa_v, at.drift)
+            else:
+                # The piston floats off its stop (the balanced chambers lift it): the steps
+                # move it instead of the pressures, and nothing bounds the edges' share.
+                no_gain = (
+                    f"no pressure gain around the balance (Δ(p_cap − p_rod) "
+                    f"{float(dp(plus).mean() - dp(minus).mean()):.4g} Pa for ΔLVDT {dx:.4g} V: "
+                    "the piston is off its stop); σ is the declared class"
                 )
-            # opening around null from the pressure gain: d(pc − pr)/dx = 4·p_bal / a
-            half_open = 4.0 * p_bal / gain_pa_v
-            sigma = math.hypot(at.sigma, 0.025 * half_open)
-            # residual: what is left of the imbalance, as spool travel, and the settling
-            residual = math.hypot(abs(imbalance.value) / gain_pa_v, at.drift)
+                acc_off = lvdt.accuracy.offset if lvdt.accuracy is not None else math.inf
+                sigma, residual = math.hypot(at.sigma, acc_off), at.drift
             null_cmd[joint.name] = float(bal[:, lay.index(f"cmd.{out.name}")].mean())
             if j in span:
                 gain, sg = float(span[j].gain), float(span[j].sigma_gain)
             else:
                 gain, sg = self._current(lvdt.name).gain, self._sigma_gain(lvdt.name)
-            findings.append(self._finding(lvdt.name, ChannelCal(
+            f = self._finding(lvdt.name, ChannelCal(
                 at.value, gain, sigma, sg, "valve_null", now_utc(), oil, residual,
-            )))  # fmt: skip
+            ))  # fmt: skip
+            if no_gain is not None:
+                f.problems.append(no_gain)
+            findings.append(f)
         return findings
 
     def _at_stop(self, win: np.ndarray, pot: str, joint: str, which: str) -> Mean:

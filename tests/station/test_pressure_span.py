@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from daq.commands.errors import CommandError
+from daq.commands.spec import validate
 from daq.profile.schema import Profile
 from tests.conditions import wait_until
 from tests.loop.station_profile import station_profile
@@ -115,7 +116,9 @@ def test_a_span_residual_beyond_the_declared_accuracy_applies_nothing(tmp_path: 
 
 
 def test_span_without_a_supply_channel_needs_a_gauge_reading(tmp_path: Path) -> None:
-    st = Station(station_profile(REALISTIC, supply_channel=False), tmp_path / "cal")
+    data = station_profile(REALISTIC).model_dump(exclude_none=True)
+    data["channels"] = [c for c in data["channels"] if c["role"] != "supply"]
+    st = Station(Profile.model_validate(data), tmp_path / "cal")
     try:
         assert "no supply channel" in _error(st, "pressure_span")
         assert "reference_pa 100 Pa is not the high stage's supply" in _error(
@@ -124,9 +127,13 @@ def test_span_without_a_supply_channel_needs_a_gauge_reading(tmp_path: Path) -> 
         assert "reference_sigma_pa -1 must be ≥ 0" in _error(
             st, "pressure_span", reference_pa=7.0e6, reference_sigma_pa=-1.0
         )
+        # the command server's check (daq.commands.spec) refuses a non-finite reading
         with pytest.raises(CommandError, match="reference_pa") as err:
-            st.api.handle("calibrate", {"procedure": "pressure_span", "reference_pa": math.nan})
+            validate("calibrate", {"procedure": "pressure_span", "reference_pa": math.nan})
         assert err.value.code == "bad_args"
+        assert "reference_pa nan Pa is not the high stage's supply" in _error(
+            st, "pressure_span", reference_pa=math.nan
+        )
         assert st.api.handle("calibration", {})["calibration"] is None  # nothing applied
     finally:
         st.loop.stop()
