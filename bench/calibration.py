@@ -4,16 +4,19 @@
 
 For each seed, the realistic profile (hw_profiles/sim-2dof-realistic.toml) given a hydraulic
 station (daq.station.twin: power unit and supply transducer) runs in virtual time behind the
-service's command handler, and the three procedures run as `rigctl calibrate … --apply` would
-start them: pressure_zero, position, valve_null. Each result is compared with the truth of the
-simulated sensors (`sim_error`), at the loop time it was measured:
+service's command handler, and the procedures run as `rigctl calibrate … --apply` would start
+them: pressure_zero, pressure_span, position, valve_null. Each result is compared with the truth
+of the simulated sensors (`sim_error`), at the loop time it was measured:
 
 - pressure offsets: offset + drift·t, target within 2 kPa;
+- pressure spans (against the twin's supply channel): 1 + gain_error, reported with the error
+  over the span's own σ;
 - potentiometer zero and span: offset within 0.05 mm, 1 + gain_error within 0.1 %;
 - resolver mounting offset (reported);
 - LVDT span (reported) and valve null: the LVDT's reading where the metering edges are
   centred, o + (1 + g)·(−b(T)) with the valve's null bias b(T) = b₀ + (db/dT)(T − T_ref) at the
-  oil temperature of the run, target within 0.5 mV; also the valve command that holds.
+  oil temperature of the run, target within 0.5 mV, with the error over its σ; also the valve
+  command at the balance.
 
 JSON on the last line (per seed, worst over seeds, targets, pass flags); progress on stderr.
 """
@@ -74,6 +77,12 @@ def one_seed(base: Profile, seed: int, cal_dir: Path) -> dict[str, Any]:
         out["pressure_offset_error_pa"] = {
             n: c["offset"] - _truth(profile, n, t)[0] for n, c in zero["channels"].items()
         }
+        span = run_procedure(api, "pressure_span", apply=True)
+        out["pressure_span_error_rel"], out["pressure_span_sigma_rel"] = {}, {}
+        for n, c in span["channels"].items():
+            _, gain = _truth(profile, n, loop.t)
+            out["pressure_span_error_rel"][n] = c["gain"] / gain - 1.0
+            out["pressure_span_sigma_rel"][n] = c["sigma_gain"] / gain
         pos = run_procedure(api, "position", apply=True)
         out["pot_zero_error_m"], out["pot_span_error_rel"], out["resolver_error_rad"] = {}, {}, {}
         for n, c in pos["channels"].items():
@@ -90,6 +99,7 @@ def one_seed(base: Profile, seed: int, cal_dir: Path) -> dict[str, Any]:
         out["oil_c"] = oil
         out["valve_null_error_v"], out["lvdt_span_error_rel"] = {}, {}
         out["valve_null_residual_v"], out["valve_null_command_v"] = {}, null.get("valve_null_v")
+        out["valve_null_sigma_v"] = {}
         joints = [j.name for j in profile.joints]
         for n, c in null["channels"].items():
             ch = next(x for x in profile.inputs if x.name == n)
@@ -100,8 +110,10 @@ def one_seed(base: Profile, seed: int, cal_dir: Path) -> dict[str, Any]:
             out["valve_null_error_v"][n] = c["offset"] - (offset - gain * bias)
             out["lvdt_span_error_rel"][n] = c["gain"] / gain - 1.0
             out["valve_null_residual_v"][n] = c["residual"]
+            out["valve_null_sigma_v"][n] = c["sigma_offset"]
         out["applied"] = {
-            "pressure_zero": zero["applied"], "position": pos["applied"],
+            "pressure_zero": zero["applied"], "pressure_span": span["applied"],
+            "position": pos["applied"],
             "valve_null": null["applied"],
         }  # fmt: skip
     finally:
@@ -129,6 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.append(one_seed(base, seed, Path(tmp)))
     worst = {
         "pressure_offset_pa": _worst(results, "pressure_offset_error_pa"),
+        "pressure_span_rel": _worst(results, "pressure_span_error_rel"),
         "pot_zero_m": _worst(results, "pot_zero_error_m"),
         "pot_span_rel": _worst(results, "pot_span_error_rel"),
         "resolver_offset_rad": _worst(results, "resolver_error_rad"),
@@ -136,8 +149,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         "valve_null_v": _worst(results, "valve_null_error_v"),
     }
     passed = {k: worst[k] <= v for k, v in TARGETS.items()}
+    # Each estimate against its own σ: |error| / σ, worst over seeds and channels (≤ 3: the
+    # σ is a promise).
+    zmax = {
+        "pressure_span": max(
+            abs(s["pressure_span_error_rel"][n]) / s["pressure_span_sigma_rel"][n]
+            for s in results for n in s["pressure_span_error_rel"]
+        ),
+        "valve_null": max(
+            abs(s["valve_null_error_v"][n]) / s["valve_null_sigma_v"][n]
+            for s in results for n in s["valve_null_error_v"]
+        ),
+    }  # fmt: skip
+    passed["sigma_covers_3"] = all(z <= 3.0 for z in zmax.values())
     print(json.dumps({
         "bench": "calibration", "profile": args.profile, "seeds": results, "worst": worst,
+        "worst_error_over_sigma": zmax,
         "targets": TARGETS, "pass": passed, "wall_s": time.monotonic() - t0,
     }))  # fmt: skip
     return 0

@@ -33,6 +33,12 @@ class Phase:
     volts: tuple[float | None, ...]
     #: > 0: the driven joints' commands flip sign every `square_s` seconds.
     square_s: float = 0.0
+    #: > 0: a driven joint's command starts at its `volts` and integrates the chambers'
+    #: imbalance, u̇ = −balance_i·(p_cap − p_rod) (V/(Pa·s)): on an end stop it settles where
+    #: both chambers stand at the same pressure (the valve-null procedure).
+    balance_i: float = 0.0
+    #: True: a driven joint's command is its `volts` added to where the last balance ended.
+    from_balance: bool = False
 
 
 class PhaseRunner:
@@ -56,6 +62,7 @@ class PhaseRunner:
         self._hold = np.zeros(self.n)
         self._zero = np.zeros(self.n)
         self._v = np.zeros(self.n)
+        self._bal = np.zeros(self.n)
         self.segment_index = 0
         self.segment_name = self.phases[0].name if self.phases else ""
         self.elapsed = self.time_in_segment = 0.0
@@ -82,15 +89,27 @@ class PhaseRunner:
             self._hold[:] = fb.q  # each phase holds where the previous one left the joint
             self.law.enable(fb, self._hold)
             self._new_phase = False
+            if ph.balance_i > 0:
+                for j in range(self.n):
+                    v0 = ph.volts[j]
+                    self._bal[j] = v0 if v0 is not None else 0.0
         flip = ph.square_s > 0 and math.floor(self.time_in_segment / ph.square_s) % 2 == 1
         for j in range(self.n):
             v = ph.volts[j]
             if v is None:
                 ref_out[j] = self._hold[j]
                 target = self.law.pids[j].update(self._hold[j], fb.q[j])
+            elif ph.balance_i > 0:
+                ref_out[j] = fb.q[j]
+                dp = fb.p_cap[j] - fb.p_rod[j]
+                if dp == dp:  # not NaN
+                    self._bal[j] -= ph.balance_i * dp * self._period
+                target = self._bal[j]
             else:
                 ref_out[j] = fb.q[j]
                 target = -v if flip else v
+                if ph.from_balance:
+                    target += self._bal[j]
             # Slew-limited towards the phase's command (a square wave must not trip the rate).
             self._v[j] += min(max(target - self._v[j], -self._dv), self._dv)
             volts_out[j] = self.law._clamp(j, self._v[j])

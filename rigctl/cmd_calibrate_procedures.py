@@ -14,6 +14,11 @@ from rigctl.common import EXIT_OK, EXIT_REFUSED, client_error_exit, client_keys
 
 PROCEDURES = {
     "pressure-zero": ("pressure_zero", "power off, drain the chambers, average each pressure"),
+    "pressure-span": (
+        "pressure_span",
+        "after the zero: each chamber deadheaded at the supply (low and high stage), its gain "
+        "against the supply channel or a gauge reading (--reference-pa)",
+    ),
     "position": (
         "position",
         "potentiometer on the cylinder's stops, resolver through the kinematics, sweep residual",
@@ -35,6 +40,16 @@ def register(sub: Any, common: Any) -> None:
         )  # fmt: skip
         p.add_argument("--valve-volts", type=float, default=None, help="procedure's valve command")
         p.add_argument("--wait", type=float, default=1800.0, help="give up after this many s")
+        if cli_name == "pressure-span":
+            p.add_argument(
+                "--reference-pa", type=float, default=None,
+                help="the supply at the high stage read on a gauge (Pa); default: the supply "
+                "channel",
+            )  # fmt: skip
+            p.add_argument(
+                "--reference-sigma-pa", type=float, default=None,
+                help="the gauge's 1σ (Pa; default 0.5 %% of the reading, a class 1.0 gauge)",
+            )  # fmt: skip
         common(p, _run)
         p.set_defaults(procedure=cli_name)
 
@@ -44,6 +59,9 @@ def _run(args: argparse.Namespace) -> int:
     cmd: dict[str, Any] = {"procedure": name, "apply": bool(args.apply)}
     if args.valve_volts is not None:
         cmd["valve_volts"] = args.valve_volts
+    for key in ("reference_pa", "reference_sigma_pa"):
+        if getattr(args, key, None) is not None:
+            cmd[key] = getattr(args, key)
     try:
         with CommandClient(args.endpoint, timeout=args.timeout, keys=client_keys(args)) as c:
             started = c.request("calibrate", cmd)
@@ -95,7 +113,7 @@ def show(result: dict[str, Any]) -> None:
         )
     if result.get("valve_null_v"):
         nulls = ", ".join(f"{j} {v * 1e3:+.2f} mV" for j, v in result["valve_null_v"].items())
-        print(f"  valve command that holds still: {nulls}")
+        print(f"  valve command at the balance: {nulls}")
     if result.get("applied"):
         print(f"applied: {result['calibration']['source']}")
     elif result.get("refused"):

@@ -36,6 +36,7 @@ import numpy as np
 from daq.profile import ProfileError, load_profile
 from rigctl.cmd_run import load_experiment
 from rigctl.common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
+from rigctl.identify_power import power_down, power_up
 from rigctl.identify_table import ParameterRow, fit_warnings, format_table, rows_from
 from rigctl.session import ROOT, RigSession, SessionError
 
@@ -214,7 +215,13 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
     warnings: list[str] = []
     fault_after: str | None = None
     tracking: dict[str, Any] | None = None
+    power: list[str] = []
+
+    def say(text: str) -> None:
+        _say(progress, text)
+
     with RigSession(profile_path, out, virtual_time=args.virtual_time) as s:
+        power += power_up(s, profile, say)
         ident_run = Path(s.command("record_start", {"name": "identification"})["path"])
         _say(
             progress,
@@ -272,6 +279,7 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         except SessionError as exc:
             # Best effort after a fault: a latched fault already nulled the valves.
             fault_after = fault_after or f"on disarm: {exc}"
+        power += power_down(s, profile, say)
     if fault_after is not None:
         _say(progress, f"the rig faulted after the experiment: {fault_after}")
         warnings.append(
@@ -306,6 +314,7 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         "periodic": _periodic(batch),
         "linkwise": _linkwise(batch),
         "sensor_sigma": _sensor_sigma(batch),
+        "power": power,
     }
     if tracking is not None:
         extra["tracking"] = tracking

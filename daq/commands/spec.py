@@ -218,9 +218,18 @@ COMMANDS: dict[str, Command] = {
             "window_s": Arg("finite number > 0 (s)", _number, required=False),
             "valve_volts": Arg("finite number (V)", _number, required=False),
             "push_s": Arg("finite number > 0 (s)", _number, required=False),
+            "reference_pa": Arg(
+                "finite number (Pa, the high stage's supply read on a gauge)",
+                _number,
+                required=False,
+            ),
+            "reference_sigma_pa": Arg(
+                "finite number ≥ 0 (Pa, the gauge's 1σ)", _number, required=False
+            ),
         },
         False,
-        "start a calibration procedure (pressure_zero, position) from IDLE",
+        "start a calibration procedure (pressure_zero, pressure_span, position, valve_null) "
+        "from IDLE",
     ),
     "calibrate_status": Command({}, True, "the procedure's step and, at its end, its result"),
 }

@@ -10,13 +10,25 @@ publishes, as the recorder does. It starts only from IDLE, and ends disarmed.
   periods in which its metering edge connects it to tank (a residual supply cannot reach it
   then): offset = the reading at zero gauge pressure, σ by batch means, residual = the window's
   settling drift.
+- pressure_span: after the zero (its offset is kept), each chamber is brought to the supply
+  pressure: at each stage every piston is pushed onto its extended stop (cap chambers open to
+  supply, no flow once it stands) and then onto its retracted stop (rod chambers). The reference
+  is the supply channel (low and high stage: two points, the misfit of the line through the zero
+  is the residual) or the supply pressure at the high stage read on a gauge and typed by the
+  user (`reference_pa`, its 1σ `reference_sigma_pa`; then the supply channel is spanned too).
+  gain = (reading − offset) / reference; residual also the window's settling drift.
 - valve_null: first, power off, each valve commanded to its amplitude limit both ways: where
   that saturates the spool (k_v · valve_max_v ≥ u_max) the LVDT's readings at the spool's two
   stops (±u_max, the valve datasheet's stroke) give its span; else the span stays declared with
-  its accuracy class as σ. Then at low pressure each joint is held still by a slow integral
-  (PID with `null_i` V/(rad·s)) at several poses; the LVDT reading and the valve command at
-  which it holds, averaged over the poses, are the null (the spread over the poses, i.e. over
-  the loads, is the residual).
+  its accuracy class as σ. Then at low pressure each piston rests on its retracted stop and its
+  spool is servoed (a slow integral on p_cap − p_rod) until both chambers stand at the same
+  pressure: no flow but the leaks' (the piston cannot move), none across the piston (no
+  pressure difference), so each chamber's supply and tank edges pass the same flow, which with
+  matched edges happens only with the metering edges centred — whatever the load. The LVDT
+  reading there is the null. The edges' mismatch (flow-gain symmetry, 5 % 1σ assumed) shifts
+  that point by up to ±2.5 % of the opening around null, which a ±2 mV step measures from the
+  pressure gain (d(p_cap − p_rod)/dx = 4·p / a): that is the σ beside the noise. Residual: the
+  imbalance left, as spool travel, and the window's settling drift.
 - position: power low, push each piston slowly (a small constant valve command) onto one end
   stop and then through its whole stroke onto the other, dwelling at each. The datasheet stroke
   is the length standard: the potentiometer's readings at s = ±L/2 give its offset and gain; the
@@ -49,7 +61,9 @@ from daq.station.power import Power, stage_pressure
 
 log = logging.getLogger(__name__)
 
-PROCEDURES = ("pressure_zero", "position", "valve_null")
+PROCEDURES = ("pressure_zero", "pressure_span", "position", "valve_null")
+#: Where a pressure channel's offset in force comes from: the span keeps it (zero before span).
+ZEROED = ("pressure_zero", "pressure_span")
 #: Loop-time limits (s) of the waits, so a stuck procedure ends with a reason.
 WAIT_LIMIT_S = 600.0
 
@@ -80,6 +94,18 @@ class Finding:
             "ok": not self.problems,
             "problems": self.problems,
         }
+
+
+@dataclass(frozen=True)
+class SpanPoint:
+    """One chamber at the supply: its declared reading open, extrapolated to an unlimited
+    opening (value, and the correction that took), the reference and its 1σ, Pa."""
+
+    m: Mean
+    value: float
+    correction: float
+    ref: float
+    sigma_ref: float
 
 
 class Rows:
@@ -227,6 +253,8 @@ class ProcedureRunner:
         }
         if "valve_null_v" in self.status:
             result["valve_null_v"] = self.status.pop("valve_null_v")
+        if "span_points" in self.status:
+            result["span_points"] = self.status.pop("span_points")
         if apply and ok:
             self._step("applying")
             state = self.api.calibration
@@ -252,6 +280,15 @@ class ProcedureRunner:
         cur = self.api.calibration.current
         c = cur.channels.get(name) if cur is not None else None
         return c if c is not None else ChannelCal()
+
+    def _sigma_gain(self, name: str) -> float:
+        """The 1σ of a channel's gain as it stands: the calibration's in force, else the
+        declared accuracy class's (a procedure that keeps the gain keeps its uncertainty)."""
+        cur = self.api.calibration.current
+        if cur is not None and name in cur.channels:
+            return cur.channels[name].sigma_gain
+        acc = next(c for c in self.profile.inputs if c.name == name).accuracy
+        return acc.gain if acc is not None else 0.0
 
     def _oil(self, rows: np.ndarray) -> float | None:
         ch = self.profile.oil_temperature
@@ -351,10 +388,152 @@ class ProcedureRunner:
             m = window_mean(x)
             cur = self._current(ch.name)
             cal = ChannelCal(
-                float(m.value), cur.gain, float(m.sigma), cur.sigma_gain, "pressure_zero",
-                now_utc(), oil, float(m.drift),
+                float(m.value), cur.gain, float(m.sigma), self._sigma_gain(ch.name),
+                "pressure_zero", now_utc(), oil, float(m.drift),
             )  # fmt: skip
             findings.append(self._finding(ch.name, cal))
+        return findings
+
+    # -------------------------------------------------------------- pressure span
+
+    def _pressure_span(self, args: dict[str, Any]) -> list[Finding]:
+        from controller.station_runner import Phase, PhaseRunner
+        from daq.service.control_api import joint_gains, joint_limits
+
+        p = self.profile
+        sup = p.supply_channel
+        ref_pa = args.get("reference_pa")
+        if ref_pa is None and sup is None:
+            raise ProcedureError(
+                "the profile has no supply channel (role supply) to span against: read the "
+                "supply at the high stage on a gauge and give it (reference_pa)"
+            )
+        if ref_pa is not None and not 0.2 * stage_pressure(p, Power.HIGH) < ref_pa < 2.0 * (
+            stage_pressure(p, Power.HIGH)
+        ):
+            raise ProcedureError(
+                f"reference_pa {ref_pa:.6g} Pa is not the high stage's supply: allowed "
+                f"0.2–2 × the declared {stage_pressure(p, Power.HIGH):.6g} Pa"
+            )
+        # A gauge's 1σ: given, else a class 1.0 gauge read at about half its scale (0.5 %).
+        gauge_sigma = float(args.get("reference_sigma_pa", 0.005 * (ref_pa or 0.0)))
+        if gauge_sigma < 0.0:
+            raise ProcedureError(f"reference_sigma_pa {gauge_sigma:.6g} must be ≥ 0 (Pa)")
+        chans = [c for c in p.inputs if c.role in ("pressure_cap", "pressure_rod")]
+        if ref_pa is not None and sup is not None:
+            chans.append(sup)
+        unzeroed = [c.name for c in chans if self._current(c.name).method not in ZEROED]
+        if unzeroed:
+            raise ProcedureError(
+                f"{', '.join(unzeroed)} not zeroed: run pressure_zero (with apply) before the "
+                "span, which keeps the zero's offset"
+            )
+        levels = [Power.HIGH] if ref_pa is not None else [Power.LOW, Power.HIGH]
+        volts = float(args.get("valve_volts", 2.0))
+        approach = 0.3
+        push_s, open_s = float(args.get("push_s", 5.0)), 1.5
+        dwell_s = 0.75
+        n = len(p.joints)
+        lay = self.api.loop.layout
+        st = lay.index("state")
+        rows = Rows(self.api.loop)
+        points: dict[str, list[SpanPoint]] = {c.name: [] for c in chans}
+        # The supply transducer's own gain uncertainty: common to every point (not averaged).
+        ref_rel = self._sigma_gain(sup.name) if ref_pa is None and sup is not None else 0.0
+        oil = None
+        for level in levels:
+            self._power(level)
+            self._wait_supply(rows, below=None, above=0.95 * stage_pressure(p, level))
+            self._step(f"arm ({level.name.lower()} pressure)")
+            self._call("arm")
+            # Slowly onto the stop (an impact's pressure spike stays trapped behind the
+            # metering edge), then open on it at half and at full `volts`: the chamber stands
+            # below the supply by the leakage's drop across the metering edge, which falls with
+            # the square of the opening, so the two openings extrapolate it away.
+            phases = []
+            for sign, what in ((1.0, "cap"), (-1.0, "rod")):
+                v = sign * volts
+                phases += [
+                    Phase(f"onto the stops ({what} side fed)", push_s, (sign * approach,) * n),
+                    Phase(f"{what} chambers at supply, half open", open_s, (0.5 * v,) * n),
+                    Phase(f"{what} chambers at supply, open", open_s, (v,) * n),
+                ]
+            # back to null at the rate limit before the hold takes over
+            phases.append(Phase("release", 0.1, (0.0,) * n))
+            runner = PhaseRunner(
+                phases, joint_gains(p), joint_limits(p), p.period, max_rate_v_per_s=500.0
+            )
+            self._step(f"pistons onto their stops, chambers at the supply ({level.name.lower()})")
+            rows.restart()
+            self._call("run", runner)
+            run = rows.read(_until_run_ends(st), sum(ph.duration_s for ph in phases) + 60.0)
+            if run[-1, st] != 1:
+                fault = self.api.loop.fault
+                raise ProcedureError(
+                    "the pushes ended in a fault: "
+                    f"{fault.message if fault is not None else 'unknown'}"
+                )
+            self._call("disarm")
+            run = run[run[:, st] == 2]
+            ends = np.cumsum([round(ph.duration_s / p.period) for ph in phases])
+            nd = round(dwell_s / p.period)
+            # (half open, open) windows: the last `dwell_s` of each phase
+            at = {
+                "pressure_cap": (run[ends[1] - nd : ends[1]], run[ends[2] - nd : ends[2]]),
+                "pressure_rod": (run[ends[4] - nd : ends[4]], run[ends[5] - nd : ends[5]]),
+            }
+            oil = self._oil(run)
+            for c in chans:
+                roles = ["pressure_cap", "pressure_rod"] if c.role == "supply" else [c.role]
+                for role in roles:
+                    half, full = at[role]
+                    if ref_pa is not None:
+                        ref, sref = float(ref_pa), gauge_sigma
+                    else:
+                        assert sup is not None
+                        m = window_mean(full[:, lay.index(f"eng.{sup.name}")])
+                        ref, sref = m.value, m.sigma
+                    mf = window_mean(self._declared(full, c.name))
+                    if c.role == "supply":  # the supply transducer sees no metering edge
+                        points[c.name].append(SpanPoint(mf, mf.value, 0.0, ref, sref))
+                        continue
+                    mh = window_mean(self._declared(half, c.name))
+                    # drop ∝ 1/opening²: p∞ = p_full + (p_full − p_half)·r²/(1 − r²), r = ½
+                    corr = (mf.value - mh.value) / 3.0
+                    points[c.name].append(SpanPoint(mf, mf.value + corr, corr, ref, sref))
+        self.status["span_points"] = {
+            name: [
+                {"reading": q.m.value, "extrapolated": q.value, "correction": q.correction,
+                 "reference_pa": q.ref, "sigma_reading": q.m.sigma,
+                 "sigma_reference_pa": q.sigma_ref, "drift": q.m.drift}
+                for q in pts
+            ]
+            for name, pts in points.items()
+        }  # fmt: skip
+        findings = []
+        for c in chans:
+            cur = self._current(c.name)
+            pts = points[c.name]
+            rd = np.array([q.value - cur.offset for q in pts])
+            refs = np.array([q.ref for q in pts])
+            gain = float((rd * refs).sum() / (refs * refs).sum())
+            # σ of the gain: reading noise, the reference's noise (or the gauge's σ), the zero's
+            # σ and the extrapolation (its whole correction counted as 1σ: the 1/opening² law
+            # is a model), each point's in quadrature over the points; then the supply
+            # transducer's gain σ, common to all points.
+            var = [
+                ((q.m.sigma / q.ref) ** 2 + (gain * q.sigma_ref / q.ref) ** 2
+                 + (cur.sigma_offset / q.ref) ** 2 + (q.correction / q.ref) ** 2)
+                for q in pts
+            ]  # fmt: skip
+            sg = math.hypot(math.sqrt(sum(var)) / len(pts), gain * ref_rel)
+            misfit = float(np.sqrt(np.mean((rd - gain * refs) ** 2))) if len(pts) > 1 else 0.0
+            drift = max(q.m.drift for q in pts)
+            cal = ChannelCal(
+                cur.offset, gain, cur.sigma_offset, sg, "pressure_span", now_utc(), oil,
+                max(misfit, drift),
+            )  # fmt: skip
+            findings.append(self._finding(c.name, cal))
         return findings
 
     # -------------------------------------------------------------- position
@@ -443,7 +622,8 @@ class ProcedureRunner:
             )))  # fmt: skip
             cur = self._current(res.name)
             findings.append(self._finding(res.name, ChannelCal(
-                float(dq), cur.gain, float(sdq), cur.sigma_gain, "position", now, oil, resid_q,
+                float(dq), cur.gain, float(sdq), self._sigma_gain(res.name), "position", now, oil,
+                resid_q,
             )))  # fmt: skip
         self._call("disarm")
         return findings
@@ -451,7 +631,6 @@ class ProcedureRunner:
     # -------------------------------------------------------------- valve null
 
     def _valve_null(self, args: dict[str, Any]) -> list[Finding]:
-        import dataclasses
 
         from controller.station_runner import Phase, PhaseRunner
         from daq.service.control_api import joint_gains, joint_limits
@@ -496,18 +675,26 @@ class ProcedureRunner:
         self._wait_supply(rows, below=None, above=0.95 * stage_pressure(p, Power.LOW))
         self._step("arm")
         self._call("arm")
-        gi = float(args.get("null_i", 2.0))
-        gains = [dataclasses.replace(g, i=gi) for g in joint_gains(p)]
-        hold_s, poses = float(args.get("hold_s", 8.0)), int(args.get("poses", 3))
-        push = float(args.get("valve_volts", 0.3))
-        phases = []
-        for k in range(poses):
-            if k:
-                sign = 1.0 if k % 2 else -1.0
-                phases.append(Phase(f"to pose {k + 1}", 0.4 * k, (sign * push,) * n))
-            phases.append(Phase(f"hold {k + 1}", hold_s, (None,) * n))
-        runner = PhaseRunner(phases, gains, joint_limits(p), p.period)
-        self._step(f"holding still by a slow integral at {poses} poses (low pressure)")
+        # On the retracted stop (the piston cannot move, so no flow but the leaks), the spool
+        # is servoed until both chambers stand at the same pressure: the piston's leakage
+        # then carries nothing, and with matched metering edges each chamber's inflow and
+        # outflow balance only at centred edges, whatever the load (DESIGN §1.2). A step of
+        # ±delta around it measures the pressure gain, hence the opening around null that
+        # the edges' mismatch (flow-gain symmetry, 5 % 1σ) can shift the balance by.
+        approach = float(args.get("valve_volts", 0.3))
+        push_s = float(args.get("push_s", 5.0))
+        bal_s = float(args.get("balance_s", 10.0))
+        ki = float(args.get("balance_i", 3.0e-8))
+        delta, step_s = 0.002, 1.5
+        phases = [
+            Phase("onto the retracted stops", push_s, (-approach,) * n),
+            Phase("balance both chambers", bal_s, (0.0,) * n, balance_i=ki),
+            Phase("null + delta", step_s, (delta,) * n, from_balance=True),
+            Phase("null - delta", step_s, (-delta,) * n, from_balance=True),
+            Phase("release", 0.1, (0.0,) * n),
+        ]
+        runner = PhaseRunner(phases, joint_gains(p), joint_limits(p), p.period, 500.0)
+        self._step("on the retracted stops, the spool where both chambers balance (low pressure)")
         rows.restart()
         self._call("run", runner)
         st = lay.index("state")
@@ -515,40 +702,75 @@ class ProcedureRunner:
         if run[-1, st] != 1:
             fault = self.api.loop.fault
             raise ProcedureError(
-                f"the holds ended in a fault: {fault.message if fault is not None else 'unknown'}"
+                f"the balance ended in a fault: {fault.message if fault is not None else 'unknown'}"
             )
         run = run[run[:, st] == 2]
         self._call("disarm")
-        # The last 3/8 of each hold: the integral has settled.
         ends = np.cumsum([round(ph.duration_s / p.period) for ph in phases])
-        windows = [
-            run[e - round(0.375 * ph.duration_s / p.period) : e]
-            for ph, e in zip(phases, ends, strict=True)
-            if ph.name.startswith("hold")
-        ]
+        nw = round(0.5 * step_s / p.period)
+        bal = run[ends[1] - round(0.4 * bal_s / p.period) : ends[1]]
+        plus, minus = run[ends[2] - nw : ends[2]], run[ends[3] - nw : ends[3]]
         oil = self._oil(run)
         findings = []
         self.status["valve_null_v"] = null_cmd = {}
         for j, joint in enumerate(p.joints):
             lvdt = p.joint_channel(joint.name, "lvdt")
             out = next(c for c in p.outputs if c.joint == joint.name)
-            if lvdt is None:
+            pc = p.joint_channel(joint.name, "pressure_cap")
+            pr = p.joint_channel(joint.name, "pressure_rod")
+            if lvdt is None or pc is None or pr is None:
                 continue
-            at = np.array([window_mean(self._declared(w, lvdt.name)).value for w in windows])
-            cmd = np.array([w[:, lay.index(f"cmd.{out.name}")].mean() for w in windows])
-            null_cmd[joint.name] = float(cmd.mean())
-            spread = float(at.std(ddof=1)) if len(at) > 1 else 0.0
-            sigma = spread / math.sqrt(len(at)) if len(at) > 1 else 0.0
-            acc = lvdt.accuracy
+            pot = p.joint_channel(joint.name, "potentiometer")
+            if pot is not None:
+                x = bal[:, lay.index(f"eng.{pot.name}")]
+                slope = abs(float(np.polyfit(np.arange(len(x)) * p.period, x, 1)[0]))
+                if slope > 1e-3:
+                    raise ProcedureError(
+                        f"{joint.name}: the piston left its retracted stop during the balance "
+                        f"(moving at {slope * 1e3:.2f} mm/s)"
+                    )
+
+            def dp(w: np.ndarray, pc: Any = pc, pr: Any = pr) -> np.ndarray:
+                return np.asarray(
+                    w[:, lay.index(f"eng.{pc.name}")] - w[:, lay.index(f"eng.{pr.name}")]
+                )
+
+            at = window_mean(self._declared(bal, lvdt.name))
+            imbalance = window_mean(dp(bal))
+            p_bal = float(0.5 * (bal[:, lay.index(f"eng.{pc.name}")]
+                                 + bal[:, lay.index(f"eng.{pr.name}")]).mean())  # fmt: skip
+            dx = float(
+                self._declared(plus, lvdt.name).mean() - self._declared(minus, lvdt.name).mean()
+            )
+            gain_pa_v = float(dp(plus).mean() - dp(minus).mean()) / dx if dx > 0 else float("nan")
+            no_gain = None
+            if math.isfinite(gain_pa_v) and gain_pa_v > 0:
+                # opening around null from the pressure gain: d(pc − pr)/dx = 4·p_bal / a
+                half_open = 4.0 * p_bal / gain_pa_v
+                sigma = math.hypot(at.sigma, 0.025 * half_open)
+                # residual: what is left of the imbalance, as spool travel, and the settling
+                residual = math.hypot(abs(imbalance.value) / gain_pa_v, at.drift)
+            else:
+                # The piston floats off its stop (the balanced chambers lift it): the steps
+                # move it instead of the pressures, and nothing bounds the edges' share.
+                no_gain = (
+                    f"no pressure gain around the balance (Δ(p_cap − p_rod) "
+                    f"{float(dp(plus).mean() - dp(minus).mean()):.4g} Pa for ΔLVDT {dx:.4g} V: "
+                    "the piston is off its stop); σ is the declared class"
+                )
+                acc_off = lvdt.accuracy.offset if lvdt.accuracy is not None else math.inf
+                sigma, residual = math.hypot(at.sigma, acc_off), at.drift
+            null_cmd[joint.name] = float(bal[:, lay.index(f"cmd.{out.name}")].mean())
             if j in span:
                 gain, sg = float(span[j].gain), float(span[j].sigma_gain)
             else:
-                cur = self._current(lvdt.name)
-                gain = cur.gain
-                sg = cur.sigma_gain or (acc.gain if acc is not None else 0.0)
-            findings.append(self._finding(lvdt.name, ChannelCal(
-                float(at.mean()), gain, sigma, sg, "valve_null", now_utc(), oil, spread,
-            )))  # fmt: skip
+                gain, sg = self._current(lvdt.name).gain, self._sigma_gain(lvdt.name)
+            f = self._finding(lvdt.name, ChannelCal(
+                at.value, gain, sigma, sg, "valve_null", now_utc(), oil, residual,
+            ))  # fmt: skip
+            if no_gain is not None:
+                f.problems.append(no_gain)
+            findings.append(f)
         return findings
 
     def _at_stop(self, win: np.ndarray, pot: str, joint: str, which: str) -> Mean:

@@ -19,7 +19,7 @@ from daq.profile.schema import Profile
 from daq.station.calfile import Calibration
 from daq.station.calstore import CalibrationStore
 
-PROCEDURES = ("pressure_zero", "position")
+PROCEDURES = ("pressure_zero", "pressure_span", "position")
 
 
 def run_procedure(api: Any, procedure: str, **args: Any) -> dict[str, Any]:

@@ -101,9 +101,12 @@ def held_rows() -> Held:
     profile = load_profile(PROFILE)
     sim = SimBackend.from_profile(profile)
     sim.open()
+    sim.precharge(2)  # the station's supply already at working pressure
     hold = make_hold_runner(profile, joint_gains(profile))
     loop = Loop(profile, sim, hold=hold, virtual_time=True, ring_capacity=1 << 10)
     loop.warm_up()
+    post(loop, "power", 2)  # [hydraulics]: arming needs power on
+    cycles(loop, 5)
     post(loop, "arm")
     cycles(loop, 500)
     assert loop.state == State.ARMED

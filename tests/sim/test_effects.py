@@ -329,7 +329,9 @@ def test_a_joint_pushed_onto_its_end_stop_does_not_drive_the_other() -> None:
     from daq.station.twin import with_station
 
     root = Path(__file__).resolve().parents[2]
-    rig = SimRig(with_station(load_profile(root / "hw_profiles" / "sim-2dof-realistic.toml")))
+    rig = SimRig(
+        with_station(load_profile(root / "hw_profiles" / "sim-2dof-realistic.toml")), powered=False
+    )
     rig.backend.write_power(1)  # low stage
     for _ in range(3000):
         rig.step(np.zeros(2))

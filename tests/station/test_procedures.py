@@ -64,6 +64,8 @@ def test_pressure_zero_finds_each_offset_within_2_kpa_and_applies_it(station: St
         offset, _ = station.truth(name)
         assert found["offset"] == pytest.approx(offset, abs=2000.0), name
         assert 0 < found["sigma_offset"] < 1000.0
+        # the zero keeps the gain, and its uncertainty: the declared class until a span
+        assert found["sigma_gain"] == (0.001 if name == "p_supply" else 0.005), name
     assert station.loop.state.name == "IDLE"
     assert station.loop.station.power.name == "OFF"
     in_force = station.api.handle("calibration", {})["calibration"]["channels"]
@@ -153,7 +155,8 @@ def test_a_calibrated_twin_is_in_force_for_the_plain_profile(tmp_path: Path) -> 
 
     plain = load_profile(PROFILES / REALISTIC)
     cal, path, results = calibrate_twin(plain, tmp_path)
-    assert [r["procedure"] for r in results] == ["pressure_zero", "position"]
-    assert "p_supply" not in cal.channels and {"p_cap_1", "piston_2", "q_1"} <= set(cal.channels)
+    assert [r["procedure"] for r in results] == ["pressure_zero", "pressure_span", "position"]
+    # the profile's own channels, its supply transducer among them
+    assert {"p_supply", "p_cap_1", "piston_2", "q_1"} <= set(cal.channels)
     current = CalibrationStore(tmp_path, plain).current()
     assert current is not None and current[1] == path

@@ -300,6 +300,14 @@ class SimBackend(Backend):
             self.supply.switch(level)
         return BackendStatus.OK
 
+    def precharge(self, level: int) -> None:
+        """Power at `level` with the accumulator already charged to it (a rig stepped without
+        the service, which would otherwise switch the power and wait for the ramp)."""
+        if self.supply is not None:
+            self.supply.switch(level)
+            self.supply.pressure = self.supply.target
+            self._P[G_PS] = self.supply.pressure
+
     def close(self) -> None:
         self.write_null()
         self._open = False

@@ -12,10 +12,14 @@ from daq.scaling import ChannelScaler, eng_to_units
 
 
 class SimRig:
-    def __init__(self, profile: Profile) -> None:
+    def __init__(self, profile: Profile, *, powered: bool = True) -> None:
         self.profile = profile
         self.backend = SimBackend.from_profile(profile)
         self.backend.open()
+        if powered:
+            # No service switches a station's power here ([hydraulics]): the rig runs at its
+            # working pressure from the start, as a profile without the section does.
+            self.backend.precharge(2)  # daq.station.power.Power.HIGH
         self.inputs = profile.inputs
         self.outputs = profile.outputs
         self.scaler = ChannelScaler(self.inputs)
