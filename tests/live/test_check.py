@@ -24,7 +24,11 @@ from daq.service.control_api import joint_limits
 from rigctl.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
-PROFILES = {1: ROOT / "hw_profiles" / "sim-1dof.toml", 2: ROOT / "hw_profiles" / "sim-2dof.toml"}
+PROFILES = {
+    1: ROOT / "hw_profiles" / "sim-1dof.toml",
+    2: ROOT / "hw_profiles" / "sim-2dof.toml",
+    4: ROOT / "hw_profiles" / "sim-excavator.toml",  # a chain profile: rigctl check's own limits
+}
 BROKEN = """
 name = "broken"
 home_deg = [40.0, 30.0]
@@ -53,7 +57,7 @@ BROKEN_LINES = [
 
 
 def _n_joints(path: Path) -> int:
-    return 1 if "1dof" in path.stem else 2
+    return 1 if "1dof" in path.stem else 4 if "excavator" in path.stem else 2
 
 
 @pytest.mark.parametrize(
