@@ -334,6 +334,7 @@ def _oil_temperature(
             "; the valve null offsets are the ones at the run's temperature (null shift with "
             "temperature not modelled)"
             if any(nm.startswith("Q0") for m in models for nm in m.names)
+            and not any(nm.startswith("Qt") for m in models for nm in m.names)
             else ""
         )
     ], []
