@@ -244,6 +244,8 @@ def identify_run(
             continue
         fit, notes_m = got
         fit.shape_value = shape_value
+        if mdl.switches is not None:
+            fit.switch_value = np.array(mdl.switches.value, dtype=float)
         notes += notes_m
         if sensor_uncertainty:
             from estimator.sensor_sigma import combine, propagate, used_channels
