@@ -64,8 +64,9 @@ def chamber_condition(params: PlantParams, q: np.ndarray) -> float:
         half = 0.5 * params.stroke[j]
         for swept in ((half + s[:, j]) * params.area_cap[j], (half - s[:, j]) * params.area_rod[j]):
             X = np.column_stack([swept / params.dead_volume[j], np.ones_like(swept)])
-            sv = np.linalg.svd(X, compute_uv=False)
-            worst = max(worst, float(sv[0] / sv[-1]) if sv[-1] > 1e-12 * sv[0] else np.inf)
+            # √ of the Gram matrix's eigenvalue ratio: one position gives a rank-1 pair (∞).
+            ev = np.linalg.eigvalsh(X.T @ X)
+            worst = max(worst, float(np.sqrt(ev[-1] / ev[0])) if ev[0] > 1e-12 * ev[-1] else np.inf)
     return worst
 
 
