@@ -306,12 +306,25 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def case_inputs(case: str, profile: Path, seed: int, where: Path) -> dict[str, Any]:
-    """Profile, experiment and clock of one case and seed."""
+def without_sim_error(profile: Path, where: Path) -> Path:
+    """`profile` with every channel's `sim_error` removed: sensors exactly as declared (what
+    calibration would give, before calibration exists for every channel)."""
+    out = where / f"{profile.stem}-declared.toml"
+    out.write_text(re.sub(r"^sim_error\s*=.*\n", "", profile.read_text(), flags=re.M))
+    return out
+
+
+def case_inputs(
+    case: str, profile: Path, seed: int, where: Path, *, declared: bool = False
+) -> dict[str, Any]:
+    """Profile, experiment and clock of one case and seed; `declared`: the sensors as declared
+    (no `sim_error`)."""
     base = {"1dof": ROOT / "hw_profiles" / "sim-1dof.toml", "realistic": REALISTIC}.get(
         case, profile
     )
     prof = seeded_profile(base, seed, where)
+    if declared:
+        prof = without_sim_error(prof, where)
     exp = None
     virtual = True
     if case.startswith("noise"):
@@ -346,13 +359,21 @@ def calibrated(profile: Path, out: Path) -> Path:
 
 
 def run_case(
-    case: str, profile: Path, seeds: Sequence[int], base: Path, calibrate: bool = False
+    case: str,
+    profile: Path,
+    seeds: Sequence[int],
+    base: Path,
+    calibrate: bool = False,
+    declared: bool = False,
+    experiment: Path | None = None,
 ) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     for seed in seeds:
         out = base / case / f"seed{seed}"
         out.mkdir(parents=True, exist_ok=True)
-        inp = case_inputs(case, profile, seed, out)
+        inp = case_inputs(case, profile, seed, out, declared=declared)
+        if experiment is not None and inp["experiment"] is None:
+            inp["experiment"] = experiment
         if calibrate:
             inp["profile"] = calibrated(inp["profile"], out)
         if case == "nomotion":
@@ -566,6 +587,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="calibrate the transducers first (pressure zero, position) on the rig's twin",
     )
+    ap.add_argument(
+        "--sensors-as-declared",
+        action="store_true",
+        help="drop every channel's sim_error (the sensors read as declared)",
+    )
+    ap.add_argument(
+        "--experiment",
+        type=Path,
+        help="identification experiment for the cases that use the standard one "
+        "(e.g. experiments/standard-bulk-2dof.toml)",
+    )
+    ap.add_argument("--first-seed", type=int, default=1, help="seeds first..first+N−1")
     args = ap.parse_args(argv)
     if args.seeds < 1:
         ap.error("--seeds must be ≥ 1")
@@ -574,22 +607,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown case(s) {unknown}; allowed: {', '.join(CASES)}")
     profile = Path(args.profile).resolve()
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
     t_all = time.perf_counter()
     results = []
     with tempfile.TemporaryDirectory(prefix="ident-acc-") as tmp:
         base = Path(args.keep) if args.keep else Path(tmp)
         for case in cases:
             results.append(
-                run_case(case, profile, range(1, args.seeds + 1), base, calibrate=args.calibrate)
+                run_case(
+                    case,
+                    profile,
+                    seeds,
+                    base,
+                    calibrate=args.calibrate,
+                    declared=args.sensors_as_declared,
+                    experiment=None if args.experiment is None else args.experiment.resolve(),
+                )
             )
-    experiment = ROOT / "experiments" / "standard-2dof.toml"
+    experiment = args.experiment or ROOT / "experiments" / "standard-2dof.toml"
     summary = {
         "bench": "identification_accuracy",
         "profile": str(profile),
-        "experiment": str(experiment.relative_to(ROOT)),
+        "experiment": str(experiment),
         "experiment_nominal_s": nominal_length(experiment),
-        "seeds": list(range(1, args.seeds + 1)),
+        "seeds": list(seeds),
         "calibrated": args.calibrate,
+        "sensors_as_declared": args.sensors_as_declared,
         "targets": TARGETS,
         "cases": {r["case"]: r for r in results},
         "pass": {r["case"]: r["pass"] for r in results},
