@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -100,13 +101,17 @@ controller = {{ kind = "valve_sine", amplitude_v = {vec([AMPLITUDE_V] * n)}, fre
     return "".join(out)
 
 
+def load_experiment(path: Path) -> dict[str, Any]:
+    with path.open("rb") as f:
+        return tomllib.load(f)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from controller.checks import check_experiment, describe
     from controller.experiment import Experiment
     from daq.profile import load_profile
     from daq.profile.plant import plant_params
     from daq.service.control_api import joint_limits
-    from rigctl.cmd_run import load_experiment
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--profile", type=Path, default=ROOT / "hw_profiles" / "sim-2dof.toml")
