@@ -325,15 +325,18 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def case_inputs(case: str, profile: Path, seed: int, where: Path) -> dict[str, Any]:
-    """Profile, experiment and clock of one case and seed."""
+def case_inputs(
+    case: str, profile: Path, seed: int, where: Path, *, declared: bool = False
+) -> dict[str, Any]:
+    """Profile, experiment and clock of one case and seed; `declared` (or the case
+    `realistic-exact`): the sensors as declared, without any channel's `sim_error`."""
     base = {
         "1dof": ROOT / "hw_profiles" / "sim-1dof.toml",
         "realistic": REALISTIC,
         "realistic-exact": REALISTIC,
     }.get(case, profile)
     prof = seeded_profile(base, seed, where)
-    if case == "realistic-exact":
+    if case == "realistic-exact" or declared:
         prof = exact_sensors_profile(prof, where)
     exp = None
     virtual = True
@@ -370,13 +373,21 @@ def calibrated(profile: Path, out: Path) -> Path:
 
 
 def run_case(
-    case: str, profile: Path, seeds: Sequence[int], base: Path, calibrate: bool = False
+    case: str,
+    profile: Path,
+    seeds: Sequence[int],
+    base: Path,
+    calibrate: bool = False,
+    declared: bool = False,
+    experiment: Path | None = None,
 ) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     for seed in seeds:
         out = base / case / f"seed{seed}"
         out.mkdir(parents=True, exist_ok=True)
-        inp = case_inputs(case, profile, seed, out)
+        inp = case_inputs(case, profile, seed, out, declared=declared)
+        if experiment is not None and inp["experiment"] is None:
+            inp["experiment"] = experiment
         if calibrate:
             inp["profile"] = calibrated(inp["profile"], out)
         if case == "nomotion":
@@ -607,6 +618,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="calibrate the transducers first (pressure zero and span, position) on the rig's twin",
     )
+    ap.add_argument(
+        "--sensors-as-declared",
+        action="store_true",
+        help="drop every channel's sim_error (the sensors read as declared)",
+    )
+    ap.add_argument(
+        "--experiment",
+        type=Path,
+        help="identification experiment for the cases that use the standard one "
+        "(e.g. experiments/standard-bulk-2dof.toml)",
+    )
+    ap.add_argument("--first-seed", type=int, default=1, help="seeds first..first+N−1")
     args = ap.parse_args(argv)
     if args.seeds < 1:
         ap.error("--seeds must be ≥ 1")
@@ -617,7 +640,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     profile = Path(args.profile).resolve()
     seeds = (
         [int(x) for x in args.seed_list.split(",")] if args.seed_list
-        else list(range(1, args.seeds + 1))
+        else list(range(args.first_seed, args.first_seed + args.seeds))
     )  # fmt: skip
     t_all = time.perf_counter()
     results = []
@@ -625,16 +648,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         base = Path(args.keep) if args.keep else Path(tmp)
         for case in cases:
             results.append(
-                run_case(case, profile, seeds, base, calibrate=args.calibrate)
+                run_case(
+                    case,
+                    profile,
+                    seeds,
+                    base,
+                    calibrate=args.calibrate,
+                    declared=args.sensors_as_declared,
+                    experiment=None if args.experiment is None else args.experiment.resolve(),
+                )
             )
-    experiment = ROOT / "experiments" / "standard-2dof.toml"
+    experiment = args.experiment or ROOT / "experiments" / "standard-2dof.toml"
     summary = {
         "bench": "identification_accuracy",
         "profile": str(profile),
-        "experiment": str(experiment.relative_to(ROOT)),
+        "experiment": str(experiment),
         "experiment_nominal_s": nominal_length(experiment),
-        "seeds": seeds,
+        "seeds": list(seeds),
         "calibrated": args.calibrate,
+        "sensors_as_declared": args.sensors_as_declared,
         "targets": TARGETS,
         "cases": {r["case"]: r for r in results},
         "pass": {r["case"]: r["pass"] for r in results},

@@ -244,6 +244,8 @@ def identify_run(
             continue
         fit, notes_m = got
         fit.shape_value = shape_value
+        if mdl.switches is not None:
+            fit.switch_value = np.array(mdl.switches.value, dtype=float)
         notes += notes_m
         if sensor_uncertainty:
             from estimator.sensor_sigma import combine, propagate, used_channels
@@ -334,6 +336,7 @@ def _oil_temperature(
             "; the valve null offsets are the ones at the run's temperature (null shift with "
             "temperature not modelled)"
             if any(nm.startswith("Q0") for m in models for nm in m.names)
+            and not any(nm.startswith("Qt") for m in models for nm in m.names)
             else ""
         )
     ], []

@@ -40,9 +40,13 @@ def with_chosen_switches(
     short = 2 * kw["trim"] + 30 * kw["nd"]
     coarse = [p for p in pieces[::COARSE_EVERY] if p.stop - p.start > short]
 
+    cache: dict[Any, Any] = {}  # conditioned signals per block: the same for every candidate
+
     def scored(on: Sequence[slice]) -> Callable[[np.ndarray], np.ndarray]:
         def cost(value: np.ndarray) -> np.ndarray:
-            got = fit_blocks(sw.make(value), raw, on, jackknife_groups=0, refine=False, **kw)
+            got = fit_blocks(
+                sw.make(value), raw, on, jackknife_groups=0, refine=False, cache=cache, **kw
+            )
             if got is None:
                 return np.full(np.shape(value)[1], np.nan)
             var = np.asarray(got[0].equation_sigma, dtype=float) ** 2
@@ -63,8 +67,12 @@ def with_chosen_shape(
     shape = mdl.shape
     assert shape is not None
 
+    cache: dict[Any, Any] = {}  # conditioned signals per block: the same for every candidate
+
     def cost(value: float) -> float:
-        got = fit_blocks(shape.make(value), raw, blks, jackknife_groups=0, refine=False, **kw)
+        got = fit_blocks(
+            shape.make(value), raw, blks, jackknife_groups=0, refine=False, cache=cache, **kw
+        )
         return float("nan") if got is None else got[0].residual_var
 
     choice = choose_shape(shape, cost)
@@ -92,6 +100,7 @@ def fit_blocks(
     refine: bool = True,
     rows_used: np.ndarray | None = None,
     linkwise: bool = False,
+    cache: dict[Any, Any] | None = None,
 ) -> tuple[ModelFit, list[str]] | None:
     """One model on the blocks `blks` of `raw` (steps 1–6 of the module doc), then, with
     `refine`, the output-error refinement (estimator.refine) and the choice between it and
@@ -101,7 +110,7 @@ def fit_blocks(
 
     parts = []
     for b in blks:
-        obs = observation(mdl, raw[b], fs, nj, cutoff_hz, nd, trim, instruments=refine)
+        obs = observation(mdl, raw[b], fs, nj, cutoff_hz, nd, trim, instruments=refine, cache=cache)
         if obs[0].shape[0] > 0:
             if rows_used is not None:
                 rows_used[b.start + trim : b.stop - trim] = True

@@ -13,6 +13,7 @@ Mechanical (seed 001, Lin 1994 eq. 20, per joint i; DESIGN §2.1 otherwise uncha
 
     τ_i = … + Fv⁺_i q̇_i [ṡ_i ≥ 0] + Fv⁻_i q̇_i [ṡ_i < 0]
             + Fc⁺_i r_i σ(ṡ_i) [ṡ_i ≥ 0] + Fc⁻_i r_i σ(ṡ_i) [ṡ_i < 0]
+            + dFs⁺_i r_i β(ṡ_i) σ(ṡ_i) [ṡ_i ≥ 0] + dFs⁻_i r_i β(ṡ_i) σ(ṡ_i) [ṡ_i < 0]
 
 with ṡ_i = r_i(q_i) q̇_i the piston velocity: the Coulomb forces Fc± are piston forces (N, the
 unit a seal datasheet gives), the viscous terms Fv± joint coefficients (N·m·s/rad, like the
@@ -20,10 +21,18 @@ reference model's Fv). Zero-velocity region: σ(ṡ) = tanh(ṡ / v_ε) is a smo
 `SMOOTH_SIGN_M_S` (5 mm/s). Why smooth rather than dropping |ṡ| < threshold: the estimator's
 equations are stacked per sample (both joints' rows at once), so a slow joint cannot drop
 only its own row; an all-zero row would count as a perfectly explained equation and shrink the
-noise estimate. The price: stiction/Stribeck (a bump above Fc below ~2 v_s) is not in the
-model and shows as residual near reversals. The width matters: the batch chooses v_ε from the
-data (`LinearModel.shape`, estimator.shape_search: least residual over `BAND_RANGE_M_S`); the
-online estimator runs `SMOOTH_SIGN_M_S`.
+noise estimate. The width matters: the batch chooses v_ε from the data (`LinearModel.shape`,
+estimator.shape_search: least residual over `BAND_RANGE_M_S`); the online estimator runs
+`SMOOTH_SIGN_M_S`.
+
+Stiction/Stribeck (controller.plant.dynamics.friction_force, Simscape Translational Friction):
+below a few v_s the seal force rises from F_C to the breakaway F_S along a Gaussian,
+β(ṡ) = e^(−(ṡ/v_s)²), under the same smooth sign as the Coulomb force — the simulator's own
+form, so the zero-velocity region is handled as it does (no stick state: the tanh). The bump
+height dFs± = F_S± − F_C± per direction is linear; v_s is fixed at `STRIBECK_M_S` (10 mm/s,
+the middle of the 5–20 mm/s range the sources give) rather than searched: a second shape
+search would cost a mechanical fit per candidate, and a wrong v_s moves the bump's height
+into dFs (and a little into Fc), not into the rigid-body parameters.
 
 Fluid (DESIGN §2.2 with V0 unknown; Sakai's shared 1/b kept), per joint i, cap and rod rows:
 
@@ -56,7 +65,16 @@ g_e (the reference regressor's, sign included, so that Cf g u is the chamber's f
 
 linear in Cf, Q0 and QL once b₀ and d (which edges are open) are fixed. The batch chooses
 them per joint by least residual (estimator.shape_search.JointSwitches, along b₀, d and each
-pair of edges' opening point alone, u > d − b₀ and u < −d − b₀: `VALVE_DIRECTIONS`). A fixed
+pair of edges' opening point alone, u > d − b₀ and u < −d − b₀: `VALVE_DIRECTIONS`).
+The null shifts with the oil's temperature (w = u + b₀ + β (T − T_ref), β ≈ 0.05 %/K of the
+travel on a servo valve): with an oil law declared (T_ref its reference temperature) and the
+temperature measured, each open edge gets a column g_e o_e (T − T_ref) with Qt_e = Cf_e β, and
+Q0_e is then the null offset at T_ref (`null_shift` gives β back as mean Qt_e/Cf_e). Which
+edges are open is still decided at the searched b₀, the run's mean null: a run warms by a
+few kelvin, moving the switching point by a few tenths of a mV per kelvin. A run that barely
+warms separates β poorly from b₀ (the two columns differ only by T's variation): the batch
+then flags them, while their sum at the run's temperatures — what validation needs — stays
+well determined. A fixed
 point on the estimate's own b₀ = mean Q0/Cf, d = a_L − mean s Q0/Cf (a_L = mean s QL/Cf,
 `valve_shape`) was tried first: it holds at the truth but, started from b₀ = d = 0 on the
 realistic valve, it oscillated (b₀ ±0.02 V) or ran to its bound. `lin_plant` takes b₀, d and
@@ -67,14 +85,15 @@ the gains absorbed it (Cf⁺⁺₂ +28 %). Q0 per edge rather than per chamber: 
 edges' gains (joint 2's cap edges are 17 % apart on the realistic simulator; one Q0 per
 chamber printed Cf⁺⁻₂ 4 % off at σ 0.3 %). With d = a_L = 0 the model is the null offset's
 alone (QL = 0). The online estimator runs b₀ = d = 0, what the QL columns can absorb of the
-band. Not in the model: external leakage and the null offset's shift with temperature.
+band. Not in the model: external leakage.
 
 Temperature (controller/plant/oil.py): with the oil's datasheet declared (`[plant.oil]`,
 `PlantParams.oil`) and the oil temperature in `Sample.temp`, the columns carry the oil law so
 the parameters are the reference temperature's (40 °C): the Fv± columns × ν(T)/ν_ref (viscous
 friction ∝ ν), the C_int column × ν_ref/ν(T) (laminar leakage ∝ 1/ν), the 1/b and V0/b columns
-× e^(k (T − T_ref)) (Tait). The air column is not scaled: the gas's compliance does not follow
-the liquid's law. Without a law or a temperature every factor is 1 (`oil_factors`).
+× e^(k (T − T_ref)) (Tait), and the valve's null shift (above). The air column is not
+scaled: the gas's compliance does not follow the liquid's law. Without a law or a temperature
+every factor is 1 (`oil_factors`).
 """
 
 from __future__ import annotations
@@ -94,13 +113,21 @@ SMOOTH_SIGN_M_S = 5.0e-3
 #: Where the batch looks for the band the data support (estimator.shape_search): from well
 #: below the velocity estimate's noise to the bump of a slow Stribeck curve.
 BAND_RANGE_M_S = (2.0e-4, 2.0e-2)
+#: v_s of the Stribeck bump's Gaussian (m/s of piston velocity), fixed: the middle of the
+#: 5–20 mm/s that Simscape's Cylinder Friction block and seal measurements give (Hindawi 2014
+#: Table 1) and the simulator's default. Only the bump's height is identified (module doc).
+STRIBECK_M_S = 1.0e-2
+
+
+#: Mechanical parameters per joint: Fv±, Fc±, and the Stribeck bump heights dFs± = F_S± − F_C±.
+MECH_PER_JOINT = 6
 
 
 def lin_mech_names(n: int) -> list[str]:
-    """[M1, (M2, R12,) W1, (W2,) then per joint Fv+i, Fv-i, Fc+i, Fc-i]."""
+    """[M1, (M2, R12,) W1, (W2,) then per joint Fv+i, Fv-i, Fc+i, Fc-i, dFs+i, dFs-i]."""
     base = ["M1", "W1"] if n == 1 else ["M1", "M2", "R12", "W1", "W2"]
     for i in range(1, n + 1):
-        base += [f"Fv+{i}", f"Fv-{i}", f"Fc+{i}", f"Fc-{i}"]
+        base += [f"Fv+{i}", f"Fv-{i}", f"Fc+{i}", f"Fc-{i}", f"dFs+{i}", f"dFs-{i}"]
     return base
 
 
@@ -132,20 +159,25 @@ def lin_mech_regressor(
     fv_cols = [1] if n == 1 else [3, 4]
     keep = [c for c in range(ref.shape[2]) if c not in fv_cols]
     N = q.shape[0]
-    out = np.zeros((N, n, len(keep) + 4 * n))
+    out = np.zeros((N, n, len(keep) + MECH_PER_JOINT * n))
     out[:, :, : len(keep)] = ref[:, :, keep]
     _, r = cylinder(params, q)
     sd = r * qd
     pos = sd >= 0.0
     sgn = np.tanh(sd / smooth_m_s)
+    # The Stribeck bump (controller.plant.dynamics.friction_force): (F_S − F_C) e^(−(ṡ/v_s)²)
+    # under the same smooth sign as the Coulomb force.
+    bump = np.exp(-((sd / STRIBECK_M_S) ** 2)) * sgn
     # Viscous friction ∝ ν (an oil film): Fv± are referred to the oil law's temperature.
     qv = qd if viscosity is None else qd * viscosity
     for i in range(n):
-        c = len(keep) + 4 * i
+        c = len(keep) + MECH_PER_JOINT * i
         out[:, i, c] = np.where(pos[:, i], qv[:, i], 0.0)
         out[:, i, c + 1] = np.where(pos[:, i], 0.0, qv[:, i])
         out[:, i, c + 2] = np.where(pos[:, i], r[:, i] * sgn[:, i], 0.0)
         out[:, i, c + 3] = np.where(pos[:, i], 0.0, r[:, i] * sgn[:, i])
+        out[:, i, c + 4] = np.where(pos[:, i], r[:, i] * bump[:, i], 0.0)
+        out[:, i, c + 5] = np.where(pos[:, i], 0.0, r[:, i] * bump[:, i])
     return out
 
 
@@ -154,7 +186,8 @@ def lin_mech_regressor(
 EDGES = ("++", "+-", "-+", "--")
 #: s_e: +1 for the edges a positive spool opens (P→cap, rod→T), −1 for the others.
 EDGE_SIGNS = np.array([1.0, -1.0, 1.0, -1.0])
-#: Fluid parameters per joint: 4 gains, V0⁺/b, V0⁻/b, C_int, 4 null offsets, 4 null leakages.
+#: Fluid parameters per joint: 4 gains, V0⁺/b, V0⁻/b, C_int, 4 null offsets, 4 null leakages
+#: (then, with an oil law, 4 null shifts: `fluid_per_joint`).
 FLUID_PER_JOINT = 15
 #: Polytropic index n the air column assumes: between isothermal (1.0) and adiabatic (1.4)
 #: bubbles. At 3 MPa g(p) is 32 % lower with n = 1 and 29 % higher with n = 1.4 than with 1.2:
@@ -173,13 +206,21 @@ VALVE_DIRECTIONS = np.array([[1.0, 0.0], [0.0, 1.0], [-0.5, 0.5], [-0.5, -0.5]])
 SWITCH_TOL = 4.0e-4
 
 
-def lin_fluid_names(n: int) -> list[str]:
+def fluid_per_joint(null_shift: bool) -> int:
+    """Fluid parameters per joint: `FLUID_PER_JOINT`, + 4 null-shift coefficients Qtₑ."""
+    return FLUID_PER_JOINT + (4 if null_shift else 0)
+
+
+def lin_fluid_names(n: int, null_shift: bool = False) -> list[str]:
+    """[1/b, per joint Cfₑ, V0±/b, Cint, Q0ₑ, QLₑ (, Qtₑ with `null_shift`), then air]."""
     names = ["1/b"]
     for i in range(1, n + 1):
         names += [f"Cf{e}{i}" for e in EDGES]
         names += [f"V0+/b{i}", f"V0-/b{i}", f"Cint{i}"]
         names += [f"Q0{e}{i}" for e in EDGES]
         names += [f"QL{e}{i}" for e in EDGES]
+        if null_shift:
+            names += [f"Qt{e}{i}" for e in EDGES]
     return [*names, "air"]
 
 
@@ -209,6 +250,19 @@ def valve_shape(th: dict[str, float], n: int) -> tuple[np.ndarray, np.ndarray, n
     return b0, lap, leak
 
 
+def null_shift(th: dict[str, float], n: int) -> np.ndarray:
+    """β per joint (spool units per K) that a fluid estimate implies: the mean of Qtₑ/Cfₑ
+    over the edges (module doc, "Temperature"); zeros for an estimate without the Qtₑ."""
+    beta = np.zeros(n)
+    for i in range(1, n + 1):
+        if f"Qt++{i}" not in th:
+            continue
+        cf = np.array([th[f"Cf{e}{i}"] for e in EDGES])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            beta[i - 1] = np.mean(np.array([th[f"Qt{e}{i}"] for e in EDGES]) / cf)
+    return np.nan_to_num(beta, nan=0.0, posinf=0.0, neginf=0.0)
+
+
 def air_compliance(p: np.ndarray, n: float = POLYTROPIC_INDEX) -> np.ndarray:
     """g(p) = r/(n p_abs), r = (p_atm/p_abs)^(1/n): the air's compliance per unit α (1/Pa) at
     gauge pressure p (module doc; controller.plant.dynamics.effective_bulk)."""
@@ -228,6 +282,8 @@ def lin_fluid_regressor(
     at u = −1 the others (× −1: per unit opening, g_e)."""
     n = params.n
     b0, lap = (np.zeros(n), np.zeros(n)) if valve is None else np.reshape(valve, (2, n))
+    shift = params.oil is not None  # the null shift is referred to the oil law's T_ref
+    per_joint = fluid_per_joint(shift)
     args = (x.p_cap, x.p_rod, x.pd_cap, x.pd_rod)
     one = np.ones_like(x.u)
     pos, y = fluid_regressor(params, x.s, x.sd, one, *args)
@@ -236,7 +292,14 @@ def lin_fluid_regressor(
     # o_e = [s_e (u + b₀) > d]: underlap (d < 0) opens both edges around null, overlap none.
     opened = EDGE_SIGNS[None, None, :] * (x.u + b0[None, :])[:, :, None] > lap[None, :, None]
     shut = ~opened
-    phi = np.zeros((x.n, 2 * n, 2 + FLUID_PER_JOINT * n))
+    phi = np.zeros((x.n, 2 * n, 2 + per_joint * n))
+    # T − T_ref of the null shift (0 without a measured temperature: the columns then carry
+    # nothing and the batch flags the Qtₑ).
+    dtemp = (
+        np.zeros_like(x.u)
+        if not shift or x.temp is None or params.oil is None
+        else x.temp - params.oil.reference_c
+    )
     v0 = params.dead_volume
     g_cap, g_rod = air_compliance(x.p_cap), air_compliance(x.p_rod)
     # 1/b(T) = e^(k (T − T_ref))/b_ref and C_int(T) = C_int,ref ν_ref/ν(T): the columns carry
@@ -244,7 +307,7 @@ def lin_fluid_regressor(
     visc, compl = oil_factors(params, x)
     for i in range(n):
         half = 0.5 * params.stroke[i]
-        rc, rr, c, cr = 2 * i, 2 * i + 1, 1 + FLUID_PER_JOINT * i, 1 + 4 * i
+        rc, rr, c, cr = 2 * i, 2 * i + 1, 1 + per_joint * i, 1 + 4 * i
         dp = x.p_cap[:, i] - x.p_rod[:, i]
         swept_cap = -x.pd_cap[:, i] * (half + x.s[:, i]) * params.area_cap[i]
         swept_rod = -x.pd_rod[:, i] * (half - x.s[:, i]) * params.area_rod[i]
@@ -257,6 +320,10 @@ def lin_fluid_regressor(
         phi[:, rc : rr + 1, c + 7 : c + 11] = g * o
         phi[:, rc : rr + 1, c : c + 4] = phi[:, rc : rr + 1, c + 7 : c + 11] * x.u[:, i, None, None]
         phi[:, rc : rr + 1, c + 11 : c + 15] = g * z
+        if shift:
+            # The null shift with temperature (controller.plant.dynamics: the spool meters at
+            # u + b₀ + β (T − T_ref)): Cfₑ β (T − T_ref) per open edge, Qtₑ = Cfₑ β.
+            phi[:, rc : rr + 1, c + 15 : c + 19] = g * o * dtemp[:, i, None, None]
         # α: the air in the whole chamber, the dead volume taken at its nominal value (the
         # error is second order: α times the dead volume's mismatch).
         # The gas's compliance does not follow the liquid's temperature law (simulator alike).
@@ -285,7 +352,7 @@ def lin_mechanical_model(
     # Scales only normalise (models.py): viscous like the reference (1), Coulomb ~ 5 % of the
     # cap area at supply pressure.
     coulomb = 0.05 * params.supply_pressure * float(np.max(params.area_cap))
-    scale = np.array([coulomb if nm.startswith("Fc") else 1.0 for nm in names])
+    scale = np.array([coulomb if nm.startswith(("Fc", "dFs")) else 1.0 for nm in names])
     return LinearModel(
         name="mechanical_lin",
         names=tuple(names),
@@ -323,8 +390,12 @@ def lin_fluid_model(
     def regressor(x: Sample) -> tuple[np.ndarray, np.ndarray]:
         return lin_fluid_regressor(params, x, valve)
 
-    per_joint = [1.0e-6] * 4 + [1.0e-13, 1.0e-13, 1.0e-12] + [1.0e-9] * 8
-    names = lin_fluid_names(n)
+    shift = params.oil is not None
+    # Qtₑ = Cfₑ β ~ 6e-7 × 7e-4 V/K: a tenth of a null offset's Q0 per kelvin.
+    per_joint = (
+        [1.0e-6] * 4 + [1.0e-13, 1.0e-13, 1.0e-12] + [1.0e-9] * 8 + [1.0e-10] * (4 if shift else 0)
+    )
+    names = lin_fluid_names(n, shift)
     b0, lap = (np.zeros(n), np.zeros(n)) if valve is None else np.reshape(valve, (2, n))
 
     def show(valve: np.ndarray) -> str:
@@ -345,7 +416,8 @@ def lin_fluid_model(
         taps=ref.taps,
         valid=ref.valid,
         truth=truth,
-        referred=tuple(nm for nm in names if "/b" in nm or nm.startswith("Cint"))
+        # With the null shift the Q0ₑ are the null offsets at T_ref too.
+        referred=tuple(nm for nm in names if "/b" in nm or nm.startswith(("Cint", "Q0", "Qt")))
         if params.oil
         else (),
         switches=JointSwitches(
@@ -390,12 +462,18 @@ def lin_plant(
 
     With a declared oil law (`known.oil`), the estimate is the reference temperature's; with
     `oil_c` (°C, e.g. the validation run's mean oil temperature) the plant returned is the one
-    at that temperature: b, C_int and the viscous terms scaled by the law, V0 unchanged."""
+    at that temperature: b, C_int and the viscous terms scaled by the law, V0 unchanged, the
+    valve's null offset shifted by β (T − T_ref) (`null_shift`; the plant returned has no
+    thermal state, so the shift is taken into its null bias)."""
     n = known.n
-    mech, fluid = lin_mech_names(n), lin_fluid_names(n)
-    if not all(nm in names for nm in mech + fluid):
+    # The Stribeck bumps are optional: a parameter file written before them has none (0).
+    mech = [nm for nm in lin_mech_names(n) if not nm.startswith("dFs")]
+    if not all(nm in names for nm in mech + lin_fluid_names(n)):
         return None
     th = dict(zip(names, np.asarray(theta, dtype=float), strict=True))
+    for i in range(1, n + 1):
+        th.setdefault(f"dFs+{i}", 0.0)
+        th.setdefault(f"dFs-{i}", 0.0)
     if not all(np.isfinite(v) for v in th.values()):
         return None
     bulk = 1.0 / th["1/b"]
@@ -408,6 +486,8 @@ def lin_plant(
     # PlantParams wants Fv > 0 (the daq refuses a parameter file without): 1e-6 N·m·s/rad.
     fv = visc * np.array([max(min(th[f"Fv+{i}"], th[f"Fv-{i}"]), 1e-6) for i in range(1, n + 1)])
     b0, lap, leak = valve_shape(th, n)
+    if known.oil is not None and oil_c is not None:
+        b0 = b0 + null_shift(th, n) * (oil_c - known.oil.reference_c)
     joints = []
     for i in range(1, n + 1):
         r2 = float(r_mid[0, i - 1]) ** 2
@@ -416,8 +496,10 @@ def lin_plant(
             JointEffects(
                 coulomb_pos=fc_p,
                 coulomb_neg=fc_m,
-                stiction_pos=fc_p,
-                stiction_neg=fc_m,
+                # A bump estimated below 0 has no physics (the simulator takes F_S ≥ F_C).
+                stiction_pos=fc_p + max(th[f"dFs+{i}"], 0.0),
+                stiction_neg=fc_m + max(th[f"dFs-{i}"], 0.0),
+                stribeck_velocity=STRIBECK_M_S,
                 smoothing_velocity=band_m_s,
                 viscous_pos=max(visc * th[f"Fv+{i}"] - fv[i - 1], 0.0) / r2,
                 viscous_neg=max(visc * th[f"Fv-{i}"] - fv[i - 1], 0.0) / r2,

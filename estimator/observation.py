@@ -113,15 +113,23 @@ def observation(
     nd: int,
     trim: int,
     instruments: bool = False,
+    cache: dict[tuple[int, tuple[int, ...], float, float], Sample] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, Instruments | None]:
     """Normalised, filtered, decimated (Φ (r_j, m, n), y (r_j, m)) of one model, and with
     `instruments` the θ → Z map of the output-error refinement (`estimator.refine`): Φ with the
     pressure rates the model predicts with θ in place of the measured ones, through the same
     filters, decimation and row selection; None for a model with no pressure rate in its
     regressor. Everything in Z but the predicted rates is built here once: the refinement's
-    iterations then redo only the prediction (`_instruments_of`)."""
+    iterations then redo only the prediction (`_instruments_of`). `cache`: the conditioned
+    signals by block, shared by the fits of a structure search (each candidate changes the
+    regressor, never the filtered signals and their derivatives: most of a fit's cost)."""
     sos = butter(4, cutoff_hz, fs=fs, output="sos")
-    x = conditioned(raw, sos, fs, nj)
+    key = (raw.__array_interface__["data"][0], raw.shape, cutoff_hz, fs)
+    x = None if cache is None else cache.get(key)
+    if x is None:
+        x = conditioned(raw, sos, fs, nj)
+        if cache is not None:
+            cache[key] = x
     Phi, y = evaluate(model, x)
     if model.split_static:
         Phi0, y0 = evaluate(model, static_sample(x))

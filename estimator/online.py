@@ -38,6 +38,7 @@ from estimator.models import LinearModel, load_models
 from estimator.rls import RlsConfig
 from estimator.shape_search import with_configured_shape, with_configured_switches
 from estimator.spool import SpoolFusion, valve_commands
+from estimator.structure import Structure, WithStructure, describe
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,9 @@ class Estimate:
     history_theta: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     #: Rows seen, used and left out, and why (estimator.datause).
     data: DataUse = field(default_factory=DataUse)
+    #: The structure the models ran (Coulomb band, valve null and lap) and where it came
+    #: from, in words (estimator.structure.describe).
+    structure: str = ""
 
     @property
     def residual_var(self) -> dict[str, float]:
@@ -95,7 +99,10 @@ class OnlineIdentifier:
         fuse_spool: bool = False,
         running_only: bool = True,
         chunk_s: float = 0.1,
+        structure: Structure | None = None,
     ) -> None:
+        """`structure`: the constants the batch chose (estimator.structure), in place of the
+        profile's `[estimator]` keys; ignored when `models` are given (already built)."""
         if profile.plant is None:
             raise ValueError(
                 "the estimator needs the [plant] section of the profile for the known geometry "
@@ -104,12 +111,16 @@ class OnlineIdentifier:
         self.params: PlantParams = plant_params(profile)
         self.nj = len(profile.joints)
         cfg = profile.estimator if hasattr(profile, "estimator") else None
+        self.structure = "the models as given"
         if models is None:
             models = load_models(
                 getattr(cfg, "model", None), self.params, prior_params=known_params(profile)
             )
-            if cfg is not None:
+            if structure is not None and not structure.empty():
+                models = configure_models(models, WithStructure(cfg, structure))
+            elif cfg is not None:
                 models = configure_models(models, cfg)
+            self.structure = describe(structure, cfg)
         if rls_config is None and cfg is not None:
             rls_config = RlsConfig(forgetting=cfg.forgetting, trace_max=cfg.trace_max)
         self.fs = profile.rig.loop_rate_hz
@@ -367,6 +378,7 @@ class OnlineIdentifier:
             history_t=np.asarray(self._hist_t),
             history_theta=np.asarray(self._hist_theta),
             data=replace(self.data),
+            structure=self.structure,
         )
 
 

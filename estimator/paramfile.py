@@ -17,6 +17,11 @@
     inertia = [4.47, 1.27]
     …
 
+    [structure]                    # the batch's file only: the model structure it chose
+    coulomb_band_m_s = 0.0012      # (estimator.structure: what the online estimator takes)
+    valve_null_offset_v = [0.007, -0.006]
+    valve_lap_v = [-0.007, -0.007]
+
 Written atomically (temporary file + rename) so a reader never sees half a file.
 """
 
@@ -61,14 +66,18 @@ def write_param_file(
     samples: int,
     models: dict[str, dict[str, Any]],
     params: PlantParams | None = None,
+    *,
+    source: str = "rig-estimator",
+    structure: dict[str, Any] | None = None,
 ) -> None:
-    """models: name → {names, theta, sigma_pct, cov_diag, residual_var}."""
+    """models: name → {names, theta, sigma_pct, cov_diag, residual_var}; `structure`: the
+    [structure] table (estimator.structure), keys with a None value left out."""
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     lines = [
-        "# Written by rig-estimator; see docs/estimator.md.",
+        f"# Written by {source}; see docs/estimator.md.",
         f"format = {_val(FORMAT)}",
         f"rig = {_val(rig)}",
-        'source = "rig-estimator"',
+        f"source = {_val(source)}",
         f"written_utc = {_val(now)}",
         f"samples = {int(samples)}",
     ]
@@ -82,6 +91,9 @@ def write_param_file(
             lines.append(f"{key} = {_val(np.asarray(getattr(params, key)).tolist())}")
         lines.append(f"coupling = {_val(float(params.coupling))}")
         lines.append(f"bulk_modulus = {_val(float(params.bulk_modulus))}")
+    if structure:
+        lines += ["", "[structure]"]
+        lines += [f"{k} = {_val(v)}" for k, v in structure.items() if v is not None]
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")

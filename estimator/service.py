@@ -37,6 +37,7 @@ from daq.telemetry.wire import Meta, SampleBatch
 from estimator.models_lin import lin_plant
 from estimator.online import Estimate, OnlineIdentifier
 from estimator.paramfile import read_param_file, write_param_file
+from estimator.structure import describe, read_structure
 from estimator.transport import DEFAULT_KEY, TransportError, await_meta, open_sockets
 
 log = logging.getLogger(__name__)
@@ -121,6 +122,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=0.0, help="stop after S seconds (0 = run)")
     ap.add_argument("--no-resume", action="store_true", help="ignore an existing param file")
     ap.add_argument(
+        "--structure",
+        help="parameter file whose [structure] (the Coulomb band, valve null offsets and laps a "
+        "batch chose: `rigctl identify` writes batch-params.toml) the models run, in place of "
+        "the profile's [estimator] keys",
+    )
+    ap.add_argument(
         "--key",
         help=f"CURVE client key NAME in network.keys_dir (default '{DEFAULT_KEY}'; CURVE only)",
     )
@@ -158,6 +165,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError as exc:
             log.warning("%s; starting diffuse", exc)
 
+    structure = None
+    if args.structure:
+        try:
+            structure = read_structure(args.structure, len(profile.joints))
+        except ValueError as exc:
+            log.error("rig-estimator: %s", exc)
+            return 2
+    log.info("model structure: %s", describe(structure, cfg))
+
     flags = _Flags()
 
     def on_stop(*_: object) -> None:
@@ -192,7 +208,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sockets.close()
         ctx.term()
         return 0 if flags.stop else 3
-    ident: OnlineIdentifier | None = OnlineIdentifier(profile, first.header["columns"], prior=prior)
+    ident: OnlineIdentifier | None = OnlineIdentifier(
+        profile, first.header["columns"], prior=prior, structure=structure
+    )
     layout_id: Any = first.layout_id
     next_seq: int | None = None
     out_seq = 0
@@ -203,7 +221,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         while not flags.stop and time.monotonic() < t_end:
             msg = sub.recv(timeout=0.05)  # malformed messages are counted and skipped there
             if isinstance(msg, Meta) and (ident is None or msg.layout_id != layout_id):
-                ident = OnlineIdentifier(profile, msg.header["columns"], prior=prior)
+                ident = OnlineIdentifier(
+                    profile, msg.header["columns"], prior=prior, structure=structure
+                )
                 layout_id, next_seq = msg.layout_id, None
                 log.info("layout %s: %d columns", layout_id, len(msg.names))
             elif isinstance(msg, SampleBatch) and ident is not None and msg.layout_id == layout_id:

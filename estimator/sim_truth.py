@@ -9,10 +9,13 @@ reaches an estimate: `rigctl identify`'s table, the report and the benches print
 The family's joint viscous Fv± have none: the simulator's viscous friction acts at the piston, in
 proportion to the moment arm squared, which no one joint coefficient equals (`lin_plant`).
 
-The valve's null offsets are the run temperature's (the family has no null shift with T; the
-batch says so): their truth is the valve's bias at the run's mean *true* oil temperature — the
-temperature channel's reading with its simulated error taken out (the comparison may read the
-simulator's truth, the estimator may not).
+The Stribeck bump heights dFs± are F_S± − F_C± (0 where the simulator has no bump).
+
+The valve's null offsets: with a declared oil law (`[plant.oil]`) the family carries the null
+shift with temperature (Qtₑ = Cfₑ β) and its Q0ₑ are the null offsets at the law's reference
+temperature; without one they are the run temperature's, and their truth is the valve's bias at
+the run's mean *true* oil temperature — the temperature channel's reading with its simulated
+error taken out (the comparison may read the simulator's truth, the estimator may not).
 """
 
 from __future__ import annotations
@@ -47,15 +50,21 @@ def true_mean_oil_c(columns: Mapping[str, Any], profile: Profile) -> float | Non
 def family_truth(profile: Profile, columns: Mapping[str, Any]) -> dict[str, float]:
     """Parameter name → the simulator's true value, for the reference models' and the
     real-rig family's names; empty for a profile whose backend is not the simulator."""
-    from daq.profile.plant import sim_plant
+    from daq.profile.plant import plant_params, sim_plant
 
     if profile.backend.kind != "sim" or profile.backend.sim is None:
         return {}
     if profile.backend.sim.plant is None:
         return {}
     true, eff = sim_plant(profile)
-    oil = true_mean_oil_c(columns, profile) if eff.thermal else None
-    shift_k = 0.0 if oil is None else oil - eff.reference_c
+    law = plant_params(profile).oil
+    if law is not None:
+        # The model's Q0ₑ are the law's reference temperature's (models_lin, "Temperature");
+        # the simulator shifts its null only with its thermal state on.
+        shift_k = law.reference_c - eff.reference_c if eff.thermal else 0.0
+    else:
+        oil = true_mean_oil_c(columns, profile) if eff.thermal else None
+        shift_k = 0.0 if oil is None else oil - eff.reference_c
     truth: dict[str, float] = dict(zip(true.mech_names(), true.theta_mech(), strict=True))
     truth.update(zip(true.fluid_names(), true.theta_fluid(), strict=True))
     for i, j in enumerate(eff.joints, 1):
@@ -63,10 +72,15 @@ def family_truth(profile: Profile, columns: Mapping[str, Any]) -> dict[str, floa
         v0c, v0r = j.dead_volumes(float(true.dead_volume[i - 1]))
         b0 = j.null_bias + j.null_shift_per_k * shift_k
         q0, ql = valve_coefficients(cf, b0, j.lap, j.null_leak_opening)
+        beta = j.null_shift_per_k if eff.thermal else 0.0
+        if law is not None:
+            truth.update({f"Qt{e}{i}": v for e, v in zip(EDGES, cf * beta, strict=True)})
         truth.update(
             {
                 f"Fc+{i}": j.coulomb_pos,
                 f"Fc-{i}": j.coulomb_neg,
+                f"dFs+{i}": max(j.stiction_pos - j.coulomb_pos, 0.0),
+                f"dFs-{i}": max(j.stiction_neg - j.coulomb_neg, 0.0),
                 f"V0+/b{i}": v0c / b,
                 f"V0-/b{i}": v0r / b,
                 f"Cint{i}": j.leak_internal,

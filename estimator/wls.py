@@ -74,6 +74,10 @@ class ModelFit:
     linkwise: LinkwiseFit | None = None
     #: The model's shape constant as the batch chose it (LinearModel.shape), if it has one.
     shape_value: float | None = None
+    #: Its per-joint switching constants as the batch chose them (LinearModel.switches; the
+    #: real-rig family's [b₀; d]), if it has them: what the online estimator takes
+    #: (estimator.structure).
+    switch_value: np.ndarray | None = None
     #: With the sensors' calibration uncertainty counted (estimator.sensor_sigma): the %σ from
     #: the noise alone (`sigma_pct` is then the total) and σ_cal per parameter (absolute).
     sigma_pct_noise: np.ndarray | None = None

@@ -200,8 +200,9 @@ def _experiment(path: str | None, default_stem: str, n_joints: int) -> dict[str,
 
 def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
     from estimator.paramfile import read_param_file
-    from estimator.report.analysis import batch_identify
+    from estimator.report.analysis import batch_identify, online_replay
     from estimator.report.runs import load_run
+    from estimator.structure import batch_structure, describe
 
     profile_path = Path(args.profile)
     profile = load_profile(profile_path)
@@ -298,13 +299,24 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         linkwise=args.link_by_link,
         sensor_sigma=not args.no_sensor_sigma,
     )
-    theta_on, sigma_on = _online_vectors(online, batch.names)
-    rows = _table_rows(batch, data, (theta_on, sigma_on))
+    # The batch's parameter file, with the structure it chose (estimator.structure); the
+    # online estimate beside it is the online estimator's on that structure: the live one ran
+    # before the batch existed, so the identification run is replayed through it (the same
+    # rows the live estimator received, the same OnlineIdentifier).
+    structure = batch_structure(batch.fits, f"the batch of {ident_run.name}")
+    batch_file = out / "batch-params.toml"
+    _write_batch_file(batch_file, profile.rig.id, batch, structure)
+    replay = None
+    if not structure.empty() and args.no_report:
+        _say(progress, f"online estimator on the batch's structure ({describe(structure)})")
+        replay, _ = online_replay(data, data.duration, structure=structure)
     warnings += batch.warnings
     extra: dict[str, Any] = {
         "identification_run": str(ident_run),
         "validation_run": str(val_run) if val_run else None,
+        "batch_param_file": str(batch_file),
         "online_param_file": str(s.param_file),
+        "online_live_structure": describe(None, profile.estimator),
         "online_samples": online.get("samples"),
         "data": batch.data.as_dict(),
         "data_summary": batch.data.summary(1.0 / batch.fs),
@@ -329,7 +341,10 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
             profile=profile_path,
             progress=progress is not None,
             batch=batch,
+            online_structure=None if structure.empty() else structure,
         )
+        if not structure.empty():
+            replay = rep.online
         extra["report"] = str(rep.html)
         extra["fit"] = rep.fit_table
         warnings += fit_warnings(rep.fit_table)
@@ -342,7 +357,49 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
                 "the identified models were not validated by simulation (no FIT): "
                 + ("; ".join(why) if why else "see the report's notes")
             )
+    if replay is not None:
+        theta_on, sigma_on = _estimate_vectors(replay, batch.names)
+        extra["online_source"] = "replay of the identification run on the batch's structure"
+        extra["online_structure"] = replay.structure
+        extra["notes"] = [*extra["notes"], f"online: the online estimator on {replay.structure}"]
+    else:
+        theta_on, sigma_on = _online_vectors(online, batch.names)
+        extra["online_source"] = "live"
+        extra["online_structure"] = extra["online_live_structure"]
+    rows = _table_rows(batch, data, (theta_on, sigma_on))
     return _result(rows, extra, online=True, warnings=warnings)
+
+
+def _write_batch_file(path: Path, rig: str, batch: Any, structure: Any) -> None:
+    """The batch's parameter file (estimator.paramfile): its estimate per model and the
+    structure it chose, the file the online estimator takes its structure from."""
+    from estimator.paramfile import write_param_file
+
+    models = {
+        f.name: {
+            "names": list(f.names),
+            "theta": np.asarray(f.theta).tolist(),
+            "sigma_pct": np.asarray(f.sigma_pct).tolist(),
+            "cov_diag": np.diag(f.cov).tolist(),
+            "residual_var": float(f.residual_var),
+        }
+        for f in batch.fits
+    }
+    write_param_file(
+        path, rig, int(batch.data.used), models, source="rigctl identify (batch)",
+        structure=structure.table(),
+    )  # fmt: skip
+
+
+def _estimate_vectors(est: Any, names: list[str]) -> tuple[list[float], list[float]]:
+    by_name = {
+        nm: (float(t), float(sg))
+        for nm, t, sg in zip(est.names, est.theta, est.sigma_pct, strict=True)
+    }
+    missing = [nm for nm in names if nm not in by_name]
+    if missing:
+        raise SessionError(f"the online replay lacks {missing}")
+    return [by_name[nm][0] for nm in names], [by_name[nm][1] for nm in names]
 
 
 def _repeat_period(experiment: dict[str, Any]) -> float | None:

@@ -23,6 +23,7 @@ from estimator.models_lin import SMOOTH_SIGN_M_S, lin_plant
 from estimator.online import Estimate, OnlineIdentifier
 from estimator.report.runs import ReportError, RunData, measured, recorded_experiment
 from estimator.shape_search import with_configured_shape, with_configured_switches
+from estimator.structure import Structure
 from estimator.validation import ValidationResult, validate
 from estimator.validation_closed_loop import (
     VELOCITY_FIT_S,
@@ -91,15 +92,21 @@ class ReportData:
 
 
 def online_replay(
-    rd: RunData, sample_dt: float, on_chunk: Callable[[int, int], None] | None = None
+    rd: RunData,
+    sample_dt: float,
+    on_chunk: Callable[[int, int], None] | None = None,
+    structure: Structure | None = None,
 ) -> tuple[Estimate, Convergence]:
     """Feed the analysed rows through an `OnlineIdentifier` in chunks of `sample_dt` of rig
-    time, as telemetry would, sampling θ and σ after each chunk (the convergence curve)."""
+    time, as telemetry would, sampling θ and σ after each chunk (the convergence curve);
+    `structure`: the batch's (estimator.structure) instead of the profile's."""
     rows = rd.rows
     state = rd.run.columns.index("state")
     # A run recorded straight from a backend has no RUNNING rows: then every row is the data.
     running = bool(np.any(rows[:, state] == STATE_RUNNING))
-    ident = OnlineIdentifier(rd.profile, rd.run.meta["columns"], running_only=running)
+    ident = OnlineIdentifier(
+        rd.profile, rd.run.meta["columns"], running_only=running, structure=structure
+    )
     step = max(1, round(sample_dt / rd.period))
     ts, thetas, sigmas = [], [], []
     for k in range(0, len(rows), step):

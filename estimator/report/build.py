@@ -35,6 +35,7 @@ from estimator.report.analysis import (
     run_validation,
 )
 from estimator.report.runs import ReportError, load_run
+from estimator.structure import Structure
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ class ReportResult:
     fit_table: list[dict[str, Any]]
     cross_validation: bool
     notes: list[str] = field(default_factory=list)
+    #: The online replay's final estimate (what the report's online column shows).
+    online: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe summary (non-finite numbers become null)."""
@@ -120,10 +123,13 @@ def build_report(
     profile: Profile | str | Path | None = None,
     progress: bool = True,
     batch: BatchResult | None = None,
+    online_structure: Structure | None = None,
 ) -> ReportResult:
     """Write `report.html` and its PNGs into `out` (default: `<run stem>-report/` beside the
     run) and return what was written. `profile` overrides the profile stored in the run(s).
-    `batch`: the batch identification of `run` if the caller has it (not computed again).
+    `batch`: the batch identification of `run` if the caller has it (not computed again);
+    `online_structure`: the structure the online replay runs (estimator.structure; None: the
+    profile's).
     Raises `ReportError` (bad input, matplotlib missing) naming what is wrong."""
     figures.require_matplotlib()  # before minutes of computing
     run = Path(run)
@@ -155,7 +161,8 @@ def build_report(
             prog.step("online RLS replay", frac - last[0])
             last[0] = frac
 
-        online, conv = online_replay(ident, dt, on_chunk)
+        online, conv = online_replay(ident, dt, on_chunk, structure=online_structure)
+        notes.append(f"online replay's structure: {online.structure}")
         truth = batch.truth if ident.is_simulated else None
         data = ReportData(ident, valid, validate is not None, batch, online, conv, truth, {}, notes)
         sets: dict[str, Any] = {}
@@ -198,7 +205,7 @@ def build_report(
         page.write_text(html.render(data, figs, params_rows, fits), encoding="utf-8")
         prog.step("done", 1)
     log.info("report written: %s", page)
-    return ReportResult(page, figs, params_rows, fits, validate is not None, notes)
+    return ReportResult(page, figs, params_rows, fits, validate is not None, notes, online)
 
 
 __all__ = ["OUTPUT_INFO", "ReportError", "ReportResult", "build_report"]

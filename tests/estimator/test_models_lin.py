@@ -19,8 +19,10 @@ from estimator.models import Sample, evaluate, load_models
 from estimator.models_lin import (
     POLYTROPIC_INDEX,
     SMOOTH_SIGN_M_S,
+    STRIBECK_M_S,
     lin_models,
     lin_plant,
+    null_shift,
     valve_coefficients,
     valve_shape,
 )
@@ -31,6 +33,9 @@ BIAS = (0.02, -0.015)
 LAP = (-0.007, 0.004)
 LEAK_OPENING = (0.002, 0.003)
 AIR = 0.01  # 1 % entrained air, as on the realistic profile
+#: Breakaway over Coulomb force (the realistic profile's ×1.3) and null shift (V/K, its 0.7 mV/K).
+STICTION = 1.3
+SHIFT_PER_K = 7.0e-4
 
 
 def _plant(air: float = 0.0):
@@ -45,9 +50,10 @@ def _plant(air: float = 0.0):
         JointEffects(
             coulomb_pos=400.0 - 100.0 * i,
             coulomb_neg=320.0 - 70.0 * i,
-            smoothing_velocity=SMOOTH_SIGN_M_S,  # no Stribeck bump: F_S = F_C
-            stiction_pos=400.0 - 100.0 * i,
-            stiction_neg=320.0 - 70.0 * i,
+            smoothing_velocity=SMOOTH_SIGN_M_S,
+            stiction_pos=STICTION * (400.0 - 100.0 * i),
+            stiction_neg=STICTION * (320.0 - 70.0 * i),
+            stribeck_velocity=STRIBECK_M_S,
             leak_internal=2.0e-12,
             null_bias=BIAS[i],
             lap=LAP[i],
@@ -105,11 +111,14 @@ def _truth(params, effects):
     for i, j in enumerate(effects.joints):
         fv = params.viscous_friction[i]
         mech += [fv, fv, j.coulomb_pos, j.coulomb_neg]
+        mech += [j.stiction_pos - j.coulomb_pos, j.stiction_neg - j.coulomb_neg]
         cf = params.flow_gains[i]
         v0c, v0r = j.dead_volumes(float(params.dead_volume[i]))
         fluid += [*cf, v0c / params.bulk_modulus, v0r / params.bulk_modulus, j.leak_internal]
         q0, ql = valve_coefficients(cf, j.null_bias, j.lap, j.null_leak_opening)
         fluid += [*q0, *ql]
+        if params.oil is not None:  # the null shift's Qtₑ = Cfₑ β
+            fluid += [*(cf * j.null_shift_per_k)]
     return np.array(mech), np.array([*fluid, effects.air_content])
 
 
@@ -276,6 +285,7 @@ def _warm_plant():
     law = OilLaw(walther_a=9.32, walther_b=3.65, bulk_per_k=0.0058, reference_c=40.0)
     effects = replace(
         effects,
+        joints=tuple(replace(j, null_shift_per_k=SHIFT_PER_K) for j in effects.joints),
         thermal=True,
         reference_c=law.reference_c,
         walther_a=law.walther_a,
@@ -321,8 +331,61 @@ def test_oil_law_refers_the_simulators_warm_and_cold_oil_to_40c() -> None:
         )
         assert np.max(resid0) > 1e-3, model.name
         assert set(model.referred) == {
-            nm for nm in model.names if nm.startswith(("Fv", "Cint")) or "/b" in nm
+            nm for nm in model.names if nm.startswith(("Fv", "Cint", "Q0", "Qt")) or "/b" in nm
         }
+
+
+def test_stribeck_bump_at_low_piston_speed() -> None:
+    """Pistons slower than a few v_s, where the simulator's friction rises from F_C to the
+    breakaway F_S (Gaussian in ṡ/v_s under the same tanh): the dFs± columns at F_S − F_C
+    make the model exact there; without them it is off by the bump, up to (F_S − F_C) r."""
+    params, effects = _plant()
+    rng = np.random.default_rng(12)
+    X = _states(params, rng, 400)
+    n = params.n
+    _, r = cylinder(params, X[:, :n])
+    # ṡ uniform over ±3 v_s: across the bump, through the zero crossing.
+    X[:, n : 2 * n] = rng.uniform(-3.0, 3.0, (X.shape[0], n)) * STRIBECK_M_S / r
+    x = _sample(params, effects, X)
+    mech, fluid = lin_models(params)
+    theta = _truth(params, effects)[0]
+    Phi, y = evaluate(mech, x)
+    resid = np.abs(np.einsum("kmp,p->km", Phi, theta) - y) / (np.abs(y) + mech.output_scale)
+    assert np.max(resid) < 1e-9
+    bare = theta.copy()
+    bare[[k for k, nm in enumerate(mech.names) if nm.startswith("dFs")]] = 0.0
+    missing = np.abs(np.einsum("kmp,p->km", Phi, bare) - y)
+    bump = np.array([j.stiction_pos - j.coulomb_pos for j in effects.joints])
+    # The largest miss is near the bump's top: most of (F_S − F_C) r.
+    assert np.all(np.max(missing, axis=0) > 0.5 * bump * np.min(np.abs(r), axis=0))
+    plant = lin_plant(params, [*mech.names, *fluid.names], np.concatenate(_truth(params, effects)))
+    assert plant is not None
+    for got, want in zip(plant[1].joints, effects.joints, strict=True):
+        assert got.stiction_pos == pytest.approx(want.stiction_pos)
+        assert got.stiction_neg == pytest.approx(want.stiction_neg)
+        assert got.stribeck_velocity == want.stribeck_velocity
+
+
+def test_null_shift_with_oil_temperature() -> None:
+    """The simulator's valve meters at u + b₀ + β (T − T_ref): with the Qtₑ columns at Cfₑ β
+    the fluid model is exact from 20 to 60 °C, without them it is off by the shifted null's
+    flow; the estimate's Qtₑ/Cfₑ give β back. No oil law, no reference temperature: no Qtₑ."""
+    params, effects = _warm_plant()
+    rng = np.random.default_rng(13)
+    X = _states(params, rng, 400)
+    x = _warm_sample(params, effects, X, rng.uniform(20.0, 60.0, X.shape[0]))
+    fluid = lin_models(params)[1]
+    theta = _truth(params, effects)[1]
+    Phi, y = evaluate(fluid, x)
+    exact = np.max(np.abs(np.einsum("kmp,p->km", Phi, theta) - y) / fluid.output_scale)
+    bare = theta.copy()
+    bare[[k for k, nm in enumerate(fluid.names) if nm.startswith("Qt")]] = 0.0
+    off = np.max(np.abs(np.einsum("kmp,p->km", Phi, bare) - y) / fluid.output_scale)
+    assert exact < 1e-6 and off > 1e3 * max(exact, 1e-9), (exact, off)
+    th = dict(zip(fluid.names, theta, strict=True))
+    np.testing.assert_allclose(null_shift(th, params.n), SHIFT_PER_K, rtol=1e-9)
+    plain, _ = _plant()
+    assert not any(nm.startswith("Qt") for nm in lin_models(plain)[1].names)
 
 
 def test_validation_plant_at_the_oil_temperature() -> None:

@@ -1,6 +1,7 @@
 """The simulator's truth for every family's parameters (estimator.sim_truth): what `rigctl
 identify` prints beside the real-rig family's estimates. Checked against the profile's own
-[backend.sim.plant] values and the valve's null shift at the run's true oil temperature."""
+[backend.sim.plant] values: the valve's null offset at the declared oil law's reference
+temperature and its shift per kelvin, or (no oil law) at the run's true oil temperature."""
 
 from __future__ import annotations
 
@@ -47,17 +48,35 @@ def test_every_real_rig_parameter_has_the_simulators_value() -> None:
     # The family's joint viscous Fv± have no single true value: the simulator's viscous
     # friction acts at the piston, in proportion to the moment arm squared (lin_plant).
     viscous = {f"Fv{s}{i}" for s in "+-" for i in range(1, n + 1)}
-    for name in lin_mech_names(n) + lin_fluid_names(n):
+    for name in lin_mech_names(n) + lin_fluid_names(n, null_shift=True):
         assert (name in truth and math.isfinite(truth[name])) == (name not in viscous), name
     for i, j in enumerate(eff.joints, 1):
         assert truth[f"Fc+{i}"] == j.coulomb_pos and truth[f"Fc-{i}"] == j.coulomb_neg
+        assert truth[f"dFs+{i}"] == pytest.approx(j.stiction_pos - j.coulomb_pos)
+        assert truth[f"dFs-{i}"] == pytest.approx(j.stiction_neg - j.coulomb_neg)
         assert truth[f"Cint{i}"] == j.leak_internal
-        # The null offsets: the valve's bias moved by its shift per K to the run's 30 °C.
+        # The profile declares an oil law: the null offsets at its 40 °C, the shift per K.
+        cf = true.flow_gains[i - 1]
+        q0, _ = valve_coefficients(cf, j.null_bias, j.lap, j.null_leak_opening)
+        for e, v, t in zip(EDGES, q0, cf * j.null_shift_per_k, strict=True):
+            assert truth[f"Q0{e}{i}"] == pytest.approx(v, rel=1e-12)
+            assert truth[f"Qt{e}{i}"] == pytest.approx(t, rel=1e-12)
+    assert truth["air"] == eff.air_content
+
+
+def test_without_an_oil_law_the_null_offsets_are_the_runs() -> None:
+    """No [plant.oil]: no null-shift columns, and the null offsets' truth is the valve's bias
+    moved by its shift per K to the run's true 30 °C."""
+    prof = load_profile(REALISTIC)
+    prof = prof.model_copy(update={"plant": prof.plant.model_copy(update={"oil": None})})
+    true, eff = sim_plant(prof)
+    truth = family_truth(prof, _columns(prof, np.full(1000, 30.0)))
+    assert not any(k.startswith("Qt") for k in truth)
+    for i, j in enumerate(eff.joints, 1):
         b0 = j.null_bias + j.null_shift_per_k * (30.0 - eff.reference_c)
         q0, _ = valve_coefficients(true.flow_gains[i - 1], b0, j.lap, j.null_leak_opening)
         for e, v in zip(EDGES, q0, strict=True):
             assert truth[f"Q0{e}{i}"] == pytest.approx(v, rel=1e-12)
-    assert truth["air"] == eff.air_content
 
 
 def test_no_truth_off_the_simulator() -> None:
