@@ -16,6 +16,7 @@ fields; `rigctl gains load` applies them with `set_gains`.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -98,7 +99,7 @@ def tune_joint(
 
 
 def tune(
-    params: Any, home: Sequence[float], period: float, bandwidth_hz: float, margin: float
+    params: Any, home: Any, period: float, bandwidth_hz: float, margin: float
 ) -> list[JointTuning]:
     """One `JointTuning` per joint about `home` (rad)."""
     if not 0.05 <= bandwidth_hz <= 0.2 / period:
@@ -113,7 +114,7 @@ def tune(
 
 
 def check_gains(
-    params: Any, home: Sequence[float], period: float, gains: Sequence[Mapping[str, float]]
+    params: Any, home: Any, period: float, gains: Sequence[Mapping[str, float]]
 ) -> list[str]:
     """Why each joint's gain set is predicted unstable on the model ([] if all are stable)."""
     q = np.asarray(home, dtype=float)
@@ -182,3 +183,17 @@ def read_gains_file(
             )
         out[name] = {k: float(v) for k, v in row.items() if k != "name"}
     return out
+
+
+def dumps_gains(d: Mapping[str, Any]) -> str:
+    """TOML text of a `gains_file` dict (flat tables of strings and numbers only)."""
+
+    def val(v: Any) -> str:
+        return json.dumps(v) if isinstance(v, str) else repr(float(v))
+
+    lines = [f"format = {val(d['format'])}", f"version = {int(d['version'])}",
+             f"rig = {val(d['rig'])}", "", "[meta]"]  # fmt: skip
+    lines += [f"{k} = {val(v)}" for k, v in d["meta"].items()]
+    for row in d["joints"]:
+        lines += ["", "[[joints]]"] + [f"{k} = {val(v)}" for k, v in row.items()]
+    return "\n".join(lines) + "\n"

@@ -699,10 +699,10 @@ class Profile(Strict):
                     raise ValueError(f"joint '{j}' has {n} '{role}' channels (at most 1)")
         if sum(1 for c in self.channels if c.role == "supply") > 1:
             raise ValueError("at most one 'supply' channel")
-        for j in self.joints:
-            if j.pid.dp > 0.0 and self.dp_areas(j.name) is None:
+        for jt in self.joints:
+            if jt.pid.dp > 0.0 and self.dp_areas(jt.name) is None:
                 raise ValueError(
-                    f"joints '{j.name}'.pid.dp = {j.pid.dp}: {self.dp_refusal(j.name)}"
+                    f"joints '{jt.name}'.pid.dp = {jt.pid.dp}: {self.dp_refusal(jt.name)}"
                 )
         devices = self.backend.devices()
         hyd = self.hydraulics
