@@ -33,8 +33,12 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("joint", help="joint name, or 'load' to apply a gains file")
     p.add_argument("gains", nargs="+", metavar="NAME=VALUE", help="gains (or, after load, FILE)")
-    p.add_argument("--profile", type=Path, default=None, help="(load) profile, for the check")
-    p.add_argument("--params", type=Path, default=None, help="(load) parameters, for the check")
+    p.add_argument(
+        "--params",
+        type=Path,
+        default=None,
+        help="(load) identified parameters: with --profile, refuse sets predicted unstable",
+    )
     add_connection_options(p)
     add_json_option(p)
     p.set_defaults(func=run)
@@ -78,14 +82,17 @@ def load_gains(args: argparse.Namespace) -> dict[str, dict[str, float]]:
         gains = tuning.read_gains_file(d, str(desc.get("rig")), joints)
     except ValueError as exc:
         raise UsageError(f"gains load: {path}: {exc}") from None
-    if (args.profile is None) != (args.params is None):
-        raise UsageError("gains load: give both --profile and --params for the stability check")
-    if args.profile is not None:
+    if args.params is not None and args.profile is None:
+        raise UsageError("gains load: --params needs --profile for the stability check")
+    if args.params is not None:
         from daq.param_set import read_param_set
         from daq.profile import load_profile
 
-        prof = load_profile(args.profile)
-        params = read_param_set(args.params, prof).params
+        try:
+            prof = load_profile(args.profile)
+            params = read_param_set(args.params, prof).params
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"gains load: {exc}") from None
         home = [math.radians(j.home_deg) for j in prof.joints]
         rows = [gains.get(j.name, {}) for j in prof.joints]
         problems = tuning.check_gains(params, home, prof.period, rows)
