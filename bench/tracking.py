@@ -28,6 +28,7 @@ import time
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -275,7 +276,7 @@ def tuned_tracking(profile_path: Path, params: object, seconds: float) -> dict[s
         for t in tuned
     ]
 
-    def sine(ctrl: dict, pid: object, prm: object) -> np.ndarray:
+    def sine(ctrl: Any, pid: object, prm: object) -> np.ndarray:
         d = sine_experiment(p, ctrl, seconds=seconds)
         d["pid"] = pid
         r = ExperimentRunner(Experiment.from_dict(d), gains, limits, p.period, prm)
@@ -344,9 +345,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.info("conditions: %s", res["conditions"])
     res["tracking_1hz_5deg"] = tracking(4.0, args.profile, args.params)
     log.info("tracking: %s", res["tracking_1hz_5deg"])
-    ident, _ = identified_params(
-        args.profile, Path(res["tracking_1hz_5deg"]["identified"]["params_file"])
-    )  # type: ignore[index]
+    track: dict[str, Any] = res["tracking_1hz_5deg"]  # type: ignore[assignment]
+    ident, _ = identified_params(args.profile, Path(track["identified"]["params_file"]))
     res["tuned"] = tuned_tracking(args.profile, ident, 4.0)
     log.info("tuned: %s", res["tuned"])
     print(json.dumps(res))
