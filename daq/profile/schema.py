@@ -699,11 +699,6 @@ class Profile(Strict):
                     raise ValueError(f"joint '{j}' has {n} '{role}' channels (at most 1)")
         if sum(1 for c in self.channels if c.role == "supply") > 1:
             raise ValueError("at most one 'supply' channel")
-        for jt in self.joints:
-            if jt.pid.dp > 0.0 and self.dp_areas(jt.name) is None:
-                raise ValueError(
-                    f"joints '{jt.name}'.pid.dp = {jt.pid.dp}: {self.dp_refusal(jt.name)}"
-                )
         devices = self.backend.devices()
         hyd = self.hydraulics
         if hyd is not None:
@@ -750,6 +745,11 @@ class Profile(Strict):
                         f"backend.sim.plant.joints[{i}].valve.null_bias_v ({bias}) must be "
                         f"inside the spool travel ±{pj.spool_max} V"
                     )
+        for jt in self.joints:
+            if jt.pid.dp > 0.0 and self.dp_areas(jt.name) is None:
+                raise ValueError(
+                    f"joints '{jt.name}'.pid.dp = {jt.pid.dp}: {self.dp_refusal(jt.name)}"
+                )
         return self
 
     def channel_device(self, c: Channel) -> DeviceName:
