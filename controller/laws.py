@@ -20,8 +20,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from controller import compensation as comp
+from controller import pressure_feedback as pf
 from controller.feedback import Feedback
-from controller.feedforward import PlantModel
+from controller.feedforward import COULOMB_SMOOTH_M_S, PlantModel
 from controller.limits import JointLimits
 from controller.pid import Pid, PidParams
 from controller.trajectories import Array
@@ -86,6 +88,10 @@ class Law:
 
 
 class PidLaw(Law):
+    """One PID per joint, plus each joint's load-pressure (ΔP) feedback where its gain `dp`
+    is set (`controller.pressure_feedback`; refused on a joint whose pressures are not
+    measured — `JointLimits.area_cap/area_rod` are 0 there)."""
+
     def __init__(
         self, gains: Sequence[PidParams], limits: Sequence[JointLimits], period: float
     ) -> None:
@@ -93,20 +99,46 @@ class PidLaw(Law):
             raise ValueError("one PidParams and one JointLimits per joint")
         self.n, self.limits = len(gains), list(limits)
         self.pids = [Pid(g, period) for g in gains]
+        for j, (g, lim) in enumerate(zip(gains, limits, strict=True)):
+            if g.dp > 0.0 and not lim.has_pressure:
+                raise ValueError(
+                    f"joint {j + 1}: ΔP feedback (dp = {g.dp:g} V/kN) needs the joint's cap and "
+                    f"rod pressure channels and piston areas; this joint has none (set dp = 0)"
+                )
+        #: Per joint: ΔP gain in V/N (0 = off), high-pass α, areas; the filter state.
+        self.dp_gain = [g.dp * 1e-3 for g in gains]
+        self.dp_alpha = [pf.highpass_coefficient(g.dp_hp_hz, period) for g in gains]
+        self.dp_ac = [lim.area_cap for lim in limits]
+        self.dp_ar = [lim.area_rod for lim in limits]
+        self.dp_state = pf.new_state(self.n)
+        #: The ΔP term of the last cycle per joint, V (telemetry, tests).
+        self.dp_volts = [0.0] * self.n
 
     def enable(self, fb: Feedback, q_ref: Array) -> None:
         for j, pid in enumerate(self.pids):
             pid.enable(float(q_ref[j]), float(fb.q[j]))
+            pf.reset_state(self.dp_state, j)
+            self.dp_volts[j] = 0.0
 
     def disable(self) -> None:
         for pid in self.pids:
             pid.disable()
 
+    def _dp(self, j: int, fb: Feedback, expected_force: float) -> float:
+        """Joint j's ΔP term this cycle (0 where off)."""
+        gain = self.dp_gain[j]
+        if gain == 0.0:
+            return 0.0
+        force = pf.load_force(fb.p_cap[j], fb.p_rod[j], self.dp_ac[j], self.dp_ar[j])
+        v = pf.dp_feedback_step(self.dp_state, j, force - expected_force, gain, self.dp_alpha[j])
+        self.dp_volts[j] = v
+        return v
+
     def update(
         self, t: float, fb: Feedback, q_ref: Array, qd_ref: Array, qdd_ref: Array, volts_out: Array
     ) -> None:
         for j, pid in enumerate(self.pids):
-            volts_out[j] = self._clamp(j, pid.update(q_ref[j], fb.q[j]))
+            volts_out[j] = self._clamp(j, pid.update(q_ref[j], fb.q[j]) + self._dp(j, fb, 0.0))
 
 
 class FeedforwardPid(PidLaw):
@@ -128,8 +160,22 @@ class FeedforwardPid(PidLaw):
         model: PlantModel,
         pressure_source: str = "model",
         pressure_filter_hz: float = 1.0,
+        coulomb_ff: float = 0.0,
     ) -> None:
         super().__init__(gains, limits, period)
+        if not 0.0 <= coulomb_ff <= comp.MAX_SCALE:
+            raise ValueError(f"coulomb_ff = {coulomb_ff!r} out of range [0, {comp.MAX_SCALE:g}]")
+        if coulomb_ff > 0.0 and model.lin is None:
+            raise ValueError(
+                "coulomb_ff needs identified Coulomb forces (a parameter file of Lin's friction "
+                "model family, `friction_lin`); this parameter set has none"
+            )
+        #: Coulomb feed-forward scale (0 = off) and per joint F_c⁺, F_c⁻ (N).
+        self.coulomb_scale = float(coulomb_ff)
+        self.fc_pos = [row[2] for row in model.lin] if model.lin is not None else [0.0] * self.n
+        self.fc_neg = [row[3] for row in model.lin] if model.lin is not None else [0.0] * self.n
+        #: The Coulomb feed-forward of the last cycle, N per joint (telemetry, the bench).
+        self.coulomb_n = [0.0] * self.n
         if model.n != self.n:
             raise ValueError(f"plant model has {model.n} joints, the law {self.n}")
         if pressure_source not in ("measured", "model"):
@@ -163,7 +209,11 @@ class FeedforwardPid(PidLaw):
         for j, pid in enumerate(self.pids):
             s, r = m.cylinder(j, q_ref[j])
             sd = r * qd_ref[j]
-            force = self._tau[j] / r
+            fcoul = comp.coulomb_force(
+                sd, self.fc_pos[j], self.fc_neg[j], COULOMB_SMOOTH_M_S, self.coulomb_scale
+            )
+            self.coulomb_n[j] = fcoul
+            force = self._tau[j] / r + fcoul
             prev = self._force_prev[j]
             fdot = 0.0 if prev != prev else (force - prev) / self.period  # NaN: first cycle
             self._force_prev[j] = force
@@ -180,7 +230,9 @@ class FeedforwardPid(PidLaw):
                 u = m.spool_steady(j, force, sd)
             ff = u / m.kv[j]
             self.ff_volts[j] = ff
-            volts_out[j] = self._clamp(j, pid.update(q_ref[j], fb.q[j]) + ff)
+            # ΔP feedback acts on the force the model did not ask for (pressure_feedback).
+            dp = self._dp(j, fb, force)
+            volts_out[j] = self._clamp(j, pid.update(q_ref[j], fb.q[j]) + ff + dp)
 
 
 class GravityCompPD(Law):

@@ -8,13 +8,19 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class JointLimits:
-    """Position window (rad), velocity (rad/s), acceleration (rad/s²) and valve command (V)."""
+    """Position window (rad), velocity (rad/s), acceleration (rad/s²) and valve command (V).
+
+    `area_cap`/`area_rod` (m²) are the cylinder's piston areas when the joint has both pressure
+    channels, else 0: load-pressure (ΔP) feedback needs them and is refused where they are 0.
+    """
 
     position_min: float
     position_max: float
     max_velocity: float
     max_acceleration: float
     valve_max_v: float
+    area_cap: float = 0.0
+    area_rod: float = 0.0
 
     def __post_init__(self) -> None:
         for name in (
@@ -23,6 +29,8 @@ class JointLimits:
             "max_velocity",
             "max_acceleration",
             "valve_max_v",
+            "area_cap",
+            "area_rod",
         ):
             v = getattr(self, name)
             if not isinstance(v, int | float) or not math.isfinite(v):
@@ -35,6 +43,13 @@ class JointLimits:
         for name in ("max_velocity", "max_acceleration", "valve_max_v"):
             if getattr(self, name) <= 0.0:
                 raise ValueError(f"JointLimits.{name} must be > 0, got {getattr(self, name)}")
+        if self.area_cap < 0.0 or self.area_rod < 0.0:
+            raise ValueError("JointLimits: piston areas must be >= 0 (0 = no pressure channels)")
+
+    @property
+    def has_pressure(self) -> bool:
+        """True when ΔP feedback is possible (both pressures measured, areas known)."""
+        return self.area_cap > 0.0 and self.area_rod > 0.0
 
     @classmethod
     def from_degrees(
@@ -44,6 +59,8 @@ class JointLimits:
         max_velocity_deg_s: float,
         max_acceleration_deg_s2: float,
         valve_max_v: float,
+        area_cap: float = 0.0,
+        area_rod: float = 0.0,
     ) -> JointLimits:
         """From the profile's units (degrees)."""
         r = math.radians
@@ -53,4 +70,6 @@ class JointLimits:
             r(max_velocity_deg_s),
             r(max_acceleration_deg_s2),
             float(valve_max_v),
+            float(area_cap),
+            float(area_rod),
         )

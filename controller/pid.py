@@ -59,6 +59,11 @@ class PidParams:
     max_i: float = 0.0
     #: Low-pass corner of the derivative (on measurement), Hz; 0 = unfiltered.
     d_filter_hz: float = 0.0
+    #: Load-pressure (ΔP) feedback gain, V per kN of piston force p_cap·A_cap − p_rod·A_rod
+    #: (`controller.pressure_feedback`; applied by the control law, which has the pressures).
+    dp: float = 0.0
+    #: High-pass corner of the ΔP feedback, Hz; 0 = the raw force (see pressure_feedback).
+    dp_hp_hz: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -77,6 +82,8 @@ class PidParams:
             "max_cmd_d",
             "max_i",
             "d_filter_hz",
+            "dp",
+            "dp_hp_hz",
         ):
             if getattr(self, name) < 0.0:
                 raise ValueError(f"PidParams.{name} must be >= 0, got {getattr(self, name)}")
@@ -312,6 +319,10 @@ def gain_ranges(limits: JointLimits, period: float) -> dict[str, GainRange]:
         "max_i": GainRange(0.0, math.inf, "V", limit.why),
         "d_filter_hz": GainRange(
             0.0, nyquist, "Hz", f"0 = unfiltered; at most the Nyquist frequency {nyquist:g} Hz"
+        ),
+        "dp": GainRange(0.0, top, "V/kN", f"a 1 kN load force may demand at most {k}"),
+        "dp_hp_hz": GainRange(
+            0.0, nyquist, "Hz", f"0 = not high-passed; at most the Nyquist frequency {nyquist:g} Hz"
         ),
     }
 

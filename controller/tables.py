@@ -66,7 +66,7 @@ TRAJECTORY_KEYS: dict[str, set[str]] = {
 }
 CONTROLLER_KEYS: dict[str, set[str]] = {
     "pid": {"pid"},
-    "pid_ff": {"pid", "pressure_source", "pressure_filter_hz"},
+    "pid_ff": {"pid", "pressure_source", "pressure_filter_hz", "coulomb_ff"},
     "gravity_pd": {"kp", "kd", "kf", "velocity_filter_hz"},
     "vlpd": {"kp", "kd", "vmax_deg_s", "j_gain", "velocity_filter_hz", "velocity_ff"},
     "valve_sine": {"amplitude_v", "frequency_hz", "offset_v", "centering_v_per_rad", "pid"},
@@ -242,6 +242,7 @@ def build_law(
             need(),
             c.get("pressure_source", "model"),
             c.get("pressure_filter_hz", 1.0),
+            c.get("coulomb_ff", 0.0),
         ),
         "gravity_pd": lambda: GravityCompPD(
             lst("kp"),

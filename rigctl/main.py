@@ -28,6 +28,7 @@ SUBCOMMAND_MODULES = (
     "rigctl.predict",
     "rigctl.cmd_record",
     "rigctl.cmd_gains",
+    "rigctl.cmd_tune",
     "rigctl.cmd_keys",
     "rigctl.cmd_export",
     "rigctl.cmd_install",

@@ -184,6 +184,11 @@ class PidGains(Strict):
     max_i: NonNegative = 0.0
     #: Low-pass corner of the derivative (on measurement), Hz; 0 = unfiltered.
     d_filter_hz: NonNegative = 0.0
+    #: Load-pressure (ΔP) feedback, V per kN of p_cap·A_cap − p_rod·A_rod; needs both pressure
+    #: channels of the joint and its [plant] areas (controller/pressure_feedback.py).
+    dp: NonNegative = 0.0
+    #: High-pass corner of the ΔP feedback, Hz; 0 = not high-passed.
+    dp_hp_hz: NonNegative = 0.0
 
 
 class JointLimits(Strict):
@@ -633,6 +638,31 @@ class Profile(Strict):
                 return c
         return None
 
+    def dp_areas(self, joint: str) -> tuple[float, float] | None:
+        """(A_cap, A_rod) of `joint` when load-pressure (ΔP) feedback is possible on it: both
+        pressure channels and the [plant] areas; else None (`dp_refusal` says why)."""
+        if self.dp_refusal(joint):
+            return None
+        assert self.plant is not None
+        pj = self.plant.joints[[j.name for j in self.joints].index(joint)]
+        return float(pj.area_cap), float(pj.area_rod)
+
+    def dp_refusal(self, joint: str) -> str:
+        """Why ΔP feedback is impossible on `joint` ('' if it is possible)."""
+        missing = [
+            r for r in ("pressure_cap", "pressure_rod") if self.joint_channel(joint, r) is None
+        ]
+        if missing:
+            return (
+                f"ΔP feedback needs the joint's cap and rod pressures; the profile has no "
+                f"{' or '.join(missing)} channel for joint '{joint}' (set dp = 0)"
+            )
+        if self.plant is None or len(self.plant.joints) != len(self.joints):
+            return (
+                "ΔP feedback needs the piston areas of the profile's [plant] section (set dp = 0)"
+            )
+        return ""
+
     @property
     def oil_temperature(self) -> Channel | None:
         """The oil's `temperature` channel (the first one, if several)."""
@@ -715,6 +745,11 @@ class Profile(Strict):
                         f"backend.sim.plant.joints[{i}].valve.null_bias_v ({bias}) must be "
                         f"inside the spool travel ±{pj.spool_max} V"
                     )
+        for jt in self.joints:
+            if jt.pid.dp > 0.0 and self.dp_areas(jt.name) is None:
+                raise ValueError(
+                    f"joints '{jt.name}'.pid.dp = {jt.pid.dp}: {self.dp_refusal(jt.name)}"
+                )
         return self
 
     def channel_device(self, c: Channel) -> DeviceName:

@@ -71,7 +71,8 @@ def joint_gains(profile: Profile) -> list[Any]:
 
 
 def joint_limits(profile: Profile) -> list[Any]:
-    """`controller.limits.JointLimits` per joint from `[joints.limits]` (degrees → rad)."""
+    """`controller.limits.JointLimits` per joint from `[joints.limits]` (degrees → rad), with
+    the piston areas where the joint's pressures are measured (ΔP feedback possible)."""
     from controller.limits import JointLimits
 
     return [
@@ -81,6 +82,7 @@ def joint_limits(profile: Profile) -> list[Any]:
             j.limits.max_velocity_deg_s,
             j.limits.max_acceleration_deg_s2,
             j.limits.valve_max_v,
+            *(profile.dp_areas(j.name) or (0.0, 0.0)),
         )
         for j in profile.joints
     ]
@@ -446,6 +448,9 @@ class ControlApi:
             )
         except (TypeError, ValueError) as exc:
             raise CommandError("bad_args", f"set_gains: {exc}") from None
+        if new.dp > 0.0 and self.profile.dp_refusal(joint):
+            why = self.profile.dp_refusal(joint)
+            raise CommandError("bad_args", f"set_gains: joint {joint}: dp = {new.dp:g}: {why}")
         gains = list(self.gains)
         gains[j] = new
         out = self._call_loop("set_gains", make_hold_runner(self.profile, gains))

@@ -31,7 +31,7 @@ FEW = settings(SETTINGS, max_examples=250)
 
 GAINS = (
     "p i d ff0 ff1 ff2 bias deadband max_output max_error max_error_i max_error_d max_cmd_d "
-    "max_i d_filter_hz"
+    "max_i d_filter_hz dp dp_hp_hz"
 ).split()
 
 
