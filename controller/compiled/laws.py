@@ -42,6 +42,7 @@ from controller.compiled.pid import (
     pid_enable,
     pid_update,
 )
+from controller.feedforward import COULOMB_SMOOTH_M_S
 from controller.laws import (
     FeedforwardPid,
     GravityCompPD,
@@ -62,7 +63,11 @@ VEL_PREV, VEL_V = 0, 1  # ls (gravity_pd and vlpd: the velocity estimate)
 VL_KP, VL_KD, VL_VMAX, VL_JG, VL_VFF, VL_VALPHA, VL_PERIOD, VL_LEAK = range(8)  # lp
 VL_OUT, VL_QD_PREV, VL_R = 2, 3, 4  # ls
 VS_AMP, VS_FREQ, VS_OFFSET, VS_CENTERING = 0, 1, 2, 3  # lp
-N_LP, N_LS = 8, 5
+# The PID family's load-pressure feedback (controller.pressure_feedback) and the feed-forward's
+# Coulomb term (controller.compensation), after every kind's own columns.
+DP_GAIN, DP_ALPHA, DP_AC, DP_AR, CF_SCALE, CF_POS, CF_NEG = 8, 9, 10, 11, 12, 13, 14  # lp
+DP_PREV, DP_OUT, DP_VOLTS = 5, 6, 7  # ls
+N_LP, N_LS = 15, 8
 
 
 #: A compiled law is one float blob: a header (kind, joints, drives-to-reference), then its
@@ -135,15 +140,18 @@ def compile_law(law: Law) -> CompiledLaw | None:
     lp, ls = np.zeros((n, N_LP)), np.zeros((n, N_LS))
     model = None
     pid_list: list[Pid] = []
+    if type(law) is PidLaw or type(law) is FeedforwardPid:
+        pid_list = law.pids
+        lp[:, DP_GAIN], lp[:, DP_ALPHA] = law.dp_gain, law.dp_alpha
+        lp[:, DP_AC], lp[:, DP_AR] = law.dp_ac, law.dp_ar
     if type(law) is PidLaw:
         kind = LAW_PID
-        pid_list = law.pids
     elif type(law) is FeedforwardPid:
         kind, model = LAW_PID_FF, law.model
-        pid_list = law.pids
         lp[:, FF_MEASURED] = 1.0 if law.source == "measured" else 0.0
         lp[:, FF_ALPHA] = law._alpha
         lp[:, FF_PERIOD] = law.period
+        lp[:, CF_SCALE], lp[:, CF_POS], lp[:, CF_NEG] = law.coulomb_scale, law.fc_pos, law.fc_neg
     elif type(law) is GravityCompPD:
         kind, model = LAW_GRAVITY_PD, law.model
         lp[:, GP_KP], lp[:, GP_KD], lp[:, GP_KF] = law.kp, law.kd, law.kf
@@ -196,6 +204,9 @@ def law_enable(
     if kind == LAW_PID or kind == LAW_VALVE_SINE or kind == LAW_PID_FF:
         for j in range(n):
             pid_enable(pids, j, q_ref[j], q[j])
+            ls[j, DP_PREV] = math.nan  # controller.pressure_feedback.reset_state
+            ls[j, DP_OUT] = 0.0
+            ls[j, DP_VOLTS] = 0.0
         if kind == LAW_PID_FF:
             for j in range(n):
                 ls[j, FF_FORCE_PREV] = math.nan
@@ -222,6 +233,42 @@ def law_disable(lb: np.ndarray) -> None:
     if kind == LAW_PID or kind == LAW_VALVE_SINE or kind == LAW_PID_FF:
         for j in range(pids.shape[0]):
             pid_disable(pids, j)
+
+
+@kernel
+def _dp(lp: np.ndarray, ls: np.ndarray, j: int, p_cap: float, p_rod: float,
+        expected_force: float) -> float:  # fmt: skip
+    """`PidLaw._dp`: joint j's ΔP term, V (0 where off) — `pressure_feedback.load_force` and
+    `dp_feedback_step`, the same operations in the same order."""
+    gain = lp[j, DP_GAIN]
+    if gain == 0.0:
+        return 0.0
+    force = (p_cap * lp[j, DP_AC] - p_rod * lp[j, DP_AR]) - expected_force
+    if force != force:
+        return 0.0
+    prev = ls[j, DP_PREV]
+    alpha = lp[j, DP_ALPHA]
+    if alpha >= 1.0:
+        y = force
+    elif prev != prev:
+        y = 0.0
+    else:
+        y = alpha * (ls[j, DP_OUT] + force - prev)
+    ls[j, DP_PREV] = force
+    ls[j, DP_OUT] = y
+    v = -gain * y
+    ls[j, DP_VOLTS] = v
+    return v
+
+
+@kernel
+def _coulomb(lp: np.ndarray, j: int, sd: float) -> float:
+    """`compensation.coulomb_force` with the law's scale and F_c± (N)."""
+    scale = lp[j, CF_SCALE]
+    if scale == 0.0 or COULOMB_SMOOTH_M_S <= 0.0:
+        return 0.0
+    fc = lp[j, CF_POS] if sd >= 0.0 else lp[j, CF_NEG]
+    return scale * fc * math.tanh(sd / COULOMB_SMOOTH_M_S)
 
 
 @kernel
@@ -252,7 +299,8 @@ def law_update(
     n = q.shape[0]
     if kind == LAW_PID:
         for j in range(n):
-            volts_out[j] = _clamp(vlim, j, pid_update(pidp, pids, j, q_ref[j], q[j]))
+            v = pid_update(pidp, pids, j, q_ref[j], q[j])
+            volts_out[j] = _clamp(vlim, j, v + _dp(lp, ls, j, p_cap[j], p_rod[j], 0.0))
     elif kind == LAW_VALVE_SINE:
         for j in range(n):
             amp = lp[j, VS_AMP]
@@ -323,7 +371,7 @@ def feedforward_pid(
     for j in range(q.shape[0]):
         s, r = cylinder(mp, j, q_ref[j])
         sd = r * qd_ref[j]
-        force = tau[j] / r
+        force = tau[j] / r + _coulomb(lp, j, sd)
         prev = ls[j, FF_FORCE_PREV]
         fdot = 0.0 if prev != prev else (force - prev) / lp[j, FF_PERIOD]
         ls[j, FF_FORCE_PREV] = force
@@ -341,7 +389,8 @@ def feedforward_pid(
             u = spool_steady(mp, ms, j, force, sd)
         ff = u / mp[j, M_KV]
         ls[j, FF_VOLTS] = ff
-        volts_out[j] = _clamp(vlim, j, pid_update(pidp, pids, j, q_ref[j], q[j]) + ff)
+        dp = _dp(lp, ls, j, p_cap[j], p_rod[j], force)  # on what the model did not ask for
+        volts_out[j] = _clamp(vlim, j, pid_update(pidp, pids, j, q_ref[j], q[j]) + ff + dp)
 
 
 @kernel

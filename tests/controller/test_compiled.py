@@ -103,6 +103,34 @@ def test_every_law_through_the_experiment_runner_equals_python(
     assert py.finished and py.segment_name == "finished"
 
 
+def test_coulomb_feedforward_equals_python(
+    params2: PlantParams, rig2: tuple[list[PidParams], list[JointLimits]]
+) -> None:
+    """The feed-forward's Coulomb term (a Lin-family parameter file) and ΔP feedback on the
+    force the model did not ask for, in both pressure sources."""
+    import copy
+    import dataclasses
+
+    gains, limits = rig2
+    assert any(g.dp > 0.0 for g in gains)  # the profile's ΔP feedback is on
+    lin = np.array([[40.0, 35.0, 120.0, -90.0], [25.0, 30.0, 80.0, -70.0]])
+    params = dataclasses.replace(params2, friction_lin=lin)
+    spec = copy.deepcopy(LAWS_EXPERIMENT)
+    ff = [s for s in spec["segments"] if s["controller"]["kind"] == "pid_ff"]
+    assert len(ff) == 2
+    spec["segments"] = ff
+    for s in ff:
+        s["controller"]["coulomb_ff"] = 1.0
+    exp = Experiment.from_dict(spec)
+
+    def runner() -> ExperimentRunner:
+        return ExperimentRunner(exp, gains, limits, 1e-3, params, check=False)
+
+    twin = compile_runner(runner())
+    assert twin is not None
+    _drive(runner(), twin, 2, round(exp.duration * 1000) + 500, seed=3)
+
+
 def test_hold_runner_equals_python(rig2: tuple[list[PidParams], list[JointLimits]]) -> None:
     gains, limits = rig2
     twin = compile_runner(HoldRunner(gains, limits, 1e-3))
