@@ -231,17 +231,22 @@ def test_a_stopped_curve_server_releases_the_contexts_authenticator(tmp_path) ->
             ctx, "tcp://127.0.0.1:*", Handler(), auth=CurveConfig.from_keys_dir(keys_b)
         )
 
-        # Another configuration: refused (SecurityError) if the first one were still held.
-        # The stopped ZAP handler unbinds its inproc endpoint asynchronously: until then the
-        # new one's bind fails, so that error alone is waited out.
-        def started() -> bool:
+        # The stopped ZAP handler unbinds its inproc endpoint asynchronously: wait until the
+        # endpoint is free (a probe binds it), then another configuration must start (it is
+        # refused, SecurityError, while the first one is still held).
+        def zap_free() -> bool:
+            probe = ctx.socket(zmq.REP)
             try:
-                second.start()
+                probe.bind("inproc://zeromq.zap.01")
             except zmq.ZMQError:
+                probe.close(linger=0)
                 return False
+            probe.unbind("inproc://zeromq.zap.01")  # at once (a close frees it later)
+            probe.close(linger=0)
             return True
 
-        assert wait_until(started, GENEROUS_S)
+        assert wait_until(zap_free, GENEROUS_S)
+        second.start()
         second.stop()
     finally:
         ctx.destroy(linger=0)
