@@ -8,6 +8,7 @@ import errno
 import logging
 import os
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from daq.recording import Recorder, appender, read_run
 from daq.recording import writer as writer_mod
 from daq.ring import SampleRing
 from daq.sample_layout import SampleLayout
+from tests.conditions import GENEROUS_S, wait_until
 
 from .helpers import expected_rows, layout_2dof, meta, publish_rows
 
@@ -173,3 +175,99 @@ def test_an_error_that_is_not_io_stops_the_recording_with_its_type(
     assert len(stop) == 1 and stop[0]["reason"] == "ValueError: bad chunk"
     assert stop[0]["seq"] == 10  # after the rows taken off the ring (none reached the file)
     assert stats.rows_written == 0 and len(run.data) == 0
+
+
+def test_rows_reach_the_file_as_soon_as_flush_rows_are_buffered(
+    tmp_path: Path, layout: SampleLayout
+) -> None:
+    ring = SampleRing(1024, layout.width)
+    rec = Recorder(
+        ring, layout, tmp_path, meta(), chunk_rows=100, flush_rows=10, fsync_interval_s=3600.0
+    )
+    path = rec.start("flush")
+    try:
+        publish_rows(ring, 10)  # exactly flush_rows: appended without waiting for an fsync
+        assert wait_until(lambda: len(read_run(path).data) == 10, GENEROUS_S)
+        assert rec.stats.chunks_written == 1
+    finally:
+        rec.stop()
+
+
+def test_the_unwritten_high_water_mark_counts_the_buffered_rows(
+    tmp_path: Path, layout: SampleLayout
+) -> None:
+    ring = SampleRing(1024, layout.width)
+    rec = Recorder(
+        ring, layout, tmp_path, meta(), chunk_rows=100, flush_rows=100, fsync_interval_s=3600.0
+    )
+    rec.start("unwritten")
+    try:
+        publish_rows(ring, 50)
+        assert wait_until(lambda: rec.position == 50, GENEROUS_S)  # 50 rows in the buffer
+        assert rec.stats.max_unwritten <= 50 and rec.stats.rows_written == 0
+        publish_rows(ring, 30)
+        assert wait_until(lambda: rec.position == 80, GENEROUS_S)
+        # A pass found at least one new row in the ring besides the 50 buffered.
+        assert 51 <= rec.stats.max_unwritten <= 80
+    finally:
+        rec.stop()
+
+
+def test_an_idle_writer_does_not_spin_on_an_empty_ring(
+    tmp_path: Path, layout: SampleLayout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from daq.ring import RingCursor
+
+    calls: list[int] = []
+    real = RingCursor.read_into
+
+    def counted(self: RingCursor, out: np.ndarray) -> int:
+        calls.append(1)
+        return real(self, out)
+
+    monkeypatch.setattr(RingCursor, "read_into", counted)
+    ring = SampleRing(1024, layout.width)
+    rec = Recorder(ring, layout, tmp_path, meta(), fsync_interval_s=0.01)
+    rec.start("idle")
+    publish_rows(ring, 10)
+    assert wait_until(lambda: rec.position == 10, GENEROUS_S)
+    seen = len(calls)
+    assert wait_until(lambda: rec.stats.chunks_written >= 1, GENEROUS_S)  # passes go on
+    rec.stop()
+    assert 1 <= seen <= 10 and len(calls) <= seen + 1  # reads only when rows are there
+
+
+def test_a_gap_inside_a_partly_filled_chunk_splits_it(
+    tmp_path: Path, layout: SampleLayout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer holds 8 rows (under flush_rows) when the loop laps it: those 8 go out as
+    their own chunk, the rows after the gap start the next, every row under its own index."""
+    hold, held = threading.Event(), threading.Event()
+    real = Recorder._note_unwritten
+
+    def gate(self: Recorder) -> None:
+        if hold.is_set():
+            held.set()
+            while hold.is_set():
+                time.sleep(0.001)
+        real(self)
+
+    monkeypatch.setattr(Recorder, "_note_unwritten", gate)
+    ring = SampleRing(64, layout.width)
+    rec = Recorder(
+        ring, layout, tmp_path, meta(), chunk_rows=16, flush_rows=16, fsync_interval_s=3600.0
+    )
+    path = rec.start("gap")
+    publish_rows(ring, 8)
+    assert wait_until(lambda: rec.position == 8, GENEROUS_S)
+    hold.set()
+    assert held.wait(GENEROUS_S)  # the writer waits at the start of its next pass
+    publish_rows(ring, 200)  # laps the 64-row ring: rows 8 … 143 are overwritten
+    hold.clear()
+    stats = rec.stop()
+    run = read_run(path)
+    assert stats.error is None and stats.lost == 200 - 64
+    assert stats.rows_written + stats.lost == 208
+    np.testing.assert_array_equal(run.seq, np.r_[np.arange(8), np.arange(144, 208)])
+    np.testing.assert_array_equal(run.column("seq"), run.seq)
+    np.testing.assert_array_equal(run.data, expected_rows(0, 208, layout.width)[run.seq])
