@@ -271,3 +271,29 @@ def test_a_gap_inside_a_partly_filled_chunk_splits_it(
     np.testing.assert_array_equal(run.seq, np.r_[np.arange(8), np.arange(144, 208)])
     np.testing.assert_array_equal(run.column("seq"), run.seq)
     np.testing.assert_array_equal(run.data, expected_rows(0, 208, layout.width)[run.seq])
+
+
+def test_a_name_given_with_its_suffix_keeps_one_suffix(
+    tmp_path: Path, layout: SampleLayout
+) -> None:
+    rec = Recorder(SampleRing(256, layout.width), layout, tmp_path, meta())
+    assert rec.start("named.rigrun") == tmp_path / "named.rigrun"
+    rec.stop()
+    assert rec.start("plain") == tmp_path / "plain.rigrun"
+    rec.stop()
+
+
+@pytest.mark.parametrize(("chunk_rows", "flush_rows"), [(20, 20), (50, 50), (500, 50)])
+def test_flush_rows_defaults_to_fifty_or_the_chunk(
+    tmp_path: Path, layout: SampleLayout, chunk_rows: int, flush_rows: int
+) -> None:
+    rec = Recorder(SampleRing(256, layout.width), layout, tmp_path, meta(), chunk_rows=chunk_rows)
+    assert rec.flush_rows == flush_rows
+
+
+@pytest.mark.parametrize("rig", ["", None, 5])
+def test_the_rig_id_must_be_a_non_empty_string(
+    tmp_path: Path, layout: SampleLayout, rig: object
+) -> None:
+    with pytest.raises(ValueError, match="rig id as a non-empty string"):
+        Recorder(SampleRing(256, layout.width), layout, tmp_path, {"rig": rig, "period": 0.001})
