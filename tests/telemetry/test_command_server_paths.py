@@ -523,3 +523,35 @@ def test_the_worker_queue_holds_at_most_four_mebibytes_of_requests() -> None:
         sock.close()
         srv.stop()
         ctx.destroy(linger=0)
+
+
+def test_a_start_refused_by_the_authenticator_leaves_no_socket(tmp_path) -> None:
+    """Two key sets on one context are refused; the refused server holds no socket (an open
+    one would be reported unclosed when collected, and kept the context from terminating)."""
+    import gc
+    import warnings
+
+    from daq.security import CurveConfig, SecurityError, generate_client_key
+
+    keys_a, keys_b = tmp_path / "a", tmp_path / "b"
+    generate_client_key(keys_a, "ops", "controller")
+    generate_client_key(keys_b, "view", "monitor")
+    ctx = zmq.Context()
+    first = CommandServer(
+        ctx, "tcp://127.0.0.1:*", Handler(), auth=CurveConfig.from_keys_dir(keys_a)
+    )
+    first.start()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResourceWarning)
+            second = CommandServer(
+                ctx, "tcp://127.0.0.1:*", Handler(), auth=CurveConfig.from_keys_dir(keys_b)
+            )
+            with pytest.raises(SecurityError, match="two different CURVE configurations"):
+                second.start()
+            del second
+            gc.collect()
+        assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
+    finally:
+        first.stop()
+        ctx.destroy(linger=0)
