@@ -297,3 +297,22 @@ def test_the_rig_id_must_be_a_non_empty_string(
 ) -> None:
     with pytest.raises(ValueError, match="rig id as a non-empty string"):
         Recorder(SampleRing(256, layout.width), layout, tmp_path, {"rig": rig, "period": 0.001})
+
+
+def test_the_stop_and_the_trailer_are_written_past_an_exhausted_quota(
+    tmp_path: Path, layout: SampleLayout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the guard refuses every further byte, the recording still ends readable: the
+    stop event and the incomplete trailer are written unguarded (a few hundred bytes)."""
+    from daq.recording.quota import DiskGuard
+
+    ring = SampleRing(1024, layout.width)
+    rec = Recorder(ring, layout, tmp_path, meta(), chunk_rows=10, flush_rows=10)
+    path = rec.start("quota")  # the header is written
+    monkeypatch.setattr(DiskGuard, "check", lambda self, pending: "quota exceeded (test)")
+    publish_rows(ring, 10)
+    stats = rec.stop()
+    assert stats.error == "quota exceeded (test)" and stats.rows_written == 0
+    run = read_run(path)
+    assert run.trailer is not None and run.trailer["error"] == "quota exceeded (test)"
+    assert [e["kind"] for e in run.events] == ["recording_stopped"]
