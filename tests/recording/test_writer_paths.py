@@ -166,14 +166,20 @@ def test_an_error_that_is_not_io_stops_the_recording_with_its_type(
     rec = Recorder(ring, layout, tmp_path, meta(), chunk_rows=10, flush_rows=10)
     path = rec.start("value")
     monkeypatch.setattr(writer_mod.fmt, "encode_chunk_header", broken)
+    monkeypatch.setattr(writer_mod, "MAX_PENDING_EVENTS", 3)
     publish_rows(ring, 10)
+    assert wait_until(lambda: rec.stats.error is not None, GENEROUS_S)
+    for k in range(5):  # after the failure: ignored, neither queued nor counted as dropped
+        rec.event("late", k=k)
     stats = rec.stop()
+    assert stats.events_dropped == 0
     assert stats.error == "ValueError: bad chunk" and not stats.active
     run = read_run(path)
     assert run.trailer is not None and run.trailer["error"] == "ValueError: bad chunk"
     stop = [e for e in run.events if e["kind"] == "recording_stopped"]
     assert len(stop) == 1 and stop[0]["reason"] == "ValueError: bad chunk"
     assert stop[0]["seq"] == 10  # after the rows taken off the ring (none reached the file)
+    assert run.trailer["next_seq"] == 10
     assert stats.rows_written == 0 and len(run.data) == 0
 
 
