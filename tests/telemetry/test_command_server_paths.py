@@ -555,3 +555,18 @@ def test_a_start_refused_by_the_authenticator_leaves_no_socket(tmp_path) -> None
     finally:
         first.stop()
         ctx.destroy(linger=0)
+
+
+def test_stop_returns_once_the_receiving_thread_has_ended() -> None:
+    """The sockets are closed after the thread that owns them has ended (a ZeroMQ socket
+    belongs to one thread)."""
+    ctx = zmq.Context()
+    srv = CommandServer(ctx, "inproc://joined", Handler())
+    srv.start()
+    thread = srv._thread
+    assert thread is not None and thread.is_alive()
+    srv.stop()
+    try:
+        assert not thread.is_alive() and srv._thread is None
+    finally:
+        ctx.destroy(linger=0)
