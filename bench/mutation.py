@@ -165,12 +165,6 @@ TARGETS: dict[str, Target] = {
         timeout_s=120.0,
         extra=("-k", "not batch"),  # the online estimates, not the batch fit
     ),
-    "batch": Target(
-        ("estimator/batch.py",),
-        ("tests/estimator/test_identification.py", "tests/estimator/test_conditioning.py"),
-        ("estimator/batch.py", "sig_j = np.sqrt(", "sig_j = 0.5 * np.sqrt("),
-        timeout_s=300.0,
-    ),
     # The batch fit's σ and identifiability (estimator/wls.py), on synthetic data only: the
     # simulated runs of test_trust / test_identification take minutes per mutant.
     "wls": Target(

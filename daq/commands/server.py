@@ -141,7 +141,11 @@ class CommandServer:
         sock.sndhwm = 100
         sock.maxmsgsize = MAX_MESSAGE_BYTES
         if self.auth is not None:
-            acquire_authenticator(self.ctx, self.auth)
+            try:
+                acquire_authenticator(self.ctx, self.auth)
+            except BaseException:
+                sock.close()  # a start that fails holds nothing
+                raise
             self.auth.apply_server(sock)
         try:
             sock.bind(self.endpoint)

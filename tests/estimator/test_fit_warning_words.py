@@ -125,3 +125,18 @@ def test_unidentifiable_parameters_say_why(flags, still, weak, sentence) -> None
 
 def test_a_still_joint_alone_flags_nothing() -> None:
     assert fit_warnings(fit(), [(0, 0.1)], 2) == []
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        {"z": (9.0,)},  # fewer disagreement scores than parameters
+        {"identifiable": (True,)},  # fewer flags than parameters
+        {"identifiable": (False,)},
+    ],
+)
+def test_a_fit_whose_lists_do_not_match_its_parameters_is_an_error(broken) -> None:
+    """Names and values are paired one to one; a short list must not silently pair the wrong
+    name with a value (or drop one)."""
+    with pytest.raises(ValueError, match="zip"):
+        fit_warnings(fit(**broken), [], 1)

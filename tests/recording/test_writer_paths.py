@@ -8,6 +8,7 @@ import errno
 import logging
 import os
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from daq.recording import Recorder, appender, read_run
 from daq.recording import writer as writer_mod
 from daq.ring import SampleRing
 from daq.sample_layout import SampleLayout
+from tests.conditions import GENEROUS_S, wait_until
 
 from .helpers import expected_rows, layout_2dof, meta, publish_rows
 
@@ -164,12 +166,159 @@ def test_an_error_that_is_not_io_stops_the_recording_with_its_type(
     rec = Recorder(ring, layout, tmp_path, meta(), chunk_rows=10, flush_rows=10)
     path = rec.start("value")
     monkeypatch.setattr(writer_mod.fmt, "encode_chunk_header", broken)
+    monkeypatch.setattr(writer_mod, "MAX_PENDING_EVENTS", 3)
     publish_rows(ring, 10)
+    assert wait_until(lambda: rec.stats.error is not None, GENEROUS_S)
+    for k in range(5):  # after the failure: ignored, neither queued nor counted as dropped
+        rec.event("late", k=k)
     stats = rec.stop()
+    assert stats.events_dropped == 0
     assert stats.error == "ValueError: bad chunk" and not stats.active
     run = read_run(path)
     assert run.trailer is not None and run.trailer["error"] == "ValueError: bad chunk"
     stop = [e for e in run.events if e["kind"] == "recording_stopped"]
     assert len(stop) == 1 and stop[0]["reason"] == "ValueError: bad chunk"
     assert stop[0]["seq"] == 10  # after the rows taken off the ring (none reached the file)
+    assert run.trailer["next_seq"] == 10
     assert stats.rows_written == 0 and len(run.data) == 0
+
+
+def test_rows_reach_the_file_as_soon_as_flush_rows_are_buffered(
+    tmp_path: Path, layout: SampleLayout
+) -> None:
+    ring = SampleRing(1024, layout.width)
+    rec = Recorder(
+        ring, layout, tmp_path, meta(), chunk_rows=100, flush_rows=10, fsync_interval_s=3600.0
+    )
+    path = rec.start("flush")
+    try:
+        publish_rows(ring, 10)  # exactly flush_rows: appended without waiting for an fsync
+        assert wait_until(lambda: len(read_run(path).data) == 10, GENEROUS_S)
+        assert rec.stats.chunks_written == 1
+    finally:
+        rec.stop()
+
+
+def test_the_unwritten_high_water_mark_counts_the_buffered_rows(
+    tmp_path: Path, layout: SampleLayout
+) -> None:
+    ring = SampleRing(1024, layout.width)
+    rec = Recorder(
+        ring, layout, tmp_path, meta(), chunk_rows=100, flush_rows=100, fsync_interval_s=3600.0
+    )
+    rec.start("unwritten")
+    try:
+        publish_rows(ring, 50)
+        assert wait_until(lambda: rec.position == 50, GENEROUS_S)  # 50 rows in the buffer
+        assert rec.stats.max_unwritten <= 50 and rec.stats.rows_written == 0
+        publish_rows(ring, 30)
+        assert wait_until(lambda: rec.position == 80, GENEROUS_S)
+        # A pass found at least one new row in the ring besides the 50 buffered.
+        assert 51 <= rec.stats.max_unwritten <= 80
+    finally:
+        rec.stop()
+
+
+def test_an_idle_writer_does_not_spin_on_an_empty_ring(
+    tmp_path: Path, layout: SampleLayout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from daq.ring import RingCursor
+
+    calls: list[int] = []
+    real = RingCursor.read_into
+
+    def counted(self: RingCursor, out: np.ndarray) -> int:
+        calls.append(1)
+        return real(self, out)
+
+    monkeypatch.setattr(RingCursor, "read_into", counted)
+    ring = SampleRing(1024, layout.width)
+    rec = Recorder(ring, layout, tmp_path, meta(), fsync_interval_s=0.01)
+    rec.start("idle")
+    publish_rows(ring, 10)
+    assert wait_until(lambda: rec.position == 10, GENEROUS_S)
+    seen = len(calls)
+    assert wait_until(lambda: rec.stats.chunks_written >= 1, GENEROUS_S)  # passes go on
+    rec.stop()
+    assert 1 <= seen <= 10 and len(calls) <= seen + 1  # reads only when rows are there
+
+
+def test_a_gap_inside_a_partly_filled_chunk_splits_it(
+    tmp_path: Path, layout: SampleLayout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer holds 8 rows (under flush_rows) when the loop laps it: those 8 go out as
+    their own chunk, the rows after the gap start the next, every row under its own index."""
+    hold, held = threading.Event(), threading.Event()
+    real = Recorder._note_unwritten
+
+    def gate(self: Recorder) -> None:
+        if hold.is_set():
+            held.set()
+            while hold.is_set():
+                time.sleep(0.001)
+        real(self)
+
+    monkeypatch.setattr(Recorder, "_note_unwritten", gate)
+    ring = SampleRing(64, layout.width)
+    rec = Recorder(
+        ring, layout, tmp_path, meta(), chunk_rows=16, flush_rows=16, fsync_interval_s=3600.0
+    )
+    path = rec.start("gap")
+    publish_rows(ring, 8)
+    assert wait_until(lambda: rec.position == 8, GENEROUS_S)
+    hold.set()
+    assert held.wait(GENEROUS_S)  # the writer waits at the start of its next pass
+    publish_rows(ring, 200)  # laps the 64-row ring: rows 8 … 143 are overwritten
+    hold.clear()
+    stats = rec.stop()
+    run = read_run(path)
+    assert stats.error is None and stats.lost == 200 - 64
+    assert stats.rows_written + stats.lost == 208
+    np.testing.assert_array_equal(run.seq, np.r_[np.arange(8), np.arange(144, 208)])
+    np.testing.assert_array_equal(run.column("seq"), run.seq)
+    np.testing.assert_array_equal(run.data, expected_rows(0, 208, layout.width)[run.seq])
+
+
+def test_a_name_given_with_its_suffix_keeps_one_suffix(
+    tmp_path: Path, layout: SampleLayout
+) -> None:
+    rec = Recorder(SampleRing(256, layout.width), layout, tmp_path, meta())
+    assert rec.start("named.rigrun") == tmp_path / "named.rigrun"
+    rec.stop()
+    assert rec.start("plain") == tmp_path / "plain.rigrun"
+    rec.stop()
+
+
+@pytest.mark.parametrize(("chunk_rows", "flush_rows"), [(20, 20), (50, 50), (500, 50)])
+def test_flush_rows_defaults_to_fifty_or_the_chunk(
+    tmp_path: Path, layout: SampleLayout, chunk_rows: int, flush_rows: int
+) -> None:
+    rec = Recorder(SampleRing(256, layout.width), layout, tmp_path, meta(), chunk_rows=chunk_rows)
+    assert rec.flush_rows == flush_rows
+
+
+@pytest.mark.parametrize("rig", ["", None, 5])
+def test_the_rig_id_must_be_a_non_empty_string(
+    tmp_path: Path, layout: SampleLayout, rig: object
+) -> None:
+    with pytest.raises(ValueError, match="rig id as a non-empty string"):
+        Recorder(SampleRing(256, layout.width), layout, tmp_path, {"rig": rig, "period": 0.001})
+
+
+def test_the_stop_and_the_trailer_are_written_past_an_exhausted_quota(
+    tmp_path: Path, layout: SampleLayout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the guard refuses every further byte, the recording still ends readable: the
+    stop event and the incomplete trailer are written unguarded (a few hundred bytes)."""
+    from daq.recording.quota import DiskGuard
+
+    ring = SampleRing(1024, layout.width)
+    rec = Recorder(ring, layout, tmp_path, meta(), chunk_rows=10, flush_rows=10)
+    path = rec.start("quota")  # the header is written
+    monkeypatch.setattr(DiskGuard, "check", lambda self, pending: "quota exceeded (test)")
+    publish_rows(ring, 10)
+    stats = rec.stop()
+    assert stats.error == "quota exceeded (test)" and stats.rows_written == 0
+    run = read_run(path)
+    assert run.trailer is not None and run.trailer["error"] == "quota exceeded (test)"
+    assert [e["kind"] for e in run.events] == ["recording_stopped"]

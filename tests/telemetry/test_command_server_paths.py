@@ -231,17 +231,22 @@ def test_a_stopped_curve_server_releases_the_contexts_authenticator(tmp_path) ->
             ctx, "tcp://127.0.0.1:*", Handler(), auth=CurveConfig.from_keys_dir(keys_b)
         )
 
-        # Another configuration: refused (SecurityError) if the first one were still held.
-        # The stopped ZAP handler unbinds its inproc endpoint asynchronously: until then the
-        # new one's bind fails, so that error alone is waited out.
-        def started() -> bool:
+        # The stopped ZAP handler unbinds its inproc endpoint asynchronously: wait until the
+        # endpoint is free (a probe binds it), then another configuration must start (it is
+        # refused, SecurityError, while the first one is still held).
+        def zap_free() -> bool:
+            probe = ctx.socket(zmq.REP)
             try:
-                second.start()
+                probe.bind("inproc://zeromq.zap.01")
             except zmq.ZMQError:
+                probe.close(linger=0)
                 return False
+            probe.unbind("inproc://zeromq.zap.01")  # at once (a close frees it later)
+            probe.close(linger=0)
             return True
 
-        assert wait_until(started, GENEROUS_S)
+        assert wait_until(zap_free, GENEROUS_S)
+        second.start()
         second.stop()
     finally:
         ctx.destroy(linger=0)
@@ -517,4 +522,51 @@ def test_the_worker_queue_holds_at_most_four_mebibytes_of_requests() -> None:
         release.set()
         sock.close()
         srv.stop()
+        ctx.destroy(linger=0)
+
+
+def test_a_start_refused_by_the_authenticator_leaves_no_socket(tmp_path) -> None:
+    """Two key sets on one context are refused; the refused server holds no socket (an open
+    one would be reported unclosed when collected, and kept the context from terminating)."""
+    import gc
+    import warnings
+
+    from daq.security import CurveConfig, SecurityError, generate_client_key
+
+    keys_a, keys_b = tmp_path / "a", tmp_path / "b"
+    generate_client_key(keys_a, "ops", "controller")
+    generate_client_key(keys_b, "view", "monitor")
+    ctx = zmq.Context()
+    first = CommandServer(
+        ctx, "tcp://127.0.0.1:*", Handler(), auth=CurveConfig.from_keys_dir(keys_a)
+    )
+    first.start()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResourceWarning)
+            second = CommandServer(
+                ctx, "tcp://127.0.0.1:*", Handler(), auth=CurveConfig.from_keys_dir(keys_b)
+            )
+            with pytest.raises(SecurityError, match="two different CURVE configurations"):
+                second.start()
+            del second
+            gc.collect()
+        assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
+    finally:
+        first.stop()
+        ctx.destroy(linger=0)
+
+
+def test_stop_returns_once_the_receiving_thread_has_ended() -> None:
+    """The sockets are closed after the thread that owns them has ended (a ZeroMQ socket
+    belongs to one thread)."""
+    ctx = zmq.Context()
+    srv = CommandServer(ctx, "inproc://joined", Handler())
+    srv.start()
+    thread = srv._thread
+    assert thread is not None and thread.is_alive()
+    srv.stop()
+    try:
+        assert not thread.is_alive() and srv._thread is None
+    finally:
         ctx.destroy(linger=0)
