@@ -290,7 +290,11 @@ def test_sakai_file_is_what_the_generator_builds() -> None:
 
 
 @pytest.mark.parametrize(
-    "path", sorted((ROOT / "experiments").glob("*.toml")), ids=lambda p: p.stem
+    "path",
+    # The excavator's plans are checked against its chain profile (jack strokes, valve flow)
+    # in tests/live/test_check.py: the 1-/2-DOF limit check below has no 4-joint rig.
+    sorted(p for p in (ROOT / "experiments").glob("*.toml") if "excavator" not in p.stem),
+    ids=lambda p: p.stem,
 )
 def test_every_example_experiment_passes_its_rigs_checks(
     path: Path, request: pytest.FixtureRequest
