@@ -160,3 +160,24 @@ def test_a_calibrated_twin_is_in_force_for_the_plain_profile(tmp_path: Path) -> 
     assert {"p_supply", "p_cap_1", "piston_2", "q_1"} <= set(cal.channels)
     current = CalibrationStore(tmp_path, plain).current()
     assert current is not None and current[1] == path
+
+
+def test_valve_null_where_the_chambers_balance_is_within_its_sigma_of_the_centred_edges(
+    station: Station,
+) -> None:
+    """The LVDT reading at centred metering edges (sensor offset + span × the valve's null
+    bias at the oil temperature) within 3σ of the null found, after the pressure zero."""
+    station.calibrate("pressure_zero", apply=True)
+    result = station.calibrate("valve_null")
+    eff = station.sim.true_effects
+    oil = station.sim.true_oil_temperature()
+    for j, name in enumerate(("spool_1", "spool_2")):
+        found = result["channels"][name]
+        offset, gain = station.truth(name)
+        je = eff.joints[j]
+        truth = offset - gain * (je.null_bias + je.null_shift_per_k * (oil - eff.reference_c))
+        if any("no pressure gain" in p for p in found["problems"]):
+            assert found["sigma_offset"] >= found["accuracy_offset"]  # the class, not applied
+            continue
+        assert found["sigma_offset"] < 2e-3, name
+        assert abs(found["offset"] - truth) <= 3.0 * found["sigma_offset"], (name, found, truth)
