@@ -90,6 +90,8 @@ DOC_COMMANDS: dict[str, dict[str, tuple[bool, Callable[[Any], bool]]]] = {
         "window_s": (False, _number),
         "valve_volts": (False, _number),
         "push_s": (False, _number),
+        "reference_pa": (False, _number),
+        "reference_sigma_pa": (False, _number),
     },
     "calibrate_status": {},
 }
