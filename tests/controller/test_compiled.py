@@ -85,10 +85,12 @@ def _drive(runner: object, twin: object, n: int, cycles: int, seed: int) -> None
         assert np.array_equal(volts, volts2, equal_nan=True), (k, volts, volts2)
 
 
+@pytest.mark.parametrize("dp", [0.0, 0.15], ids=["no_dp", "dp"])
 def test_every_law_through_the_experiment_runner_equals_python(
-    params2: PlantParams, rig2: tuple[list[PidParams], list[JointLimits]]
+    params2: PlantParams, rig2: tuple[list[PidParams], list[JointLimits]], dp: float
 ) -> None:
     gains, limits = rig2
+    gains = [g.replace(dp=dp, dp_hp_hz=1.0) for g in gains]  # ΔP feedback off and on
     exp = Experiment.from_dict(LAWS_EXPERIMENT)
 
     def runner() -> ExperimentRunner:
@@ -112,7 +114,7 @@ def test_coulomb_feedforward_equals_python(
     import dataclasses
 
     gains, limits = rig2
-    assert any(g.dp > 0.0 for g in gains)  # the profile's ΔP feedback is on
+    gains = [g.replace(dp=0.15, dp_hp_hz=1.0) for g in gains]  # ΔP feedback on
     lin = np.array([[40.0, 35.0, 120.0, -90.0], [25.0, 30.0, 80.0, -70.0]])
     params = dataclasses.replace(params2, friction_lin=lin)
     spec = copy.deepcopy(LAWS_EXPERIMENT)

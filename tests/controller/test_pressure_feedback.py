@@ -80,10 +80,11 @@ def test_dp_feedback_refused_without_pressure_measurements() -> None:
         parse_profile(d)
 
 
-def test_profile_dp_leaves_no_limit_cycle_after_a_valve_sine_on_softer_oil() -> None:
-    # The validation run's 3 Hz valve sine on a 30 % softer oil used to leave the profile's
-    # p = 2 V/rad hold in a ±1.7° limit cycle at ~7 Hz (then `rigctl identify` exited 4); the
-    # profile's ΔP feedback (dp = 0.15 V/kN, 1 Hz high-pass) damps it.
+def test_dp_leaves_no_limit_cycle_after_a_valve_sine_on_softer_oil() -> None:
+    # The validation run's 3 Hz valve sine on a 30 % softer oil leaves the profile's p = 2 V/rad
+    # hold in a ±1.7° limit cycle at ~7 Hz (then `rigctl identify` exits 4); ΔP feedback
+    # (dp = 0.15 V/kN, 1 Hz high-pass) damps it. (The reference profile leaves dp at 0: its
+    # pressure noise fed into the valve command costs the nominal identification accuracy.)
     import json
 
     from controller.experiment import Experiment
@@ -98,9 +99,9 @@ def test_profile_dp_leaves_no_limit_cycle_after_a_valve_sine_on_softer_oil() -> 
     e["segments"] = [s for s in e["segments"] if s["name"] == "valve-sine-3hz"]
     e.pop("pid", None)
     gains, limits = gains_limits(prof)
-    assert all(g.dp > 0 for g in gains)
+    with_dp = [g.replace(dp=0.15, dp_hp_hz=1.0) for g in gains]
     spread = {}
-    for label, gg in (("profile", gains), ("no_dp", [g.replace(dp=0.0) for g in gains])):
+    for label, gg in (("dp", with_dp), ("no_dp", [g.replace(dp=0.0) for g in gains])):
         loop = SimLoop(prof)
         r = ExperimentRunner(Experiment.from_dict(json.loads(json.dumps(e))), gg, limits,
                              prof.period, None)  # fmt: skip
@@ -108,4 +109,4 @@ def test_profile_dp_leaves_no_limit_cycle_after_a_valve_sine_on_softer_oil() -> 
         _, _, q = loop.run(HoldRunner(gg, limits, prof.period), 3.0)
         spread[label] = np.degrees(np.abs(q[1000:] - q[1000:].mean(axis=0)).max(axis=0))
     assert spread["no_dp"].max() > 0.5
-    assert spread["profile"].max() < 0.2
+    assert spread["dp"].max() < 0.2
