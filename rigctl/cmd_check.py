@@ -58,12 +58,29 @@ def _profile_path(arg: str | None) -> Path:
     raise UsageError(f"check: give --profile (no $RIG_PROFILE, no {INSTALLED_PROFILE})")
 
 
+def _experiment_for(path: Path, rig_id: str, n: int) -> tuple[Any, tuple[str, list[str]] | None]:
+    """The experiment in `path`, or its refusal (name, problems) when it does not parse or is
+    not for a rig of n joints; raises UsageError for unreadable input."""
+    from controller.experiment import Experiment, ExperimentError
+
+    data = load_experiment(path)
+    try:
+        exp = Experiment.from_dict(data)
+    except (ExperimentError, ValueError, TypeError, KeyError) as e:
+        return None, (str(data.get("name", path.stem)), [f"experiment: {e}"])
+    if exp.n_joints != n:
+        return None, (
+            exp.name,
+            [f"experiment: {exp.n_joints} joint(s) (home_deg), rig '{rig_id}' has {n}"],
+        )
+    return exp, None
+
+
 def check_file(
     path: Path, profile_path: Path, params_path: str | None = None
 ) -> tuple[str, list[str]]:
     """(experiment name, one line per problem); raises UsageError for unreadable input."""
     from controller.checks import check_experiment, describe
-    from controller.experiment import Experiment, ExperimentError
     from daq.profile import ProfileError, load_profile
     from daq.service.control_api import joint_limits
 
@@ -71,17 +88,10 @@ def check_file(
         profile = load_profile(profile_path)
     except ProfileError as e:
         raise UsageError(str(e)) from None
-    data = load_experiment(path)
-    try:
-        exp = Experiment.from_dict(data)
-    except (ExperimentError, ValueError, TypeError, KeyError) as e:
-        return str(data.get("name", path.stem)), [f"experiment: {e}"]
     limits = joint_limits(profile)
-    if exp.n_joints != len(limits):
-        return exp.name, [
-            f"experiment: {exp.n_joints} joint(s) (home_deg), rig '{profile.rig.id}' has "
-            f"{len(limits)}"
-        ]
+    exp, refusal = _experiment_for(path, profile.rig.id, len(limits))
+    if refusal is not None:
+        return refusal
     params = None
     if params_path is not None:
         from daq.param_set import read_param_set
@@ -137,7 +147,6 @@ def check_chain_file(path: Path, profile_path: Path) -> tuple[str, list[str]]:
     import numpy as np
 
     from controller.chain_experiments import chain_limits
-    from controller.experiment import Experiment, ExperimentError
     from controller.plant.chain.profile import ChainProfileError, load_chain_profile
     from estimator.predict import experiment_reference
 
@@ -145,16 +154,9 @@ def check_chain_file(path: Path, profile_path: Path) -> tuple[str, list[str]]:
         prof = load_chain_profile(profile_path)
     except ChainProfileError as e:
         raise UsageError(str(e)) from None
-    data = load_experiment(path)
-    try:
-        exp = Experiment.from_dict(data)
-    except (ExperimentError, ValueError, TypeError, KeyError) as e:
-        return str(data.get("name", path.stem)), [f"experiment: {e}"]
-    if exp.n_joints != prof.chain.n:
-        return exp.name, [
-            f"experiment: {exp.n_joints} joint(s) (home_deg), rig '{prof.rig_id}' has "
-            f"{prof.chain.n}"
-        ]
+    exp, refusal = _experiment_for(path, prof.rig_id, prof.chain.n)
+    if refusal is not None:
+        return refusal
     lims = chain_limits(prof.chain, list(exp.home), margin=0.0, speed_fraction=1.0)
     _, q, qd, _, _ = experiment_reference(exp, 100.0)
     problems = []

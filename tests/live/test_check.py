@@ -261,3 +261,15 @@ def test_progress_is_reported_and_a_check_can_be_cancelled() -> None:
     with pytest.raises(CheckCancelled):
         check_experiment(exp, _limits(), chunk=1000, progress=cancel_at_third, envelope=False)
     assert [d for d, _ in seen] == [1000, 2000, 3000]
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_an_experiment_for_another_number_of_joints_is_refused_by_name(
+    n: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The 2-DOF standard experiment against the 1-DOF rig and against the excavator's chain
+    profile: refused, naming both counts and the rig."""
+    exp = ROOT / "experiments" / "standard-2dof.toml"
+    assert main(["check", str(exp), "--profile", str(PROFILES[n])]) == 2
+    err = capsys.readouterr().err
+    assert "experiment: 2 joint(s) (home_deg), rig '" in err and f"' has {n}" in err, err
