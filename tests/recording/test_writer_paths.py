@@ -8,7 +8,6 @@ import errno
 import logging
 import os
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -248,14 +247,13 @@ def test_a_gap_inside_a_partly_filled_chunk_splits_it(
 ) -> None:
     """The writer holds 8 rows (under flush_rows) when the loop laps it: those 8 go out as
     their own chunk, the rows after the gap start the next, every row under its own index."""
-    hold, held = threading.Event(), threading.Event()
+    hold, held, release = threading.Event(), threading.Event(), threading.Event()
     real = Recorder._note_unwritten
 
     def gate(self: Recorder) -> None:
-        if hold.is_set():
+        if hold.is_set() and not release.is_set():
             held.set()
-            while hold.is_set():
-                time.sleep(0.001)
+            release.wait(GENEROUS_S)  # until the test has lapped the writer
         real(self)
 
     monkeypatch.setattr(Recorder, "_note_unwritten", gate)
@@ -269,7 +267,7 @@ def test_a_gap_inside_a_partly_filled_chunk_splits_it(
     hold.set()
     assert held.wait(GENEROUS_S)  # the writer waits at the start of its next pass
     publish_rows(ring, 200)  # laps the 64-row ring: rows 8 … 143 are overwritten
-    hold.clear()
+    release.set()
     stats = rec.stop()
     run = read_run(path)
     assert stats.error is None and stats.lost == 200 - 64
