@@ -272,6 +272,7 @@ def identify_run(
                 prior = np.asarray(mdl.prior, dtype=float) if mdl.prior is not None else None
                 fit.warnings += combine(fit, prop, prior)
         fit.warnings += fit_warnings(fit, still, nj)
+        fit.warnings += list(mdl.caveats)
         fits.append(fit)
         used.append((fc, nd))
     periodic = _periodic(

@@ -107,6 +107,9 @@ class LinearModel:
     #: Parameters referred to the oil law's temperature through `Sample.temp`
     #: (controller.plant.oil): what the batch's notes say was referred.
     referred: tuple[str, ...] = ()
+    #: Sentences every fit of this model carries as warnings: parameters the model's own
+    #: construction biases beyond what their σ says (e.g. estimator.models_lin's stiction bumps).
+    caveats: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         for attr in ("truth", "prior"):

@@ -337,6 +337,23 @@ def lin_fluid_regressor(
     return phi, y
 
 
+def stiction_caveat(names: list[str], cutoff_hz: float) -> str:
+    """Why the stiction bumps are a shape, not a measurement. Their column β(ṡ)σ(ṡ) is a
+    nonlinear function of a velocity the batch estimates through its conditioning low-pass:
+    the filtered velocity crosses the bump's few mm/s more slowly and less deeply than the
+    piston does at a reversal, so the fitted heights read low, and Fc±, fitted on the same
+    low-velocity rows, take up part of the difference.
+    Neither bias is in their σ, so the fit names both in words (error bars are a promise)."""
+    bumps = [nm for nm in names if nm.startswith("dFs")]
+    coulomb = [nm for nm in names if nm.startswith("Fc")]
+    return (
+        f"{', '.join(bumps)} (the stiction bumps) are fitted through the velocity estimate's "
+        f"{cutoff_hz:g} Hz low-pass, which smears a bump a few mm/s wide: they read low and are "
+        f"the model's shape, not measurements; {', '.join(coulomb)} share their low-velocity "
+        "rows and are conditional on them"
+    )
+
+
 def lin_mechanical_model(
     params: PlantParams, smooth_m_s: float = SMOOTH_SIGN_M_S, truth: np.ndarray | None = None
 ) -> LinearModel:
@@ -364,6 +381,7 @@ def lin_mechanical_model(
         taps=ref.taps,
         truth=truth,
         referred=tuple(nm for nm in names if nm.startswith("Fv")) if params.oil else (),
+        caveats=(stiction_caveat(names, ref.cutoff_hz),),
         shape=ShapeSearch(
             label="Coulomb zero-velocity band v_ε",
             unit="mm/s",

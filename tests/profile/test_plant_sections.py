@@ -186,6 +186,12 @@ def test_the_oil_law_refers_parameters_from_the_measured_temperature(tmp_path: P
     temps = run.columns["eng.oil_temp"]
     assert f"{np.min(temps):.1f}" in note and "referred to 40 °C" in note
     assert "1/b" in note and "Cint1" in note and "Fv+2" in note
+    # The stiction bumps, which the velocity filter biases beyond their σ, and the Coulomb
+    # forces fitted on the same rows are named in words, never printed as plain measurements.
+    said = [w for w in res.warnings if "stiction bumps" in w]
+    assert len(said) == 1
+    for name in [f"{k}{s}{j}" for k in ("dFs", "Fc") for s in "+-" for j in (1, 2)]:
+        assert name in said[0], name
     blind = profile.model_copy(
         update={"channels": [c for c in profile.channels if c.role != "temperature"]}
     )
