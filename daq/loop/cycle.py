@@ -439,44 +439,11 @@ class Loop(StationCommands):
             self._handle(req)
         il.check_inputs(eng, backend.channel_fault)
         self._station_cycle(eng)
-        volts = self.volts
         if self.state in LIVE_STATES:
             il.check_position(self.fb.q)
             if il.first is None:
                 self._step_runner()
-        if il.first is not None and self.state not in LATCHED_STATES:
-            self._enter_latched(State.FAULT, il.first)
-        # Once a stop is asked for, the valves get null: a cycle that was stuck in a driver call
-        # past the service's shutdown (which has nulled the valves and closed the backend) must
-        # not command them again when the call returns.
-        if self.state not in LIVE_STATES or self._stop.is_set():
-            np.copyto(volts, self.null)
-        if backend.write(t, volts) != BackendStatus.OK:
-            backend.write_null()
-            np.copyto(volts, self.null)
-            if self.profile.interlocks.backend_error and self.state not in LATCHED_STATES:
-                il.trip(Trip.BACKEND_WRITE, "write returned ERROR")
-                self._enter_latched(State.FAULT, il.first)  # type: ignore[arg-type]
-        np.copyto(self.prev_volts, volts)
-        compute = time.monotonic_ns() - c0
-        row = ring.rows[slot]
-        row[0] = self.seq
-        row[1] = t
-        row[2] = self.state
-        fault = self.fault
-        row[3] = 0 if fault is None else fault.code
-        row[4] = il.flags
-        row[5] = wake_ns * 1e-9
-        row[6] = compute * 1e-9
-        np.copyto(self._cmd[slot], volts)
-        np.copyto(self._ref_rows[slot], self.ref)
-        self.last_flags = il.flags
-        ring.publish()
-        self.seq += 1
-        self.cycles += 1
-        if self.after_cycle is not None:
-            self.after_cycle()
-        return compute
+        return self._finish_cycle(t, wake_ns, slot, c0)
 
     def _cycle_compiled(self, t: float, wake_ns: int) -> int:
         """`_cycle` with its numeric path in two compiled calls (daq/loop/kernel.py: `k_scale`
@@ -539,9 +506,18 @@ class Loop(StationCommands):
                     self._event("experiment_done")
                     self._set_state(State.ARMED)
                     self._hold_or_fault()
-        volts = self.volts
+        return self._finish_cycle(t, wake_ns, slot, c0)
+
+    def _finish_cycle(self, t: float, wake_ns: int, slot: int, c0: int) -> int:
+        """Both paths' end of a cycle: a pending trip latches, the valves are written (null
+        unless live), the row's header, command and reference go into the ring's slot, and the
+        slot is published. Returns the cycle's compute time (ns)."""
+        ring, backend, il, volts = self.ring, self.backend, self.interlocks, self.volts
         if il.first is not None and self.state not in LATCHED_STATES:
             self._enter_latched(State.FAULT, il.first)
+        # Once a stop is asked for, the valves get null: a cycle that was stuck in a driver call
+        # past the service's shutdown (which has nulled the valves and closed the backend) must
+        # not command them again when the call returns.
         if self.state not in LIVE_STATES or self._stop.is_set():
             np.copyto(volts, self.null)
         if backend.write(t, volts) != BackendStatus.OK:
@@ -552,6 +528,7 @@ class Loop(StationCommands):
                 self._enter_latched(State.FAULT, il.first)  # type: ignore[arg-type]
         np.copyto(self.prev_volts, volts)
         compute = time.monotonic_ns() - c0
+        row = ring.rows[slot]
         row[0] = self.seq
         row[1] = t
         row[2] = self.state
