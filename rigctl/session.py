@@ -21,6 +21,11 @@ import zmq
 from daq.commands import CommandClient, ServiceUnreachable
 
 log = logging.getLogger(__name__)
+
+#: How long a starting rig-daq or rig-estimator may take to answer (s): a deadline for a hung
+#: process only (a dead one is seen at once), long enough for a cold kernel compile on a
+#: loaded machine (248 s measured at a load average of 9.5 on 2 cores).
+START_TIMEOUT_S = 600.0
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -110,7 +115,9 @@ class RigSession:
             sub.connect(self.estimates)
             self._est_sub = sub
             # The estimator publishes only once it has the telemetry layout: then it listens.
-            self.wait_estimate(lambda e: True, timeout=120.0, what="the estimator to start")
+            self.wait_estimate(
+                lambda e: True, timeout=START_TIMEOUT_S, what="the estimator to start"
+            )
 
     def _check_alive(self) -> None:
         for name, p in (("rig-daq", self.daq), ("rig-estimator", self.estimator)):
@@ -119,10 +126,23 @@ class RigSession:
                 tail = log_path.read_text(errors="replace")[-2000:] if log_path.exists() else ""
                 raise SessionError(f"{name} exited with code {p.returncode}:\n{tail}")
 
-    def _wait_service(self, timeout: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout
+    def _wait_service(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Until the service answers `status`. A dead rig-daq ends the wait at once (with its
+        log's tail); the deadline only catches a hung one, so it is generous: a first start
+        compiles the loop's kernels before the service binds its sockets (daq/loop/kernel.py),
+        half a minute on a quiet machine and minutes on a loaded one."""
+        start = time.monotonic()
+        deadline = start + timeout
+        said = False
         while time.monotonic() < deadline:
             self._check_alive()
+            if not said and time.monotonic() - start > 10.0:
+                log.info(
+                    "rig-daq is not answering yet (a first start compiles the loop's kernels); "
+                    "waiting up to %.0f s",
+                    timeout,
+                )
+                said = True
             try:
                 self.request("status", timeout=1.0)
                 return
