@@ -19,6 +19,7 @@ from controller.checks import (
     describe,
 )
 from controller.experiment import Experiment
+from controller.trajectories import HarmonicSum
 from daq.profile import load_profile
 from daq.service.control_api import joint_limits
 from rigctl.main import main
@@ -233,7 +234,9 @@ def test_a_multisine_inside_its_envelope_passes_without_sampling() -> None:
     calls: list[tuple[int, int]] = []
     assert check_experiment(exp, _limits(), progress=lambda d, t: calls.append((d, t))) == []
     assert check_cost(exp, _limits()) == 0 and calls == []
-    q_max, q_min, v_max, _ = harmonic_envelope(exp.segments[0].trajectory)
+    traj = exp.segments[0].trajectory
+    assert isinstance(traj, HarmonicSum)
+    q_max, q_min, v_max, _ = harmonic_envelope(traj)
     assert v_max[0] == pytest.approx(
         2 * math.pi * math.radians(0.05 * (2 + 1.5 * math.sqrt(2) + math.pi))
     )
