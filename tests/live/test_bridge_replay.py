@@ -107,10 +107,14 @@ def test_replay_serves_what_live_served(tmp_path: Path) -> None:
                 worker.start()
                 live.pump(done.is_set, 300)
                 worker.join()
+
                 # The run's last events leave the service as `record_stop` returns: wait until
                 # the live client has them (a no-op wait here lost them on a loaded CI machine).
-                live.pump(lambda: any(e["kind"] == "experiment_done"
-                                      for _, e in live.msgs.get("/rig/events", [])), 60)  # fmt: skip
+                def have_done() -> bool:
+                    events = live.msgs.get("/rig/events", [])
+                    return any(e["kind"] == "experiment_done" for _, e in events)
+
+                live.pump(have_done, 60)
         finally:
             stop(live_proc)
     run_path = path[0]
