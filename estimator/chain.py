@@ -89,7 +89,7 @@ class ModelChain:
         # Batch means of the residuals (blocks of `block` samples) → correlation factor κ.
         self.block = block or 4 * self.cond.length
         self._carry = np.zeros((0, m))
-        self._bm = np.zeros(4)  # [Σ block-mean², blocks, Σ e², residuals]
+        self._bm = np.zeros(4)  # [Σ block-mean², block means (blocks × outputs), Σ e², residuals]
         self._seen = 0  # raw rows since the last continuity reset
         self._last_bad = -(10**12)  # index (in that count) of the last invalid raw row
         # Block jackknife (estimator.jackknife): normal equations per `fs` samples (1 s) of
@@ -231,7 +231,8 @@ class ModelChain:
         """κ = B·Var(block means)/Var(residual) ≥ 1: how much the residuals' correlation
         (1 kHz samples, filtered, colored model error) inflates the variance of θ̂ over the
         white-residual formula σ²P. Batch-means estimate of the long-run variance; 1 until
-        eight blocks have been seen."""
+        eight block means have been counted (one per output equation per block, so a model
+        with m outputs gets there after ⌈8/m⌉ blocks)."""
         if self._bm[1] < 8 or self._bm[2] <= 0:
             return 1.0
         k = self.block * (self._bm[0] / self._bm[1]) / (self._bm[2] / self._bm[3])
