@@ -144,7 +144,11 @@ TARGETS: dict[str, Target] = {
     ),
     "checks": Target(
         ("controller/checks.py",),
-        ("tests/controller/test_experiment.py", "tests/params/test_valve_sine_check.py"),
+        (
+            "tests/live/test_check.py",  # the check's own paths (cost, period, progress)
+            "tests/controller/test_experiment.py",
+            "tests/params/test_valve_sine_check.py",
+        ),
         ("controller/checks.py", "bad = signed > sign * bound", "bad = signed > 2 * sign * bound"),
         timeout_s=120.0,
     ),
