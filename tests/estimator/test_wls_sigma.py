@@ -128,3 +128,49 @@ def test_still_and_rank_tol_flag_parameters_and_fix_them_at_the_prior() -> None:
     loose = fit_model(_model(prior=prior), Phi, y, rank_tol=0.99 * ratio)
     assert not tight.identifiable.all() and len(tight.unidentifiable) == 1
     assert loose.identifiable.all() and loose.unidentifiable == []
+
+
+def test_correlated_residuals_leave_a_direction_unresolved_that_white_ones_would_resolve() -> None:
+    """The identifiability test's 3σ carries √κ (σ = √κ after weighting): slow noise with κ ≈ 50
+    flags the weakest parameter that the white-residual formula would call measured."""
+    rng = np.random.default_rng(4)
+    r = 20_000
+    Phi = np.repeat(rng.standard_normal((r // 50, 1, 3)), 50, axis=0)  # slow regressors
+    Phi += 0.3 * rng.standard_normal(Phi.shape)
+    y = Phi[:, 0, :] @ TRUE + np.repeat(rng.standard_normal(r // 50), 50) * 0.5
+    white = fit_model(_model(m=1), Phi, y[:, None])
+    kappa = fit_model(_model(m=1), Phi, y[:, None], block=200)
+    assert kappa.correlation > 25.0
+    assert white.identifiable.all()
+    assert list(kappa.identifiable) == [True, True, False] and kappa.unidentifiable
+
+
+def test_equations_are_compared_on_the_instruments_of_their_own_rows() -> None:
+    """With instruments equal to the regressors IV is LS: each equation's estimate (and so the
+    disagreement) must be the same as without instruments."""
+    from estimator.wls import equation_disagreement
+
+    Phi, y = _data(6, noise=(0.05, 0.05), gain2=1.05)
+    W = Phi.transpose(1, 0, 2).reshape(-1, 3)
+    Y = y.T.reshape(-1)
+    free = np.ones(3, dtype=bool)
+    plain = equation_disagreement(W, Y, 2, free)
+    iv = equation_disagreement(W, Y, 2, free, W.copy())
+    assert np.all(plain[1] > 4.0)  # the gain error shows
+    np.testing.assert_allclose(iv[0], plain[0], rtol=1e-9)
+    np.testing.assert_allclose(iv[1], plain[1], rtol=1e-9)
+
+
+def test_a_parameter_numerically_absent_from_an_equation_is_not_compared_there() -> None:
+    """A column at 1e-10 of the equation's largest is rounding dust, not a second estimate of
+    its parameter: the disagreement check leaves it out (in < 2 equations: 0)."""
+    from estimator.wls import equation_disagreement
+
+    Phi, y = _data(7)
+    Phi[:, 1, 2] *= 1e-10  # c all but absent from equation 2
+    y[:, 1] = Phi[:, 1, :] @ TRUE + 0.5 * np.random.default_rng(8).standard_normal(600)
+    W = Phi.transpose(1, 0, 2).reshape(-1, 3)
+    Y = y.T.reshape(-1)
+    spread, z = equation_disagreement(W, Y, 2, np.ones(3, dtype=bool))
+    assert spread[2] == 0.0 and z[2] == 0.0
+    assert spread[0] > 0.0 and spread[1] > 0.0
