@@ -57,6 +57,8 @@ def test_sigma_covers_the_truth_and_weights_the_equations_by_their_noise() -> No
     fit = fit_model(_model(), Phi, y)
     assert np.all(fit.sigma_pct < 0.5 * fit.sigma_pct_ls)
     assert fit.rows == 2 * 600 and fit.correlation == 1.0 and fit.condition >= 1.0
+    # A WLS fit is not iterated: it is settled after none (the IV refinement sets its own).
+    assert fit.settled and fit.iterations == 0 and fit.theta_iv is None
 
 
 def test_sigma_is_in_physical_units_whatever_the_scale() -> None:
