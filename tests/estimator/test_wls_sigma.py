@@ -68,6 +68,60 @@ def test_sigma_is_in_physical_units_whatever_the_scale() -> None:
     big = fit_model(_model(scale=1e3), Phi * 1e3, y)
     np.testing.assert_allclose(big.theta, one.theta, rtol=1e-6)
     np.testing.assert_allclose(big.sigma_pct, one.sigma_pct, rtol=1e-6)
+    np.testing.assert_allclose(big.theta_ls, one.theta_ls, rtol=1e-6)
+    np.testing.assert_allclose(big.sigma_pct_ls, one.sigma_pct_ls, rtol=1e-6)
+    np.testing.assert_allclose(big.cov, one.cov, rtol=1e-6)
+    np.testing.assert_allclose(big.cov_plain, one.cov_plain, rtol=1e-6)
+    # …and a prior is given in physical units too: a parameter fixed at it keeps its value.
+    prior = np.array([1.9, -1.0, 0.5])
+    fixed = fit_model(_model(prior=prior, scale=1e3), Phi * 1e3, y, still=("a",))
+    assert fixed.theta[0] == pytest.approx(1.9, rel=1e-12)
+
+
+def test_the_residual_and_equation_variances_are_the_documented_formulas() -> None:
+    """σ² = |e|²/(rows − rank) of the OLS residuals (eq. 17); each equation's σ_j² =
+    |e_j|²/(r − n/m) (eq. 20: the n parameters' degrees of freedom shared by the m equations);
+    the condition number is s_max/s_min of the weighted observation matrix."""
+    Phi, y = _data(9, r=40)
+    fit = fit_model(_model(), Phi, y)
+    W = Phi.transpose(1, 0, 2).reshape(80, 3)
+    Y = y.T.reshape(80)
+    theta, *_ = np.linalg.lstsq(W, Y, rcond=None)
+    e = Y - W @ theta
+    assert fit.residual_var == pytest.approx(e @ e / (80 - 3), rel=1e-9)
+    e_j = e.reshape(2, 40)
+    np.testing.assert_allclose(fit.equation_sigma, np.sqrt((e_j**2).sum(axis=1) / 38.5), rtol=1e-9)
+    sv = fit.singular_values
+    assert fit.condition == pytest.approx(sv[0] / sv[-1], rel=1e-12) and sv[-1] < sv[0]
+
+
+def test_an_equation_fitted_exactly_is_weighted_not_divided_by_zero() -> None:
+    """All outputs zero: every residual is exactly 0, so no equation has a noise to weight by;
+    the fit is still made (weight 1) and gives θ = 0, not NaN."""
+    Phi, _ = _data(10)
+    fit = fit_model(_model(), Phi, np.zeros((600, 2)))
+    assert np.all(fit.theta == 0.0) and np.all(fit.equation_sigma == 1.0)
+
+
+def test_a_prior_of_zero_is_judged_against_the_normalised_unit() -> None:
+    """A parameter whose prior is 0 has no size of its own: its 3σ is compared with 5 % of one
+    normalised unit, so a well-measured one stays measured."""
+    Phi, y = _data(11)
+    fit = fit_model(_model(prior=np.array([2.0, 0.0, 0.5])), Phi, y)
+    assert fit.identifiable.all()
+
+
+def test_the_free_parameters_explain_what_the_fixed_ones_leave() -> None:
+    """A parameter fixed at its (true) prior is taken out of the outputs before the others are
+    fitted: they come out at the truth within their σ."""
+    rng = np.random.default_rng(12)
+    Phi = rng.standard_normal((600, 2, 3))
+    Phi[:, :, 1] += 0.8 * Phi[:, :, 0]  # b's regressor follows a's: a's part must go first
+    y = Phi @ TRUE + rng.standard_normal((600, 2)) * 0.05
+    fit = fit_model(_model(prior=TRUE.copy()), Phi, y, still=("a",))
+    sig = fit.sigma_pct[1:] / 100 * np.abs(fit.theta[1:])
+    assert fit.theta[0] == 2.0
+    assert np.all(np.abs(fit.theta[1:] - TRUE[1:]) < 4 * sig), (fit.theta, sig)
 
 
 def test_a_gain_error_on_one_equation_is_revealed_and_widens_sigma() -> None:

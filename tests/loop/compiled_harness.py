@@ -57,11 +57,13 @@ def recorded_loop(
     rate_hz: float | None = None,
     power: int | None = None,
     runner_profile: Profile | None = None,
+    correction: dict[str, tuple[float, float]] | None = None,
 ) -> tuple[np.ndarray, Loop]:
     """`recorded_run` on a profile given as an object, and the loop after it (its fault, its
     clamp count). `power`: the station's level switched on first, its ramp-up waited out.
     `runner_profile`: the experiment's gains and limits from another profile (a controller
-    set for a wider valve than the loop's interlocks allow)."""
+    set for a wider valve than the loop's interlocks allow). `correction`: a transducer
+    calibration's {input channel: (offset, 1/gain)}, in force from the start."""
     if rate_hz is not None:
         profile = profile.model_copy(
             update={"rig": profile.rig.model_copy(update={"loop_rate_hz": rate_hz})}
@@ -73,6 +75,12 @@ def recorded_loop(
     loop = Loop(profile, sim, hold=hold, virtual_time=True, ring_capacity=1 << 13,
                 compiled=compiled)  # fmt: skip
     loop.warm_up()
+    if correction is not None:
+        names = [c.name for c in loop.scaler.channels]
+        offset, inv_gain = np.zeros(len(names)), np.ones(len(names))
+        for name, (off, inv) in correction.items():
+            offset[names.index(name)], inv_gain[names.index(name)] = off, inv
+        loop.scaler.set_correction(offset, inv_gain)
     exp = Experiment.from_dict(exp_dict)
     rp = runner_profile or profile
     runner = ExperimentRunner(

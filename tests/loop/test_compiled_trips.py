@@ -1,10 +1,12 @@
-"""The compiled cycle's rare paths equal the Python cycle's: on a simulated run where one
+"""The compiled cycle's rare paths equal the Python cycle's. On a simulated run where one
 interlock fires (following error, valve rate, amplitude clamp, pressure, soft limit, channel
-range high and low), both paths record the same rows, latch the same trip — code, where, value,
-limit, cycle — and count the same clamped cycles; and on the realistic profile (polynomial and
-table scalings, the station's supply watched) the same rows. The runs of
-test_compiled_cycle.py never trip, so without these a wrong comparison in
-daq/loop/kernel.py's checks (or a trip reported with the wrong value) would pass every test."""
+range high and low) both paths record the same rows, latch the same trip — code, where, value,
+limit, cycle — and count the same clamped cycles; on the realistic profile (the station's
+supply watched) and with polynomial and table scalings on two pressures, the same rows.
+
+The runs of test_compiled_cycle.py never trip and no shipped profile scales a channel
+non-linearly: without these a wrong comparison in daq/loop/kernel.py's checks, a trip reported
+with the wrong value or a wrong scaling would pass every test."""
 
 from __future__ import annotations
 
@@ -100,7 +102,7 @@ def test_a_trip_is_the_same_on_both_paths(case: str) -> None:
 
 
 def test_the_realistic_profile_is_the_same_on_both_paths() -> None:
-    """Polynomial and table scalings, and the supply watched while live (sim-2dof-realistic)."""
+    """The supply watched while live, and the plant's own misbehaviour (sim-2dof-realistic)."""
     profile = load_profile(REALISTIC)
     python, lp, compiled, lc = _both(profile, power=2)
     _assert_rows_equal(python, compiled)
@@ -110,3 +112,22 @@ def test_the_realistic_profile_is_the_same_on_both_paths() -> None:
     assert (f is None) == (g is None)
     if f is not None and g is not None:
         assert (g.code, g.where, g.value, g.limit, g.seq) == (f.code, f.where, f.value, f.limit, f.seq)
+
+
+def test_non_linear_scalings_are_the_same_on_both_paths() -> None:
+    """A polynomial and a table scaling on two pressures, each with a calibration correction."""
+    from daq.profile.schema import PolynomialScaling, TableScaling
+
+    poly = PolynomialScaling(kind="polynomial", coefficients=[1.0e4, 2.0e6, 1.0e4, 50.0],
+                             units="Pa")  # fmt: skip
+    table = TableScaling(kind="table", units="Pa",
+                         points=[[-10.0, -2.0e7], [0.0, 0.0], [1.6, 3.1e6], [10.0, 2.0e7]])  # fmt: skip
+    profile = _channel("p_rod_1", scaling=table)(
+        _channel("p_cap_1", scaling=poly)(load_profile(PROFILE))
+    )
+    # A transducer calibration in force on both (eng = (declared − offset) / gain).
+    correction = {"p_cap_1": (2.0e4, 1.01), "p_rod_1": (-1.5e4, 0.98), "q_1": (1e-3, 1.002)}
+    python, lp, compiled, lc = _both(profile, correction=correction)
+    assert len(lc.scaler.nonlinear) == 2 and lc.scaler.nonlinear == [0, 1]
+    _assert_rows_equal(python, compiled)
+    assert lp.fault is None and lc.fault is None and (python[:, 2] == 2).sum() > 1500
