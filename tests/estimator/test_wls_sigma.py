@@ -142,6 +142,24 @@ def test_too_few_equations_are_refused_naming_the_model() -> None:
     Phi, y = _data(3, r=1)
     with pytest.raises(ValueError, match="model 'toy': 2 equations for 3 parameters"):
         fit_model(_model(), Phi, y)
+    # As many equations as parameters: an exact solve, no residual to say σ: refused too.
+    Phi3, y3 = _data(3, r=3)
+    with pytest.raises(ValueError, match="model 'toy': 3 equations for 3 parameters"):
+        fit_model(_model(m=1), Phi3[:, :1], y3[:, :1])
+
+
+def test_instruments_equal_to_the_regressors_give_the_wls_fit() -> None:
+    """IV with Z = Φ is least squares: the same θ, σ, weights and equation check as WLS (every
+    step on the instruments' rows, weighted like the regressors)."""
+    Phi, y = _data(13, noise=(0.05, 0.05), gain2=1.05)
+    wls = fit_model(_model(), Phi, y)
+    iv = fit_model(_model(), Phi, y, instruments=Phi.copy())
+    assert iv.method == "IV" and wls.method == "WLS" and wls.truth is None
+    np.testing.assert_allclose(iv.theta, wls.theta, rtol=1e-9)
+    np.testing.assert_allclose(iv.sigma_pct, wls.sigma_pct, rtol=1e-6)
+    np.testing.assert_allclose(iv.equation_sigma, wls.equation_sigma, rtol=1e-9)
+    np.testing.assert_allclose(iv.disagreement_z, wls.disagreement_z, rtol=1e-6)
+    assert np.all(wls.disagreement_z > 4.0)
 
 
 def test_correlation_factor_needs_eight_blocks_and_never_goes_below_one() -> None:
