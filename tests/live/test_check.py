@@ -178,6 +178,20 @@ def test_open_loop_prediction_stops_at_its_periodic_steady_state() -> None:
     assert check_experiment(exp, _limits(), params) == []
 
 
+def test_open_loop_prediction_goes_on_while_the_state_still_drifts() -> None:
+    """A weak centring gain lets the joint creep for many periods: the prediction must not stop
+    at the first chunk (8 s of whole periods here) because the state has not yet repeated — the
+    exit from the soft limits comes later."""
+    from daq.profile.plant import plant_params
+
+    params = plant_params(load_profile(PROFILES[2]))
+    valve = {"kind": "valve_sine", "amplitude_v": [0.2, 0.0], "frequency_hz": [1.0, 1.0],
+             "centering_v_per_rad": [0.004, 2.0], "offset_v": [0.002, 0.0]}  # fmt: skip
+    v = check_experiment(_exp({"kind": "hold"}, 600.0, valve), _limits(), params)
+    assert [(x.limit, x.joint) for x in v] == [("position_min", 0)]
+    assert v[0].time > 8.0, v[0]
+
+
 def test_duration_bounds_are_documented_and_named() -> None:
     v = check_experiment(_exp({"kind": "hold"}, MAX_SEGMENT_DURATION_S * 1.5), _limits())
     assert [x.limit for x in v] == ["duration_s"]
