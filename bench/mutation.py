@@ -279,9 +279,7 @@ def rejudge_survivors(session: Path) -> int:
     db = sqlite3.connect(session)
     try:
         with db:
-            cur = db.execute(
-                "DELETE FROM work_results WHERE lower(test_outcome) = 'survived'"
-            )
+            cur = db.execute("DELETE FROM work_results WHERE lower(test_outcome) = 'survived'")
         return cur.rowcount
     finally:
         db.close()

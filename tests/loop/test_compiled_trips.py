@@ -111,17 +111,24 @@ def test_the_realistic_profile_is_the_same_on_both_paths() -> None:
     f, g = lp.fault, lc.fault
     assert (f is None) == (g is None)
     if f is not None and g is not None:
-        assert (g.code, g.where, g.value, g.limit, g.seq) == (f.code, f.where, f.value, f.limit, f.seq)
+        assert (g.code, g.where, g.value, g.limit, g.seq) == (
+            f.code,
+            f.where,
+            f.value,
+            f.limit,
+            f.seq,
+        )
 
 
 def test_non_linear_scalings_are_the_same_on_both_paths() -> None:
     """A polynomial and a table scaling on two pressures, each with a calibration correction."""
     from daq.profile.schema import PolynomialScaling, TableScaling
 
-    poly = PolynomialScaling(kind="polynomial", coefficients=[1.0e4, 2.0e6, 1.0e4, 50.0],
-                             units="Pa")  # fmt: skip
-    table = TableScaling(kind="table", units="Pa",
-                         points=[[-10.0, -2.0e7], [0.0, 0.0], [1.6, 3.1e6], [10.0, 2.0e7]])  # fmt: skip
+    poly = PolynomialScaling(
+        kind="polynomial", coefficients=[1.0e4, 2.0e6, 1.0e4, 50.0], units="Pa"
+    )
+    points = [[-10.0, -2.0e7], [0.0, 0.0], [1.6, 3.1e6], [10.0, 2.0e7]]
+    table = TableScaling(kind="table", units="Pa", points=points)
     profile = _channel("p_rod_1", scaling=table)(
         _channel("p_cap_1", scaling=poly)(load_profile(PROFILE))
     )

@@ -79,8 +79,9 @@ def test_the_band_reports_the_side_it_leaves_the_most() -> None:
     half = 1.0 / 2.0 + VALVE_SINE_BAND_ALLOWANCE_RAD
     assert v.value == pytest.approx(math.radians(35.0) - half, abs=1e-12)
     assert v.bound == _limits()[0].position_min
-    assert v.band == pytest.approx((half, math.radians(35.0), *(_limits()[0].position_min,
-                                                               _limits()[0].position_max)))
+    assert v.band == pytest.approx(
+        (half, math.radians(35.0), *(_limits()[0].position_min, _limits()[0].position_max))
+    )
 
 
 def test_without_parameters_the_seed_sine_passes_and_an_uncentred_sine_needs_parameters() -> None:
