@@ -8,6 +8,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from controller.checks import (
@@ -167,15 +168,26 @@ def test_open_loop_prediction_stops_at_its_periodic_steady_state() -> None:
     params = plant_params(load_profile(PROFILES[2]))
     from controller.feedforward import PlantModel
 
-    valve = {"kind": "valve_sine", "amplitude_v": [0.2, 0.0], "frequency_hz": [1.0, 1.0],
-             "centering_v_per_rad": [2.0, 2.0]}  # fmt: skip
+    # The held joint's frequency (no amplitude) has no common period with the driven one's:
+    # only the driven joints' frequencies make the period.
+    valve = {"kind": "valve_sine", "amplitude_v": [0.2, 0.0],
+             "frequency_hz": [1.0, math.sqrt(2.0)], "centering_v_per_rad": [2.0, 2.0]}  # fmt: skip
     exp = _exp({"kind": "hold"}, 3600.0, valve)
-    rows = sum(
-        c[0].size
-        for c in _predict_valve_sine(exp.segments[0], _limits(), PlantModel(params), 500.0, 4096)
-    )
+    chunks = list(_predict_valve_sine(exp.segments[0], _limits(), PlantModel(params), 500.0, 4096))
+    rows = sum(c[0].size for c in chunks)
     assert rows < 3600 * 500 / 10, rows  # stopped long before the hour's 1.8 M rows
     assert check_experiment(exp, _limits(), params) == []
+    # The first sample has no earlier one: it takes the next sample's acceleration (a start at
+    # full valve is not hidden behind a 0).
+    qdd = chunks[0][3]
+    assert qdd[0, 0] == qdd[1, 0] != 0.0
+
+
+def test_samples_run_from_zero_to_the_end_inclusive_in_chunks() -> None:
+    from controller.checks import _times
+
+    t = np.concatenate(list(_times(2.0, 500.0, 300)))
+    np.testing.assert_array_equal(t, np.arange(1001) / 500.0)
 
 
 def test_open_loop_prediction_goes_on_while_the_state_still_drifts() -> None:
