@@ -248,3 +248,40 @@ def test_a_parameter_numerically_absent_from_an_equation_is_not_compared_there()
     spread, z = equation_disagreement(W, Y, 2, np.ones(3, dtype=bool))
     assert spread[2] == 0.0 and z[2] == 0.0
     assert spread[0] > 0.0 and spread[1] > 0.0
+
+
+def test_an_equation_with_no_spare_row_or_no_parameter_is_not_compared() -> None:
+    """Equation disagreement needs two over-determined single-equation estimates: an equation
+    with as many rows as parameters (an exact solve, no σ) says nothing, an equation without
+    any of the parameters is passed over, and so is a parameter in one equation only."""
+    Phi, y = _data(14, r=3, noise=(1e-3, 1e-3))
+    fit = fit_model(_model(), Phi, y)
+    assert fit.identifiable.all() and np.all(fit.disagreement_z == 0.0)
+    rng = np.random.default_rng(15)
+    r = 2000
+    Phi = rng.standard_normal((r, 3, 3))
+    Phi[:, 0, :] = 0.0  # equation 1 carries no parameter
+    Phi[:, 2, 0] = 0.0  # a is in equation 2 only
+    y = Phi @ TRUE + 0.05 * rng.standard_normal((r, 3))
+    y[:, 2] *= 1.1  # equation 3 read through a gain error
+    fit = fit_model(LinearModel(name="toy", names=("a", "b", "c"), n_outputs=3,
+                                regressor=None, param_scale=np.ones(3),
+                                output_scale=np.ones(3)), Phi, y)  # fmt: skip
+    assert fit.disagreement_z[0] == 0.0 and np.all(fit.disagreement_z[1:] > 4.0)
+
+
+def test_disagreement_widens_each_variance_by_the_half_spread_it_carries() -> None:
+    """σ² grows by Σ_c (Cov_jc / Var_c · spread_c / 2)² over the revealed parameters c."""
+    from estimator.wls import equation_disagreement
+
+    Phi, y = _data(2, r=2000, noise=(0.05, 0.05), gain2=1.1)
+    fit = fit_model(_model(), Phi, y)
+    w = np.repeat(1.0 / fit.equation_sigma, 2000)
+    Ww = Phi.transpose(1, 0, 2).reshape(-1, 3) * w[:, None]
+    Yw = y.T.reshape(-1) * w
+    spread, z = equation_disagreement(Ww, Yw, 2, np.ones(3, dtype=bool))
+    np.testing.assert_allclose(z, fit.disagreement_z, rtol=1e-9)
+    plain = fit.cov_plain
+    var = np.diag(plain)
+    extra = sum((plain[:, c] / var[c] * 0.5 * spread[c]) ** 2 for c in np.flatnonzero(z > 4.0))
+    np.testing.assert_allclose(np.diag(fit.cov), var + extra, rtol=1e-9)
