@@ -138,3 +138,14 @@ def test_non_linear_scalings_are_the_same_on_both_paths() -> None:
     assert len(lc.scaler.nonlinear) == 2 and lc.scaler.nonlinear == [0, 1]
     _assert_rows_equal(python, compiled)
     assert lp.fault is None and lc.fault is None and (python[:, 2] == 2).sum() > 1500
+
+
+def test_a_rig_without_a_station_watches_no_supply() -> None:
+    """sim-2dof has no [hydraulics]: no channel is the supply, so a pressure reading below zero
+    (here p_rod_1 through a calibration offset of 5 MPa) trips nothing on either path."""
+    profile = _channel("p_rod_1", valid_min=-1.0e7)(load_profile(PROFILE))
+    python, lp, compiled, lc = _both(profile, correction={"p_rod_1": (5.0e6, 1.0)})
+    assert not lc.station.check_supply
+    _assert_rows_equal(python, compiled)
+    assert lp.fault is None and lc.fault is None
+    assert compiled[:, lc.layout.index("eng.p_rod_1")].max() < 0.0
