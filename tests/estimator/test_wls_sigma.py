@@ -285,3 +285,26 @@ def test_disagreement_widens_each_variance_by_the_half_spread_it_carries() -> No
     var = np.diag(plain)
     extra = sum((plain[:, c] / var[c] * 0.5 * spread[c]) ** 2 for c in np.flatnonzero(z > 4.0))
     np.testing.assert_allclose(np.diag(fit.cov), var + extra, rtol=1e-9)
+
+
+def test_a_parameter_fixed_at_its_own_estimate_passes_its_scatter_to_the_others() -> None:
+    """No prior: a flagged parameter is fixed at its own least-squares value, which is not
+    known, only unresolved. b's regressor nearly repeats a's and the slow noise moves along
+    their difference: the jackknife of the whole fit sees b scatter with a, the one with a held
+    fixed does not — b's σ² must be the whole fit's."""
+    from estimator.wls import jackknife_variance
+
+    rng = np.random.default_rng(3)
+    r = 8000
+    Phi = rng.standard_normal((r, 1, 3))
+    Phi[:, 0, 1] = Phi[:, 0, 0] + 0.1 * Phi[:, 0, 1]
+    slow = np.repeat(rng.standard_normal(r // 100), 100)
+    y = Phi[:, 0, :] @ TRUE + 0.05 * slow * (Phi[:, 0, 0] - Phi[:, 0, 1])
+    y += 1e-3 * rng.standard_normal(r)
+    groups = (np.arange(r) * 16) // r
+    fit = fit_model(_model(m=1), Phi, y[:, None], still=("a",), groups=groups)
+    assert list(fit.identifiable) == [False, True, True]
+    whole = jackknife_variance(Phi[:, 0, :], y, groups)
+    held = jackknife_variance(Phi[:, 0, 1:], y - Phi[:, 0, 0] * fit.theta[0], groups)
+    assert whole is not None and held is not None
+    assert fit.cov[1, 1] >= whole[1] * (1 - 1e-9) and fit.cov[1, 1] > 100 * held[0]
