@@ -187,6 +187,9 @@ def test_kappa_inflates_the_covariance() -> None:
     kappa = fit_model(_model(m=1), Phi, y[:, None], block=200)
     assert kappa.correlation > 5.0
     np.testing.assert_allclose(kappa.cov, kappa.correlation * white.cov, rtol=1e-9)
+    # κ is the batch-means factor of the WLS fit's own residuals (not of the outputs).
+    e = y - Phi[:, 0, :] @ kappa.theta
+    assert kappa.correlation == pytest.approx(correlation_factor(e[:, None], 200), rel=1e-9)
 
 
 def test_still_and_rank_tol_flag_parameters_and_fix_them_at_the_prior() -> None:
