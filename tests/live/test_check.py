@@ -228,6 +228,33 @@ def test_duration_bounds_are_documented_and_named() -> None:
     )
     (total,) = check_experiment(many, _limits())
     assert total.value == 720_000.0 and total.bound == MAX_EXPERIMENT_DURATION_S
+    # The week itself is allowed (the range is (0, 604800] s).
+    week = _week()
+    assert week.duration == MAX_EXPERIMENT_DURATION_S
+    assert check_experiment(week, _limits()) == []
+
+
+def _week() -> Experiment:
+    seg = {"name": "s", "duration_s": 3600.0, "repeats": 168, "trajectory": {"kind": "hold"},
+           "controller": {"kind": "pid"}}  # fmt: skip
+    return Experiment.from_dict({"name": "week", "home_deg": [40.0, 30.0], "segments": [seg]})
+
+
+def test_a_zero_frequency_does_not_end_the_common_period() -> None:
+    assert common_period([0.0, 0.5]) == pytest.approx(2.0)
+    assert common_period([0.5, 0.0, 0.25]) == pytest.approx(4.0)
+
+
+def test_without_parameters_the_band_counts_amplitude_and_offset() -> None:
+    """(|A| + |offset|)/c + allowance: 0.5 V and 0.3 V at 2 V/rad leave j1's ±18° window;
+    either alone (or their difference) would not."""
+    from controller.checks import VALVE_SINE_BAND_ALLOWANCE_RAD
+
+    valve = {"kind": "valve_sine", "amplitude_v": [0.5, 0.0], "frequency_hz": [1.0, 1.0],
+             "centering_v_per_rad": [2.0, 2.0], "offset_v": [-0.3, 0.0]}  # fmt: skip
+    (v,) = check_experiment(_exp({"kind": "hold"}, 10.0, valve), _limits())
+    assert v.limit == "valve_sine_band" and v.joint == 0
+    assert v.band[0] == pytest.approx(0.8 / 2.0 + VALVE_SINE_BAND_ALLOWANCE_RAD, rel=1e-12)
 
 
 def test_chirp_samples_many_times_exactly_as_the_loop_evaluates_them() -> None:
