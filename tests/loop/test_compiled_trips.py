@@ -149,3 +149,36 @@ def test_a_rig_without_a_station_watches_no_supply() -> None:
     _assert_rows_equal(python, compiled)
     assert lp.fault is None and lc.fault is None
     assert compiled[:, lc.layout.index("eng.p_rod_1")].max() < 0.0
+
+
+def test_a_law_at_its_own_valve_limit_is_not_counted_as_clamped() -> None:
+    """The laws saturate at the joint's valve_max_v, exactly the interlock's amplitude: a
+    command at the limit is not beyond it, on either path (no clamp counted, no flag)."""
+    profile = _limits(0, valve_max_v=0.06)(load_profile(PROFILE))
+    python, lp, compiled, lc = _both(profile)
+    _assert_rows_equal(python, compiled)
+    assert lp.fault is None and lc.fault is None
+    assert np.abs(compiled[:, lc.layout.index("cmd.valve_1")]).max() == 0.06  # saturated
+    assert lc.interlocks.clamped == lp.interlocks.clamped == 0
+
+
+def test_warm_up_leaves_no_kernel_to_compile_in_a_live_cycle() -> None:
+    """`compile_all` calls every kernel the cycle calls, so none compiles on its first cycle (a
+    compile is seconds: the loop would stall). Run in a fresh interpreter: this one's kernels
+    have been compiled by the tests before."""
+    import subprocess
+    import sys
+
+    code = (
+        "from daq.loop.kernel import compile_all, k_rest, k_scale\n"
+        "from controller.compiled.laws import law_disable, law_enable\n"
+        "from controller.compiled.trajectories import traj_eval\n"
+        "compile_all()\n"
+        "kernels = (k_scale, k_rest, law_enable, law_disable, traj_eval)\n"
+        "print([k.__name__ for k in kernels if not k.signatures])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=900
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
