@@ -326,3 +326,12 @@ def test_an_experiment_for_another_number_of_joints_is_refused_by_name(
     assert main(["check", str(exp), "--profile", str(PROFILES[n])]) == 2
     err = capsys.readouterr().err
     assert "experiment: 2 joint(s) (home_deg), rig '" in err and f"' has {n}" in err, err
+
+
+def test_a_silent_joint_s_frequency_does_not_spoil_the_period() -> None:
+    """j2's sine has no amplitude: its frequency (incommensurate with j1's) is not part of the
+    motion, so one 10 s period of j1 is all that is sampled of the 1000 s segment."""
+    from controller.checks import check_cost
+
+    big = {"kind": "sine", "amplitude_deg": [25.0, 0.0], "frequency_hz": [0.1, 0.1 * math.sqrt(2)]}
+    assert check_cost(_exp(big, 1000.0), _limits()) == 10 * 500 + 1
