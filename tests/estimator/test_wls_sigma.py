@@ -311,3 +311,7 @@ def test_a_parameter_fixed_at_its_own_estimate_passes_its_scatter_to_the_others(
     held = jackknife_variance(Phi[:, 0, 1:], y - Phi[:, 0, 0] * fit.theta[0], groups)
     assert whole is not None and held is not None
     assert fit.cov[1, 1] >= whole[1] * (1 - 1e-9) and fit.cov[1, 1] > 100 * held[0]
+    # With a prior, a is known there: its scatter is not b's (the conditional σ stands).
+    known = fit_model(_model(m=1, prior=TRUE.copy()), Phi, y[:, None], still=("a",),
+                      groups=groups)  # fmt: skip
+    assert known.cov[1, 1] < whole[1] / 100
