@@ -315,3 +315,14 @@ def test_a_parameter_fixed_at_its_own_estimate_passes_its_scatter_to_the_others(
     known = fit_model(_model(m=1, prior=TRUE.copy()), Phi, y[:, None], still=("a",),
                       groups=groups)  # fmt: skip
     assert known.cov[1, 1] < whole[1] / 100
+
+
+def test_without_a_prior_the_free_parameters_keep_their_whole_fit_sigma() -> None:
+    """No prior: fixing a at its own estimate must not shrink (nor grow) the others' σ — they
+    keep the marginal σ of the whole fit (the conditional one is never larger in least
+    squares)."""
+    Phi, y = _data(16)
+    whole = fit_model(_model(), Phi, y)
+    held = fit_model(_model(), Phi, y, still=("a",))
+    assert whole.identifiable.all() and list(held.identifiable) == [False, True, True]
+    np.testing.assert_allclose(np.diag(held.cov)[1:], np.diag(whole.cov)[1:], rtol=1e-9)
