@@ -207,6 +207,7 @@ def test_open_loop_prediction_goes_on_while_the_state_still_drifts() -> None:
 def test_duration_bounds_are_documented_and_named() -> None:
     v = check_experiment(_exp({"kind": "hold"}, MAX_SEGMENT_DURATION_S * 1.5), _limits())
     assert [x.limit for x in v] == ["duration_s"]
+    assert v[0].joint == -1 and v[0].segment == 0  # not a joint's limit
     assert describe(v[0]) == (
         "segment 's': duration_s = 129600 s is outside the allowed range (0, 86400] s"
     )
@@ -228,6 +229,7 @@ def test_duration_bounds_are_documented_and_named() -> None:
     )
     (total,) = check_experiment(many, _limits())
     assert total.value == 720_000.0 and total.bound == MAX_EXPERIMENT_DURATION_S
+    assert total.joint == -1 and total.segment == -1
     # The week itself is allowed (the range is (0, 604800] s).
     week = _week()
     assert week.duration == MAX_EXPERIMENT_DURATION_S
@@ -335,3 +337,34 @@ def test_a_silent_joint_s_frequency_does_not_spoil_the_period() -> None:
 
     big = {"kind": "sine", "amplitude_deg": [25.0, 0.0], "frequency_hz": [0.1, 0.1 * math.sqrt(2)]}
     assert check_cost(_exp(big, 1000.0), _limits()) == 10 * 500 + 1
+
+
+def test_a_segment_shorter_than_its_period_is_sampled_to_its_end_only() -> None:
+    """0.1 Hz (period 10 s) over 4 s: the 4 s are sampled, not the period beyond the end."""
+    from controller.checks import check_cost
+
+    big = {"kind": "sine", "amplitude_deg": [25.0, 5.0], "frequency_hz": [0.1, 0.1]}
+    assert check_cost(_exp(big, 4.0), _limits()) == 4 * 500 + 1
+
+
+def test_a_segment_proved_by_its_envelope_does_not_end_the_check() -> None:
+    """The small sine is passed without sampling; the big one after it is still checked."""
+    small = {
+        "name": "small",
+        "duration_s": 4.0,
+        "controller": {"kind": "pid"},
+        "trajectory": {"kind": "sine", "amplitude_deg": [1.0, 1.0], "frequency_hz": [0.5, 0.5]},
+    }
+    big = {
+        **small,
+        "name": "big",
+        "trajectory": {"kind": "sine", "amplitude_deg": [25.0, 0.0], "frequency_hz": [0.1, 0.1]},
+    }
+    exp = Experiment.from_dict({"name": "two", "home_deg": [40.0, 30.0], "segments": [small, big]})
+    found = check_experiment(exp, _limits())
+    assert [(v.segment_name, v.limit) for v in found] == [("big", "position_max")]
+    # A violation is a value: it cannot be edited after the check.
+    import dataclasses
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        found[0].value = 0.0  # type: ignore[misc]

@@ -79,6 +79,11 @@ def test_the_band_reports_the_side_it_leaves_the_most() -> None:
     half = 1.0 / 2.0 + VALVE_SINE_BAND_ALLOWANCE_RAD
     assert v.value == pytest.approx(math.radians(35.0) - half, abs=1e-12)
     assert v.bound == _limits()[0].position_min
+    # Home 45°: 18.6° above, 8.6° below: the upper end.
+    exp = Experiment.from_dict(sakai_sequential([45.0, 30.0], (8.0, 40.0), amplitude_v=1.0))
+    (up,) = [x for x in check_experiment(exp, _limits()) if x.segment_name == "step2"]
+    assert up.value == pytest.approx(math.radians(45.0) + half, abs=1e-12)
+    assert up.bound == _limits()[0].position_max
     assert v.band == pytest.approx(
         (half, math.radians(35.0), *(_limits()[0].position_min, _limits()[0].position_max))
     )
