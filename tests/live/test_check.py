@@ -368,3 +368,23 @@ def test_a_segment_proved_by_its_envelope_does_not_end_the_check() -> None:
 
     with pytest.raises(dataclasses.FrozenInstanceError):
         found[0].value = 0.0  # type: ignore[misc]
+
+
+def test_a_joint_index_beyond_the_names_is_printed_as_a_number() -> None:
+    from controller.checks import Violation
+
+    v = Violation(0, "s", 0.5, 2, "velocity", 2.0, 1.0)
+    assert describe(v, ["j1", "j2"]).startswith("segment 's', joint 2: speed reaches")
+    assert describe(v, ["j1", "j2", "j3"]).startswith("segment 's', joint j3: speed reaches")
+
+
+def test_an_open_loop_valve_sine_with_parameters_costs_every_sample() -> None:
+    from controller.checks import check_cost
+    from daq.profile.plant import plant_params
+
+    params = plant_params(load_profile(PROFILES[2]))
+    valve = {"kind": "valve_sine", "amplitude_v": [0.2, 0.0], "frequency_hz": [1.0, 1.0],
+             "centering_v_per_rad": [2.0, 2.0]}  # fmt: skip
+    exp = _exp({"kind": "hold"}, 4.0, valve)
+    assert check_cost(exp, _limits(), params) == 4 * 500 + 1
+    assert check_cost(exp, _limits()) == 1  # without parameters: its own command only
