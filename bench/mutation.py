@@ -120,11 +120,35 @@ TARGETS: dict[str, Target] = {
         # Not the test that needs real-time overruns: on a loaded machine it fails unmutated.
         extra=("-k", "not in_real_time"),
     ),
+    # The cycle's numeric path as it runs: the compiled kernels. Each mutant changes the hash
+    # of the kernel sources (controller/compiled/jit.py), so numba compiles it afresh rather
+    # than loading the unmutated machine code; the sentinel (a pressure check that never
+    # fires) is killed only if it does. The tests run both paths and compare rows and trips.
     "loop": Target(
+        ("daq/loop/kernel.py",),
+        (
+            "tests/loop/test_compiled_trips.py",
+            "tests/loop/test_compiled_cycle.py",
+            "tests/loop/test_loop.py",
+            "tests/loop/test_interlocks.py",
+        ),
+        ("daq/loop/kernel.py", "if v > p_max[k]:", "if v > 2.0 * p_max[k]:"),
+        timeout_s=300.0,  # the first test of each mutant compiles the kernels
+        extra=("-k", "not on_the_standard_experiment and not in_real_time"),
+    ),
+    # The Python cycle (the reference the compiled one must equal) and the compiled cycle's
+    # Python glue: the state machine, commands, rare paths.
+    "cycle": Target(
         ("daq/loop/cycle.py",),
-        ("tests/loop/test_loop.py", "tests/loop/test_alloc.py", "tests/loop/test_state.py"),
+        (
+            "tests/loop/test_loop.py",
+            "tests/loop/test_compiled_cycle.py",
+            "tests/loop/test_alloc.py",
+            "tests/loop/test_state.py",
+        ),
         ("daq/loop/cycle.py", "row[0] = self.seq", "row[0] = self.seq + 1"),
-        timeout_s=120.0,
+        timeout_s=300.0,
+        extra=("-k", "not on_the_standard_experiment"),
     ),
     "writer": Target(
         ("daq/recording/writer.py",),
@@ -144,9 +168,16 @@ TARGETS: dict[str, Target] = {
     ),
     "checks": Target(
         ("controller/checks.py",),
-        ("tests/controller/test_experiment.py", "tests/params/test_valve_sine_check.py"),
+        (
+            "tests/live/test_check.py",  # the check's own paths (cost, period, progress)
+            "tests/controller/test_experiment.py",
+            "tests/params/test_valve_sine_check.py",
+        ),
         ("controller/checks.py", "bad = signed > sign * bound", "bad = signed > 2 * sign * bound"),
         timeout_s=120.0,
+        # Not the two that start a service (its kernels compile first: minutes on a loaded
+        # machine); the check they rely on is the one the other tests call directly.
+        extra=("-k", "not the_service_refuses"),
     ),
     "rls": Target(
         ("estimator/rls.py",),
@@ -173,7 +204,7 @@ TARGETS: dict[str, Target] = {
         ("estimator/wls.py", "spread = 3.0 * np.sqrt(kappa)", "spread = 0.3 * np.sqrt(kappa)"),
         extra=(
             "-k",
-            "not sim1dof and not faulted and not broken_wire and not gain_error and "
+            "not sim1dof and not faulted and not broken_wire and not pressure_gain_error and "
             "not time_gap and not outside_running and not segments_it_is_told and "
             "not no_motion and not held_joint and not still_joint",
         ),
@@ -222,22 +253,36 @@ def _run(cmd: list[str], cwd: Path, timeout: float | None = None) -> subprocess.
     )
 
 
-def _scratch(name: str, fresh: bool) -> Path:
-    """A copy of the work tree (tracked and untracked files, not ignored ones)."""
+def _scratch(name: str, fresh: bool) -> tuple[Path, bool]:
+    """A copy of the work tree (tracked and untracked files, not ignored ones), and whether it
+    is an earlier session's. Resumed, every file but the mutated ones is brought up to date, so
+    that tests written since the session began judge what is left (and the survivors again)."""
     dest = SCRATCH / name / "tree"
-    if dest.exists() and not fresh:
-        return dest
-    shutil.rmtree(dest.parent, ignore_errors=True)
+    resumed = dest.exists() and not fresh
+    if not resumed:
+        shutil.rmtree(dest.parent, ignore_errors=True)
+    mutated = set(TARGETS[name].paths) if resumed else set()
     files = subprocess.run(
         ["git", "ls-files", "-co", "--exclude-standard", "-z"],
         cwd=ROOT, capture_output=True, check=True,
     ).stdout.decode().split("\0")  # fmt: skip
     for rel in filter(None, files):
         src = ROOT / rel
-        if src.is_file():
+        if src.is_file() and rel not in mutated:
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
-    return dest
+    return dest, resumed
+
+
+def rejudge_survivors(session: Path) -> int:
+    """Forget the survivors' results: the run judges them again with the present tests."""
+    db = sqlite3.connect(session)
+    try:
+        with db:
+            cur = db.execute("DELETE FROM work_results WHERE lower(test_outcome) = 'survived'")
+        return cur.rowcount
+    finally:
+        db.close()
 
 
 def _restore_originals(target: Target, tree: Path) -> None:
@@ -420,7 +465,7 @@ def survivors(session: Path) -> list[str]:
 
 def run_target(name: str, budget_s: float, fresh: bool) -> dict[str, object]:
     target = TARGETS[name]
-    tree = _scratch(name, fresh)
+    tree, resumed = _scratch(name, fresh)
     cfg = _config(name, target, tree)
     session = tree.parent / "session.sqlite"
     cr = [sys.executable, "-m", "cosmic_ray.cli"]
@@ -444,6 +489,8 @@ def run_target(name: str, budget_s: float, fresh: bool) -> dict[str, object]:
         pragma = [sys.executable, "-m", "cosmic_ray.tools.filters.pragma_no_mutate"]
         _run([*pragma, str(session)], tree).check_returncode()
         skip_unexecuted(session, tree)
+    elif resumed:
+        report["rejudged"] = rejudge_survivors(session)
     left = budget_s - (time.monotonic() - t0)
     try:
         _run([*cr, "exec", str(cfg), str(session)], tree, timeout=max(left, 1.0))
@@ -455,6 +502,10 @@ def run_target(name: str, budget_s: float, fresh: bool) -> dict[str, object]:
     report["killed_pct"] = round(100.0 * done / judged, 1) if judged else None
     report["survivors"] = survivors(session)
     report["session"] = str(session)
+    # Every mutant of a kernel source compiled into a cache directory of its own (a few MB
+    # each, never reused): keep none (the next baseline compiles once).
+    for stale in tree.glob("**/__pycache__/kernels-*"):
+        shutil.rmtree(stale, ignore_errors=True)
     report["wall_s"] = round(time.monotonic() - t0, 1)
     return report
 

@@ -388,3 +388,40 @@ def test_gains_and_valve_values_outside_their_ranges(d: dict, message: str, rig2
     if "experiment 't'" not in message:  # segment content: the law builder refuses it too
         with pytest.raises(ExperimentError, match=message):
             build_law(exp.segments[0], gains, limits, 1e-3, None)
+
+
+def test_the_valve_capacity_need_is_the_closed_form_speed_ratio(
+    params2: PlantParams, rig2: tuple
+) -> None:
+    """The check's vectorised need (required piston speed / steady-state speed at full spool
+    against the load force, DESIGN §1.2) equals the feedforward model's closed form, state by
+    state, extending and retracting."""
+    from controller.checks import _capacity_need
+    from controller.feedforward import PlantModel
+
+    limits = rig2[1]
+    model = PlantModel(params2)
+    rng = np.random.default_rng(0)
+    n = model.n
+    q = np.radians([40.0, 30.0]) + rng.uniform(-0.2, 0.2, (50, n))
+    qd = rng.uniform(-0.8, 0.8, (50, n))
+    qdd = rng.uniform(-5.0, 5.0, (50, n))
+    need = _capacity_need(limits, params2, q, qd, qdd)
+    tau = [0.0] * n
+    for k in range(50):
+        model.inverse_dynamics(q[k].tolist(), qd[k].tolist(), qdd[k].tolist(), tau)
+        for j in range(n):
+            _, r = model.cylinder(j, float(q[k, j]))
+            spool = min(model.umax[j], model.kv[j] * limits[j].valve_max_v)
+            ext, ret = model.max_piston_speed(j, tau[j] / r, spool)
+            sd = r * qd[k, j]
+            assert need[k, j] == pytest.approx(abs(sd) / (ext if sd >= 0 else ret), rel=1e-9)
+
+
+def test_a_sine_over_one_limit_only_is_sampled_not_passed_by_its_envelope(rig2: tuple) -> None:
+    """45° ± 15° in j1's 22°…58° window: above the top only (speed and acceleration within), so
+    the envelope proves nothing and the samples find the exceedance."""
+    data = one({"kind": "sine", "amplitude_deg": [15.0, 0.0], "frequency_hz": [0.2, 0.2]}, dur=10.0)
+    exp = Experiment.from_dict({**data, "home_deg": [45.0, 30.0]})
+    found = check_experiment(exp, rig2[1])
+    assert [(v.limit, v.joint) for v in found] == [("position_max", 0)]

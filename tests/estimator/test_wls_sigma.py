@@ -57,6 +57,8 @@ def test_sigma_covers_the_truth_and_weights_the_equations_by_their_noise() -> No
     fit = fit_model(_model(), Phi, y)
     assert np.all(fit.sigma_pct < 0.5 * fit.sigma_pct_ls)
     assert fit.rows == 2 * 600 and fit.correlation == 1.0 and fit.condition >= 1.0
+    # A WLS fit is not iterated: it is settled after none (the IV refinement sets its own).
+    assert fit.settled and fit.iterations == 0 and fit.theta_iv is None
 
 
 def test_sigma_is_in_physical_units_whatever_the_scale() -> None:
@@ -66,6 +68,60 @@ def test_sigma_is_in_physical_units_whatever_the_scale() -> None:
     big = fit_model(_model(scale=1e3), Phi * 1e3, y)
     np.testing.assert_allclose(big.theta, one.theta, rtol=1e-6)
     np.testing.assert_allclose(big.sigma_pct, one.sigma_pct, rtol=1e-6)
+    np.testing.assert_allclose(big.theta_ls, one.theta_ls, rtol=1e-6)
+    np.testing.assert_allclose(big.sigma_pct_ls, one.sigma_pct_ls, rtol=1e-6)
+    np.testing.assert_allclose(big.cov, one.cov, rtol=1e-6)
+    np.testing.assert_allclose(big.cov_plain, one.cov_plain, rtol=1e-6)
+    # …and a prior is given in physical units too: a parameter fixed at it keeps its value.
+    prior = np.array([1.9, -1.0, 0.5])
+    fixed = fit_model(_model(prior=prior, scale=1e3), Phi * 1e3, y, still=("a",))
+    assert fixed.theta[0] == pytest.approx(1.9, rel=1e-12)
+
+
+def test_the_residual_and_equation_variances_are_the_documented_formulas() -> None:
+    """σ² = |e|²/(rows − rank) of the OLS residuals (eq. 17); each equation's σ_j² =
+    |e_j|²/(r − n/m) (eq. 20: the n parameters' degrees of freedom shared by the m equations);
+    the condition number is s_max/s_min of the weighted observation matrix."""
+    Phi, y = _data(9, r=40)
+    fit = fit_model(_model(), Phi, y)
+    W = Phi.transpose(1, 0, 2).reshape(80, 3)
+    Y = y.T.reshape(80)
+    theta, *_ = np.linalg.lstsq(W, Y, rcond=None)
+    e = Y - W @ theta
+    assert fit.residual_var == pytest.approx(e @ e / (80 - 3), rel=1e-9)
+    e_j = e.reshape(2, 40)
+    np.testing.assert_allclose(fit.equation_sigma, np.sqrt((e_j**2).sum(axis=1) / 38.5), rtol=1e-9)
+    sv = fit.singular_values
+    assert fit.condition == pytest.approx(sv[0] / sv[-1], rel=1e-12) and sv[-1] < sv[0]
+
+
+def test_an_equation_fitted_exactly_is_weighted_not_divided_by_zero() -> None:
+    """All outputs zero: every residual is exactly 0, so no equation has a noise to weight by;
+    the fit is still made (weight 1) and gives θ = 0, not NaN."""
+    Phi, _ = _data(10)
+    fit = fit_model(_model(), Phi, np.zeros((600, 2)))
+    assert np.all(fit.theta == 0.0) and np.all(fit.equation_sigma == 1.0)
+
+
+def test_a_prior_of_zero_is_judged_against_the_normalised_unit() -> None:
+    """A parameter whose prior is 0 has no size of its own: its 3σ is compared with 5 % of one
+    normalised unit, so a well-measured one stays measured."""
+    Phi, y = _data(11)
+    fit = fit_model(_model(prior=np.array([2.0, 0.0, 0.5])), Phi, y)
+    assert fit.identifiable.all()
+
+
+def test_the_free_parameters_explain_what_the_fixed_ones_leave() -> None:
+    """A parameter fixed at its (true) prior is taken out of the outputs before the others are
+    fitted: they come out at the truth within their σ."""
+    rng = np.random.default_rng(12)
+    Phi = rng.standard_normal((600, 2, 3))
+    Phi[:, :, 1] += 0.8 * Phi[:, :, 0]  # b's regressor follows a's: a's part must go first
+    y = Phi @ TRUE + rng.standard_normal((600, 2)) * 0.05
+    fit = fit_model(_model(prior=TRUE.copy()), Phi, y, still=("a",))
+    sig = fit.sigma_pct[1:] / 100 * np.abs(fit.theta[1:])
+    assert fit.theta[0] == 2.0
+    assert np.all(np.abs(fit.theta[1:] - TRUE[1:]) < 4 * sig), (fit.theta, sig)
 
 
 def test_a_gain_error_on_one_equation_is_revealed_and_widens_sigma() -> None:
@@ -86,6 +142,24 @@ def test_too_few_equations_are_refused_naming_the_model() -> None:
     Phi, y = _data(3, r=1)
     with pytest.raises(ValueError, match="model 'toy': 2 equations for 3 parameters"):
         fit_model(_model(), Phi, y)
+    # As many equations as parameters: an exact solve, no residual to say σ: refused too.
+    Phi3, y3 = _data(3, r=3)
+    with pytest.raises(ValueError, match="model 'toy': 3 equations for 3 parameters"):
+        fit_model(_model(m=1), Phi3[:, :1], y3[:, :1])
+
+
+def test_instruments_equal_to_the_regressors_give_the_wls_fit() -> None:
+    """IV with Z = Φ is least squares: the same θ, σ, weights and equation check as WLS (every
+    step on the instruments' rows, weighted like the regressors)."""
+    Phi, y = _data(13, noise=(0.05, 0.05), gain2=1.05)
+    wls = fit_model(_model(), Phi, y)
+    iv = fit_model(_model(), Phi, y, instruments=Phi.copy())
+    assert iv.method == "IV" and wls.method == "WLS" and wls.truth is None
+    np.testing.assert_allclose(iv.theta, wls.theta, rtol=1e-9)
+    np.testing.assert_allclose(iv.sigma_pct, wls.sigma_pct, rtol=1e-6)
+    np.testing.assert_allclose(iv.equation_sigma, wls.equation_sigma, rtol=1e-9)
+    np.testing.assert_allclose(iv.disagreement_z, wls.disagreement_z, rtol=1e-6)
+    assert np.all(wls.disagreement_z > 4.0)
 
 
 def test_correlation_factor_needs_eight_blocks_and_never_goes_below_one() -> None:
@@ -113,6 +187,9 @@ def test_kappa_inflates_the_covariance() -> None:
     kappa = fit_model(_model(m=1), Phi, y[:, None], block=200)
     assert kappa.correlation > 5.0
     np.testing.assert_allclose(kappa.cov, kappa.correlation * white.cov, rtol=1e-9)
+    # κ is the batch-means factor of the WLS fit's own residuals (not of the outputs).
+    e = y - Phi[:, 0, :] @ kappa.theta
+    assert kappa.correlation == pytest.approx(correlation_factor(e[:, None], 200), rel=1e-9)
 
 
 def test_still_and_rank_tol_flag_parameters_and_fix_them_at_the_prior() -> None:
@@ -128,3 +205,124 @@ def test_still_and_rank_tol_flag_parameters_and_fix_them_at_the_prior() -> None:
     loose = fit_model(_model(prior=prior), Phi, y, rank_tol=0.99 * ratio)
     assert not tight.identifiable.all() and len(tight.unidentifiable) == 1
     assert loose.identifiable.all() and loose.unidentifiable == []
+
+
+def test_correlated_residuals_leave_a_direction_unresolved_that_white_ones_would_resolve() -> None:
+    """The identifiability test's 3σ carries √κ (σ = √κ after weighting): slow noise with κ ≈ 50
+    flags the weakest parameter that the white-residual formula would call measured."""
+    rng = np.random.default_rng(4)
+    r = 20_000
+    Phi = np.repeat(rng.standard_normal((r // 50, 1, 3)), 50, axis=0)  # slow regressors
+    Phi += 0.3 * rng.standard_normal(Phi.shape)
+    y = Phi[:, 0, :] @ TRUE + np.repeat(rng.standard_normal(r // 50), 50) * 0.5
+    white = fit_model(_model(m=1), Phi, y[:, None])
+    kappa = fit_model(_model(m=1), Phi, y[:, None], block=200)
+    assert kappa.correlation > 25.0
+    assert white.identifiable.all()
+    assert list(kappa.identifiable) == [True, True, False] and kappa.unidentifiable
+
+
+def test_equations_are_compared_on_the_instruments_of_their_own_rows() -> None:
+    """With instruments equal to the regressors IV is LS: each equation's estimate (and so the
+    disagreement) must be the same as without instruments."""
+    from estimator.wls import equation_disagreement
+
+    Phi, y = _data(6, noise=(0.05, 0.05), gain2=1.05)
+    W = Phi.transpose(1, 0, 2).reshape(-1, 3)
+    Y = y.T.reshape(-1)
+    free = np.ones(3, dtype=bool)
+    plain = equation_disagreement(W, Y, 2, free)
+    iv = equation_disagreement(W, Y, 2, free, W.copy())
+    assert np.all(plain[1] > 4.0)  # the gain error shows
+    np.testing.assert_allclose(iv[0], plain[0], rtol=1e-9)
+    np.testing.assert_allclose(iv[1], plain[1], rtol=1e-9)
+
+
+def test_a_parameter_numerically_absent_from_an_equation_is_not_compared_there() -> None:
+    """A column at 1e-10 of the equation's largest is rounding dust, not a second estimate of
+    its parameter: the disagreement check leaves it out (in < 2 equations: 0)."""
+    from estimator.wls import equation_disagreement
+
+    Phi, y = _data(7)
+    Phi[:, 1, 2] *= 1e-10  # c all but absent from equation 2
+    y[:, 1] = Phi[:, 1, :] @ TRUE + 0.5 * np.random.default_rng(8).standard_normal(600)
+    W = Phi.transpose(1, 0, 2).reshape(-1, 3)
+    Y = y.T.reshape(-1)
+    spread, z = equation_disagreement(W, Y, 2, np.ones(3, dtype=bool))
+    assert spread[2] == 0.0 and z[2] == 0.0
+    assert spread[0] > 0.0 and spread[1] > 0.0
+
+
+def test_an_equation_with_no_spare_row_or_no_parameter_is_not_compared() -> None:
+    """Equation disagreement needs two over-determined single-equation estimates: an equation
+    with as many rows as parameters (an exact solve, no σ) says nothing, an equation without
+    any of the parameters is passed over, and so is a parameter in one equation only."""
+    Phi, y = _data(14, r=3, noise=(1e-3, 1e-3))
+    fit = fit_model(_model(), Phi, y)
+    assert fit.identifiable.all() and np.all(fit.disagreement_z == 0.0)
+    rng = np.random.default_rng(15)
+    r = 2000
+    Phi = rng.standard_normal((r, 3, 3))
+    Phi[:, 0, :] = 0.0  # equation 1 carries no parameter
+    Phi[:, 2, 0] = 0.0  # a is in equation 2 only
+    y = Phi @ TRUE + 0.05 * rng.standard_normal((r, 3))
+    y[:, 2] *= 1.1  # equation 3 read through a gain error
+    fit = fit_model(LinearModel(name="toy", names=("a", "b", "c"), n_outputs=3,
+                                regressor=None, param_scale=np.ones(3),
+                                output_scale=np.ones(3)), Phi, y)  # fmt: skip
+    assert fit.disagreement_z[0] == 0.0 and np.all(fit.disagreement_z[1:] > 4.0)
+
+
+def test_disagreement_widens_each_variance_by_the_half_spread_it_carries() -> None:
+    """σ² grows by Σ_c (Cov_jc / Var_c · spread_c / 2)² over the revealed parameters c."""
+    from estimator.wls import equation_disagreement
+
+    Phi, y = _data(2, r=2000, noise=(0.05, 0.05), gain2=1.1)
+    fit = fit_model(_model(), Phi, y)
+    w = np.repeat(1.0 / fit.equation_sigma, 2000)
+    Ww = Phi.transpose(1, 0, 2).reshape(-1, 3) * w[:, None]
+    Yw = y.T.reshape(-1) * w
+    spread, z = equation_disagreement(Ww, Yw, 2, np.ones(3, dtype=bool))
+    np.testing.assert_allclose(z, fit.disagreement_z, rtol=1e-9)
+    plain = fit.cov_plain
+    var = np.diag(plain)
+    extra = sum((plain[:, c] / var[c] * 0.5 * spread[c]) ** 2 for c in np.flatnonzero(z > 4.0))
+    np.testing.assert_allclose(np.diag(fit.cov), var + extra, rtol=1e-9)
+
+
+def test_a_parameter_fixed_at_its_own_estimate_passes_its_scatter_to_the_others() -> None:
+    """No prior: a flagged parameter is fixed at its own least-squares value, which is not
+    known, only unresolved. b's regressor nearly repeats a's and the slow noise moves along
+    their difference: the jackknife of the whole fit sees b scatter with a, the one with a held
+    fixed does not — b's σ² must be the whole fit's."""
+    from estimator.wls import jackknife_variance
+
+    rng = np.random.default_rng(3)
+    r = 8000
+    Phi = rng.standard_normal((r, 1, 3))
+    Phi[:, 0, 1] = Phi[:, 0, 0] + 0.1 * Phi[:, 0, 1]
+    slow = np.repeat(rng.standard_normal(r // 100), 100)
+    y = Phi[:, 0, :] @ TRUE + 0.05 * slow * (Phi[:, 0, 0] - Phi[:, 0, 1])
+    y += 1e-3 * rng.standard_normal(r)
+    groups = (np.arange(r) * 16) // r
+    fit = fit_model(_model(m=1), Phi, y[:, None], still=("a",), groups=groups)
+    assert list(fit.identifiable) == [False, True, True]
+    whole = jackknife_variance(Phi[:, 0, :], y, groups)
+    held = jackknife_variance(Phi[:, 0, 1:], y - Phi[:, 0, 0] * fit.theta[0], groups)
+    assert whole is not None and held is not None
+    assert fit.cov[1, 1] >= whole[1] * (1 - 1e-9) and fit.cov[1, 1] > 100 * held[0]
+    # With a prior, a is known there: its scatter is not b's (the conditional σ stands).
+    known = fit_model(_model(m=1, prior=TRUE.copy()), Phi, y[:, None], still=("a",),
+                      groups=groups)  # fmt: skip
+    assert known.cov[1, 1] < whole[1] / 100
+
+
+def test_without_a_prior_the_free_parameters_keep_their_whole_fit_sigma() -> None:
+    """No prior: fixing a at its own estimate must not shrink (nor grow) the others' σ — they
+    keep the marginal σ of the whole fit (the conditional one is never larger in least
+    squares)."""
+    Phi, y = _data(16)
+    whole = fit_model(_model(), Phi, y)
+    held = fit_model(_model(), Phi, y, still=("a",))
+    assert whole.identifiable.all() and list(held.identifiable) == [False, True, True]
+    np.testing.assert_allclose(np.diag(held.cov)[1:], np.diag(whole.cov)[1:], rtol=1e-9)

@@ -8,6 +8,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from controller.checks import (
@@ -168,20 +169,46 @@ def test_open_loop_prediction_stops_at_its_periodic_steady_state() -> None:
     params = plant_params(load_profile(PROFILES[2]))
     from controller.feedforward import PlantModel
 
-    valve = {"kind": "valve_sine", "amplitude_v": [0.2, 0.0], "frequency_hz": [1.0, 1.0],
-             "centering_v_per_rad": [2.0, 2.0]}  # fmt: skip
+    # The held joint's frequency (no amplitude) has no common period with the driven one's:
+    # only the driven joints' frequencies make the period.
+    valve = {"kind": "valve_sine", "amplitude_v": [0.2, 0.0],
+             "frequency_hz": [1.0, math.sqrt(2.0)], "centering_v_per_rad": [2.0, 2.0]}  # fmt: skip
     exp = _exp({"kind": "hold"}, 3600.0, valve)
-    rows = sum(
-        c[0].size
-        for c in _predict_valve_sine(exp.segments[0], _limits(), PlantModel(params), 500.0, 4096)
-    )
+    chunks = list(_predict_valve_sine(exp.segments[0], _limits(), PlantModel(params), 500.0, 4096))
+    rows = sum(c[0].size for c in chunks)
     assert rows < 3600 * 500 / 10, rows  # stopped long before the hour's 1.8 M rows
     assert check_experiment(exp, _limits(), params) == []
+    # The first sample has no earlier one: it takes the next sample's acceleration (a start at
+    # full valve is not hidden behind a 0).
+    qdd = chunks[0][3]
+    assert qdd[0, 0] == qdd[1, 0] != 0.0
+
+
+def test_samples_run_from_zero_to_the_end_inclusive_in_chunks() -> None:
+    from controller.checks import _times
+
+    t = np.concatenate(list(_times(2.0, 500.0, 300)))
+    np.testing.assert_array_equal(t, np.arange(1001) / 500.0)
+
+
+def test_open_loop_prediction_goes_on_while_the_state_still_drifts() -> None:
+    """A weak centring gain lets the joint creep for many periods: the prediction must not stop
+    at the first chunk (8 s of whole periods here) because the state has not yet repeated — the
+    exit from the soft limits comes later."""
+    from daq.profile.plant import plant_params
+
+    params = plant_params(load_profile(PROFILES[2]))
+    valve = {"kind": "valve_sine", "amplitude_v": [0.2, 0.0], "frequency_hz": [1.0, 1.0],
+             "centering_v_per_rad": [0.004, 2.0], "offset_v": [0.002, 0.0]}  # fmt: skip
+    v = check_experiment(_exp({"kind": "hold"}, 600.0, valve), _limits(), params)
+    assert [(x.limit, x.joint) for x in v] == [("position_min", 0)]
+    assert v[0].time > 8.0, v[0]
 
 
 def test_duration_bounds_are_documented_and_named() -> None:
     v = check_experiment(_exp({"kind": "hold"}, MAX_SEGMENT_DURATION_S * 1.5), _limits())
     assert [x.limit for x in v] == ["duration_s"]
+    assert v[0].joint == -1 and v[0].segment == 0  # not a joint's limit
     assert describe(v[0]) == (
         "segment 's': duration_s = 129600 s is outside the allowed range (0, 86400] s"
     )
@@ -203,6 +230,34 @@ def test_duration_bounds_are_documented_and_named() -> None:
     )
     (total,) = check_experiment(many, _limits())
     assert total.value == 720_000.0 and total.bound == MAX_EXPERIMENT_DURATION_S
+    assert total.joint == -1 and total.segment == -1
+    # The week itself is allowed (the range is (0, 604800] s).
+    week = _week()
+    assert week.duration == MAX_EXPERIMENT_DURATION_S
+    assert check_experiment(week, _limits()) == []
+
+
+def _week() -> Experiment:
+    seg = {"name": "s", "duration_s": 3600.0, "repeats": 168, "trajectory": {"kind": "hold"},
+           "controller": {"kind": "pid"}}  # fmt: skip
+    return Experiment.from_dict({"name": "week", "home_deg": [40.0, 30.0], "segments": [seg]})
+
+
+def test_a_zero_frequency_does_not_end_the_common_period() -> None:
+    assert common_period([0.0, 0.5]) == pytest.approx(2.0)
+    assert common_period([0.5, 0.0, 0.25]) == pytest.approx(4.0)
+
+
+def test_without_parameters_the_band_counts_amplitude_and_offset() -> None:
+    """(|A| + |offset|)/c + allowance: 0.5 V and 0.3 V at 2 V/rad leave j1's ±18° window;
+    either alone (or their difference) would not."""
+    from controller.checks import VALVE_SINE_BAND_ALLOWANCE_RAD
+
+    valve = {"kind": "valve_sine", "amplitude_v": [0.5, 0.0], "frequency_hz": [1.0, 1.0],
+             "centering_v_per_rad": [2.0, 2.0], "offset_v": [-0.3, 0.0]}  # fmt: skip
+    (v,) = check_experiment(_exp({"kind": "hold"}, 10.0, valve), _limits())
+    assert v.limit == "valve_sine_band" and v.joint == 0
+    assert v.band[0] == pytest.approx(0.8 / 2.0 + VALVE_SINE_BAND_ALLOWANCE_RAD, rel=1e-12)
 
 
 def test_chirp_samples_many_times_exactly_as_the_loop_evaluates_them() -> None:
@@ -276,3 +331,63 @@ def test_an_experiment_for_another_number_of_joints_is_refused_by_name(
     assert main(["check", str(exp), "--profile", str(PROFILES[n])]) == 2
     err = capsys.readouterr().err
     assert "experiment: 2 joint(s) (home_deg), rig '" in err and f"' has {n}" in err, err
+
+
+def test_a_silent_joint_s_frequency_does_not_spoil_the_period() -> None:
+    """j2's sine has no amplitude: its frequency (incommensurate with j1's) is not part of the
+    motion, so one 10 s period of j1 is all that is sampled of the 1000 s segment."""
+    from controller.checks import check_cost
+
+    big = {"kind": "sine", "amplitude_deg": [25.0, 0.0], "frequency_hz": [0.1, 0.1 * math.sqrt(2)]}
+    assert check_cost(_exp(big, 1000.0), _limits()) == 10 * 500 + 1
+
+
+def test_a_segment_shorter_than_its_period_is_sampled_to_its_end_only() -> None:
+    """0.1 Hz (period 10 s) over 4 s: the 4 s are sampled, not the period beyond the end."""
+    from controller.checks import check_cost
+
+    big = {"kind": "sine", "amplitude_deg": [25.0, 5.0], "frequency_hz": [0.1, 0.1]}
+    assert check_cost(_exp(big, 4.0), _limits()) == 4 * 500 + 1
+
+
+def test_a_segment_proved_by_its_envelope_does_not_end_the_check() -> None:
+    """The small sine is passed without sampling; the big one after it is still checked."""
+    small = {
+        "name": "small",
+        "duration_s": 4.0,
+        "controller": {"kind": "pid"},
+        "trajectory": {"kind": "sine", "amplitude_deg": [1.0, 1.0], "frequency_hz": [0.5, 0.5]},
+    }
+    big = {
+        **small,
+        "name": "big",
+        "trajectory": {"kind": "sine", "amplitude_deg": [25.0, 0.0], "frequency_hz": [0.1, 0.1]},
+    }
+    exp = Experiment.from_dict({"name": "two", "home_deg": [40.0, 30.0], "segments": [small, big]})
+    found = check_experiment(exp, _limits())
+    assert [(v.segment_name, v.limit) for v in found] == [("big", "position_max")]
+    # A violation is a value: it cannot be edited after the check.
+    import dataclasses
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        found[0].value = 0.0  # type: ignore[misc]
+
+
+def test_a_joint_index_beyond_the_names_is_printed_as_a_number() -> None:
+    from controller.checks import Violation
+
+    v = Violation(0, "s", 0.5, 2, "velocity", 2.0, 1.0)
+    assert describe(v, ["j1", "j2"]).startswith("segment 's', joint 2: speed reaches")
+    assert describe(v, ["j1", "j2", "j3"]).startswith("segment 's', joint j3: speed reaches")
+
+
+def test_an_open_loop_valve_sine_with_parameters_costs_every_sample() -> None:
+    from controller.checks import check_cost
+    from daq.profile.plant import plant_params
+
+    params = plant_params(load_profile(PROFILES[2]))
+    valve = {"kind": "valve_sine", "amplitude_v": [0.2, 0.0], "frequency_hz": [1.0, 1.0],
+             "centering_v_per_rad": [2.0, 2.0]}  # fmt: skip
+    exp = _exp({"kind": "hold"}, 4.0, valve)
+    assert check_cost(exp, _limits(), params) == 4 * 500 + 1
+    assert check_cost(exp, _limits()) == 1  # without parameters: its own command only

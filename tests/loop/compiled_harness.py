@@ -16,6 +16,7 @@ from daq.loop import Loop
 from daq.loop.mailbox import Request
 from daq.loop.states import State
 from daq.profile.loader import load_profile
+from daq.profile.schema import Profile
 from daq.service.control_api import joint_gains, joint_limits, make_hold_runner
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +41,29 @@ def recorded_run(
 ) -> np.ndarray:
     """Every row of: 0.2 s idle, arm, 0.3 s hold, run the experiment to its end (or `seconds`),
     0.2 s more. The rows of both paths must be equal (same seed, same plant)."""
-    profile = load_profile(profile_path)
+    rows, _ = recorded_loop(
+        compiled, experiment, load_profile(profile_path), params, seconds, chunk, rate_hz
+    )
+    return rows
+
+
+def recorded_loop(
+    compiled: bool,
+    experiment: dict[str, Any] | Path,
+    profile: Profile,
+    params: Any = None,
+    seconds: float | None = None,
+    chunk: int = 2000,
+    rate_hz: float | None = None,
+    power: int | None = None,
+    runner_profile: Profile | None = None,
+    correction: dict[str, tuple[float, float]] | None = None,
+) -> tuple[np.ndarray, Loop]:
+    """`recorded_run` on a profile given as an object, and the loop after it (its fault, its
+    clamp count). `power`: the station's level switched on first, its ramp-up waited out.
+    `runner_profile`: the experiment's gains and limits from another profile (a controller
+    set for a wider valve than the loop's interlocks allow). `correction`: a transducer
+    calibration's {input channel: (offset, 1/gain)}, in force from the start."""
     if rate_hz is not None:
         profile = profile.model_copy(
             update={"rig": profile.rig.model_copy(update={"loop_rate_hz": rate_hz})}
@@ -52,9 +75,16 @@ def recorded_run(
     loop = Loop(profile, sim, hold=hold, virtual_time=True, ring_capacity=1 << 13,
                 compiled=compiled)  # fmt: skip
     loop.warm_up()
+    if correction is not None:
+        names = [c.name for c in loop.scaler.channels]
+        offset, inv_gain = np.zeros(len(names)), np.ones(len(names))
+        for name, (off, inv) in correction.items():
+            offset[names.index(name)], inv_gain[names.index(name)] = off, inv
+        loop.scaler.set_correction(offset, inv_gain)
     exp = Experiment.from_dict(exp_dict)
+    rp = runner_profile or profile
     runner = ExperimentRunner(
-        exp, joint_gains(profile), joint_limits(profile), profile.period, params, check=False
+        exp, joint_gains(rp), joint_limits(rp), profile.period, params, check=False
     )
     out: list[np.ndarray] = []
 
@@ -67,6 +97,10 @@ def recorded_run(
             n -= k
 
     per_s = round(1.0 / loop.period)
+    if power is not None and profile.hydraulics is not None:
+        on = _post(loop, "power", power)
+        run(round((profile.hydraulics.ramp_up_s + 0.5) * per_s))
+        assert on.ok, on.reason
     run(per_s // 5)
     arm = _post(loop, "arm")
     run(per_s * 3 // 10)
@@ -81,4 +115,4 @@ def recorded_run(
     assert go.ok, go.reason
     run(per_s // 5)
     sim.close()
-    return np.concatenate(out)
+    return np.concatenate(out), loop

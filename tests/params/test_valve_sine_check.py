@@ -65,7 +65,28 @@ def test_without_parameters_the_1v_sine_is_refused_naming_segment_excursion_and_
     # ±(1.0 V)/(2 V/rad) + 3° = ±31.6° about 40°, against j1's 22°…58° window
     assert "segment 'step2', joint j1" in line
     assert "8.4° to 71.6°" in line and "allowed range 22.0° to 58.0°" in line
+    assert "(|amplitude| + |offset|)/centring + 3° = ±31.6° about 40.0°" in line
     assert "rigctl params load" in line
+
+
+def test_the_band_reports_the_side_it_leaves_the_most() -> None:
+    """Home 35° in j1's 22°…58° window: ±31.6° leaves it by 9.4° below and 8.6° above, so the
+    one line per joint names the lower end and its limit."""
+    exp = Experiment.from_dict(sakai_sequential([35.0, 30.0], (8.0, 40.0), amplitude_v=1.0))
+    v = next(
+        x for x in check_experiment(exp, _limits()) if x.segment_name == "step2" and x.joint == 0
+    )
+    half = 1.0 / 2.0 + VALVE_SINE_BAND_ALLOWANCE_RAD
+    assert v.value == pytest.approx(math.radians(35.0) - half, abs=1e-12)
+    assert v.bound == _limits()[0].position_min
+    # Home 45°: 18.6° above, 8.6° below: the upper end.
+    exp = Experiment.from_dict(sakai_sequential([45.0, 30.0], (8.0, 40.0), amplitude_v=1.0))
+    (up,) = [x for x in check_experiment(exp, _limits()) if x.segment_name == "step2"]
+    assert up.value == pytest.approx(math.radians(45.0) + half, abs=1e-12)
+    assert up.bound == _limits()[0].position_max
+    assert v.band == pytest.approx(
+        (half, math.radians(35.0), *(_limits()[0].position_min, _limits()[0].position_max))
+    )
 
 
 def test_without_parameters_the_seed_sine_passes_and_an_uncentred_sine_needs_parameters() -> None:

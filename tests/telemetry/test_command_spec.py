@@ -123,3 +123,22 @@ def test_arguments_missing_unknown_and_optional() -> None:
 
 def test_the_safety_lane_is_estop_stop_and_status() -> None:
     assert LANE == {"estop", "stop", "status"}
+
+
+def test_an_argument_after_a_missing_optional_one_is_still_checked() -> None:
+    # record_start's `name` is optional and comes first: its absence must not end the checks.
+    assert refusal("record_start", {"note": 5}) == (
+        "record_start: argument 'note' must be str (≤ 256 chars); got int 5"
+    )
+    assert refusal("calibrate", {"procedure": "position", "push_s": "2"}) is not None
+
+
+def test_the_command_table_cannot_be_changed_at_run_time() -> None:
+    # The roles (read_only, safety_stop) decide what a monitor key may send: a handler or a
+    # plug-in that flips one by mistake must fail, not widen the monitor's rights.
+    import dataclasses
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        COMMANDS["arm"].read_only = True  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        COMMANDS["estop"].args["reason"].required = True  # type: ignore[misc]
