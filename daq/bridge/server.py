@@ -29,7 +29,8 @@ import numpy as np
 import zmq
 
 from daq.bridge.auth import DEFAULT_ORIGINS, TokenStore
-from daq.bridge.channels import decimation_step
+from daq.bridge.channels import TOPIC_EVENTS, decimation_step
+from daq.bridge.standard import TOPIC_LOG
 from daq.bridge.station import Station
 from daq.bridge.station_commands import StationCommands
 from daq.bridge.wsserver import STATUS_INFO, FoxgloveServer
@@ -69,8 +70,10 @@ class Bridge:
         decimation_step(1e-3, rate_hz)  # validates the rate
         self.rate_hz = rate_hz
         self.commands = commands
+        # The rig's events and log are never dropped for a slow client (wsserver doc).
         self.server = FoxgloveServer(name=name, host=host, port=port, tokens=tokens,
-                                     origins=origins, parameters=commands, ssl=ssl)  # fmt: skip
+                                     origins=origins, parameters=commands, ssl=ssl,
+                                     kept_topics=(TOPIC_EVENTS, TOPIC_LOG))  # fmt: skip
         if commands is not None:
             self.server.add_services(commands.services())
             notice = commands.notice()

@@ -13,10 +13,12 @@ Admission runs in `process_request`, on the upgrade request, before any frame is
 subprotocol → 400 (as the SDK), Origin not allowed → 403, token missing or wrong (when tokens
 are required) → 401.
 
-Every client has a sender thread and two queues: control messages (never dropped; a client
-that lets more than `control_limit` pile up is disconnected) and data (the oldest dropped past
-`backlog`, like the SDK's `message_backlog_size`), so a slow client can lose data but never
-delays the bridge or other clients.
+Every client has a sender thread and three queues: control messages (never dropped; a client
+that lets more than `control_limit` pile up is disconnected), messages of the kept channels
+(`kept_topics`: the rig's events and log, rare and each one a fact a slow client must still
+see — a fault above all; bounded and never dropped like control) and data (the oldest dropped
+past `backlog`, like the SDK's `message_backlog_size`), so a slow client can lose rows but never
+an event, and never delays the bridge or other clients.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import json
 import logging
 import struct
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,6 +111,7 @@ class _Client:
         self.by_channel: dict[int, int] = {}  # channel id → subscription id
         self.param_subs: set[str] = set()
         self._control: collections.deque[str | bytes] = collections.deque()
+        self._kept: collections.deque[bytes] = collections.deque()
         self._data: collections.deque[bytes] = collections.deque(maxlen=server.backlog)
         self._cv = threading.Condition()
         self.closed = False
@@ -124,6 +127,17 @@ class _Client:
                             self.access.name, len(self._control))  # fmt: skip
                 self.closed = True
             self._control.append(frame)
+            self._cv.notify()
+
+    def keep(self, frame: bytes) -> None:
+        """A kept channel's message: never dropped; a client that lets more than
+        `control_limit` of them pile up is disconnected (as for control messages)."""
+        with self._cv:
+            if len(self._kept) >= self.server.control_limit:
+                log.warning("client %s: %d event messages unsent: disconnecting",
+                            self.access.name, len(self._kept))  # fmt: skip
+                self.closed = True
+            self._kept.append(frame)
             self._cv.notify()
 
     def data(self, frame: bytes) -> None:
@@ -142,11 +156,16 @@ class _Client:
         try:
             while True:
                 with self._cv:
-                    while not (self._control or self._data or self.closed):
+                    while not (self._control or self._kept or self._data or self.closed):
                         self._cv.wait()
                     if self.closed:
                         break
-                    frame = self._control.popleft() if self._control else self._data.popleft()
+                    if self._control:
+                        frame = self._control.popleft()
+                    elif self._kept:
+                        frame = self._kept.popleft()
+                    else:
+                        frame = self._data.popleft()
                 self.conn.send(frame)
         except ConnectionClosed:
             pass
@@ -170,8 +189,11 @@ class FoxgloveServer:
         backlog: int = 1024,
         control_limit: int = 4096,
         ssl: Any = None,
+        kept_topics: Collection[str] = (),
     ) -> None:
         self.name = name
+        self.kept_topics = frozenset(kept_topics)
+        self._kept_ids: set[int] = set()
         self.tokens = tokens
         self.origins = tuple(origins)
         self.parameters = parameters
@@ -355,6 +377,8 @@ class FoxgloveServer:
                   "schemaName": str(schema.get("title", topic)), "schema": json.dumps(schema),
                   "schemaEncoding": "jsonschema"}  # fmt: skip
             self._channels[cid] = ch
+            if topic in self.kept_topics:
+                self._kept_ids.add(cid)
             for c in self._clients.values():
                 c.control({"op": "advertise", "channels": [ch]})
         return cid
@@ -362,6 +386,7 @@ class FoxgloveServer:
     def remove_channels(self, ids: Sequence[int]) -> None:
         with self._lock:
             ids = [i for i in ids if self._channels.pop(i, None) is not None]
+            self._kept_ids.difference_update(ids)
             if not ids:
                 return
             for c in self._clients.values():
@@ -373,10 +398,15 @@ class FoxgloveServer:
 
     def log(self, channel_id: int, payload: bytes, log_time: int) -> None:
         with self._lock:
+            kept = channel_id in self._kept_ids
             for c in self._clients.values():
                 sid = c.by_channel.get(channel_id)
                 if sid is not None:
-                    c.data(struct.pack("<BIQ", OP_MESSAGE_DATA, sid, log_time) + payload)
+                    frame = struct.pack("<BIQ", OP_MESSAGE_DATA, sid, log_time) + payload
+                    if kept:
+                        c.keep(frame)
+                    else:
+                        c.data(frame)
 
     def broadcast_time(self, ns: int) -> None:
         frame = struct.pack("<BQ", OP_TIME, ns)
