@@ -31,6 +31,7 @@ import datetime as _dt
 import math
 import os
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,9 +70,11 @@ def write_param_file(
     *,
     source: str = "rig-estimator",
     structure: dict[str, Any] | None = None,
+    warnings: Sequence[str] = (),
 ) -> None:
     """models: name → {names, theta, sigma_pct, cov_diag, residual_var}; `structure`: the
-    [structure] table (estimator.structure), keys with a None value left out."""
+    [structure] table (estimator.structure), keys with a None value left out; `warnings`: what
+    the estimate says of itself in words (a reader shows them beside the values)."""
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     lines = [
         f"# Written by {source}; see docs/estimator.md.",
@@ -81,6 +84,8 @@ def write_param_file(
         f"written_utc = {_val(now)}",
         f"samples = {int(samples)}",
     ]
+    if warnings:
+        lines.append(f"warnings = {_val(list(warnings))}")
     for name, m in models.items():
         lines += ["", f"[models.{name}]"]
         for key in ("names", "theta", "sigma_pct", "cov_diag", "residual_var"):

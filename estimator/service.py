@@ -103,7 +103,7 @@ def write_estimate(path: Path, rig: str, ident: OnlineIdentifier) -> None:
         plant = lin_plant(ident.params, names, np.concatenate(list(ths.values())))
         params = None if plant is None else plant[0]
     samples = min((c.rls.samples for c in ident.chains), default=0)
-    write_param_file(path, rig, samples, models, params)
+    write_param_file(path, rig, samples, models, params, warnings=ident.warnings)
     log.info("wrote %s (%d samples)", path, samples)
 
 

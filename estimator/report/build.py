@@ -163,6 +163,7 @@ def build_report(
 
         online, conv = online_replay(ident, dt, on_chunk, structure=online_structure)
         notes.append(f"online replay's structure: {online.structure}")
+        notes += [f"warning: online: {w}" for w in online.warnings]
         truth = batch.truth if ident.is_simulated else None
         data = ReportData(ident, valid, validate is not None, batch, online, conv, truth, {}, notes)
         sets: dict[str, Any] = {}

@@ -58,7 +58,24 @@ def test_the_online_estimator_runs_the_batchs_structure(tmp_path: Path) -> None:
     own = OnlineIdentifier(profile, layout.names)
     fluid0 = own.chains[1].model
     assert fluid0.switches is not None and not np.any(fluid0.switches.value)
+    # ... and then every estimate says, in words, that it is conditional on a structure no
+    # data chose (its σ cannot carry that); on the batch's structure it does not.
+    assert online.estimate().warnings == []
+    said = own.estimate().warnings
+    assert len(said) == 1 and "not chosen from data" in said[0]
+    assert "mechanical_lin" in said[0] and "fluid_lin" in said[0]
     assert "family's own" in own.estimate().structure
+
+
+def test_the_estimators_file_carries_its_warnings(tmp_path: Path) -> None:
+    path = tmp_path / "online-params.toml"
+    models = {"m": {"names": ["a"], "theta": [1.0], "sigma_pct": [1.0], "cov_diag": [0.1],
+                    "residual_var": 1.0}}  # fmt: skip
+    words = ['every parameter of m is conditional on "x" (σ)', "second"]
+    write_param_file(path, "sim2dofreal", 10, models, warnings=words)
+    assert read_param_file(path)["warnings"] == words
+    write_param_file(path, "sim2dofreal", 10, models)
+    assert "warnings" not in read_param_file(path)
 
 
 def test_a_bad_structure_is_refused_by_name(tmp_path: Path) -> None:
