@@ -5,6 +5,7 @@
     source = "rig-estimator"
     written_utc = "2026-11-21T05:30:00Z"
     samples = 120000
+    warnings = ["…"]               # what the estimate says of itself in words, when anything
 
     [models.mechanical]            # one table per identified model
     names = ["M1", …]
