@@ -121,23 +121,21 @@ class _Client:
 
     def control(self, msg: dict[str, Any] | bytes) -> None:
         frame = msg if isinstance(msg, bytes) else json.dumps(msg, separators=(",", ":"))
-        with self._cv:
-            if len(self._control) >= self.server.control_limit:
-                log.warning("client %s: %d control messages unsent: disconnecting",
-                            self.access.name, len(self._control))  # fmt: skip
-                self.closed = True
-            self._control.append(frame)
-            self._cv.notify()
+        self._never_dropped(self._control, frame, "control")
 
     def keep(self, frame: bytes) -> None:
-        """A kept channel's message: never dropped; a client that lets more than
-        `control_limit` of them pile up is disconnected (as for control messages)."""
+        """A kept channel's message: never dropped, as a control message."""
+        self._never_dropped(self._kept, frame, "event")
+
+    def _never_dropped(self, queue: collections.deque[Any], frame: str | bytes, what: str) -> None:
+        """Queue a frame that is never dropped; a client that lets more than `control_limit`
+        of one kind pile up is disconnected instead."""
         with self._cv:
-            if len(self._kept) >= self.server.control_limit:
-                log.warning("client %s: %d event messages unsent: disconnecting",
-                            self.access.name, len(self._kept))  # fmt: skip
+            if len(queue) >= self.server.control_limit:
+                log.warning("client %s: %d %s messages unsent: disconnecting",
+                            self.access.name, len(queue), what)  # fmt: skip
                 self.closed = True
-            self._kept.append(frame)
+            queue.append(frame)
             self._cv.notify()
 
     def data(self, frame: bytes) -> None:

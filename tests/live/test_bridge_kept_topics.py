@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import struct
 import threading
-import time
 
 import pytest
 
 from daq.bridge.wsserver import SUBPROTOCOL, FoxgloveServer
+from tests.conditions import wait_until
 
 websockets_sync = pytest.importorskip("websockets.sync.client")
 
@@ -43,15 +43,10 @@ def _received(ws) -> dict[str, list[bytes]]:  # type: ignore[no-untyped-def]
             got.setdefault(subs[sid], []).append(frame[13:])
 
 
-def _wait_subscribed(server: FoxgloveServer, n: int) -> None:
-    deadline = time.monotonic() + 60.0
-    while time.monotonic() < deadline:
-        with server._lock:
-            clients = list(server._clients.values())
-        if clients and all(len(c.subs) == n for c in clients):
-            return
-        time.sleep(0.01)
-    raise AssertionError("the client did not subscribe")
+def _subscribed(server: FoxgloveServer, n: int) -> bool:
+    with server._lock:
+        clients = list(server._clients.values())
+    return bool(clients) and all(len(c.subs) == n for c in clients)
 
 
 def test_a_slow_client_loses_rows_not_events() -> None:
@@ -69,7 +64,7 @@ def test_a_slow_client_loses_rows_not_events() -> None:
     th = threading.Thread(target=client)
     th.start()
     try:
-        _wait_subscribed(server, 2)
+        assert wait_until(lambda: _subscribed(server, 2), 60.0), "the client did not subscribe"
         # The client reads nothing while the rows pile up (it is busy subscribing, then its
         # socket buffers are full): far more rows than the backlog on both sides of the event.
         for k in range(ROWS_EACH_SIDE):
