@@ -101,3 +101,37 @@ def read_param_set(path: str | Path, profile: Profile) -> ParamSet:
     """`parse_param_set` of a file (its absolute path is the source)."""
     p = Path(path)
     return parse_param_set(p.read_text(encoding="utf-8"), str(p.resolve()), profile)
+
+
+def planning_params(profile: Profile, params_path: str | Path | None = None) -> Any:
+    """The values an experiment is planned with (`rigctl predict`, `estimator.bulk_experiment`):
+    an earlier identification's parameter file, else the profile's initial guesses — never the
+    simulator's truth, which `plant_params` would give on a simulated rig (a plan made with the
+    answer would promise error bars no real rig could reach). ValueError naming every missing
+    value and the two ways to give it."""
+    from daq.profile.plant import has_identified_values, known_params
+
+    if profile.plant is None:
+        raise ValueError(
+            f"profile '{profile.rig.id}' has no [plant] section: planning needs the known geometry"
+        )
+    if params_path is not None:
+        try:
+            return read_param_set(params_path, profile).params
+        except OSError as exc:
+            raise ValueError(f"--params {params_path}: {exc}") from None
+        except ValueError as exc:
+            raise ValueError(f"--params {params_path}: {exc}") from None
+    params = known_params(profile)
+    if not has_identified_values(params):
+        names = params.mech_names() + params.fluid_names()
+        values = [*params.theta_mech(), *params.theta_fluid()]
+        missing = [n for n, v in zip(names, values, strict=True) if v != v]
+        raise ValueError(
+            f"rig '{profile.rig.id}': planning the motion's pressures and flows needs a value for "
+            f"every identified parameter; none for {', '.join(missing)}. Give --params FILE (an "
+            "earlier identification's parameter file) or initial guesses in the profile's [plant] "
+            "(bulk_modulus_pa, coupling) and [[plant.joints]] (inertia, viscous_friction, "
+            "gravity_moment, flow_gains)"
+        )
+    return params

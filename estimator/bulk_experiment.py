@@ -109,17 +109,37 @@ def load_experiment(path: Path) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     from controller.checks import check_experiment, describe
     from controller.experiment import Experiment
+    from daq.param_set import planning_params
     from daq.profile import load_profile
-    from daq.profile.plant import plant_params
+    from daq.profile.plant import known_params
     from daq.service.control_api import joint_limits
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--profile", type=Path, default=ROOT / "hw_profiles" / "sim-2dof.toml")
     ap.add_argument("--base", type=Path, default=ROOT / "experiments" / "standard-2dof.toml")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument(
+        "--params",
+        type=Path,
+        default=None,
+        help="check the valve sines against this parameter file (an earlier identification); "
+        "without it, against the profile's initial guesses, else by the centring bound alone",
+    )
     args = ap.parse_args(argv)
     profile = load_profile(args.profile)
-    params = plant_params(profile)
+    # The hold positions and the chambers' condition need only the known geometry; predicting
+    # the valve sines' excursion needs flow gains and loads, which come from what the engineer
+    # knows (never the simulator's truth): without them the check uses the conservative
+    # centring bound (controller.checks), as the service does with no parameters loaded.
+    params = known_params(profile)
+    try:
+        planned = planning_params(profile, args.params)
+    except ValueError as exc:
+        if args.params is not None:
+            print(f"bulk_experiment: {exc}", file=sys.stderr)
+            return 2
+        planned = None
+        print(f"bulk_experiment: checked by the centring bound alone: {exc}", file=sys.stderr)
     lo = [j.limits.soft_min_deg for j in profile.joints]
     hi = [j.limits.soft_max_deg for j in profile.joints]
     holds = stroke_holds(lo, hi)
@@ -133,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args.out.write_text(text)
     exp = Experiment.from_dict(load_experiment(args.out))
-    problems = check_experiment(exp, joint_limits(profile), params)
+    problems = check_experiment(exp, joint_limits(profile), planned)
     before = chamber_condition(params, experiment_positions(Experiment.from_dict(base)))
     after = chamber_condition(params, experiment_positions(exp))
     length = sum(s.total for s in exp.segments)

@@ -224,18 +224,21 @@ def predict_service_rig(
     *,
     draws: int = 30,
     seed: int = 0,
+    params_path: str | Path | None = None,
 ) -> Prediction:
-    """Predicted σ of the batch's reference models on a 1-/2-DOF service profile."""
+    """Predicted σ of the batch's reference models on a 1-/2-DOF service profile, planned with
+    `params_path` (an earlier identification) else the profile's initial guesses
+    (`daq.param_set.planning_params`: never the simulator's truth)."""
     from controller.excitation import predicted_fluid_signals
+    from daq.param_set import planning_params
     from daq.profile import load_profile
-    from daq.profile.plant import known_params, plant_params
     from estimator.angles import AngleFusion
     from estimator.chain import N_SIGNALS, TEMP_SLOT, unmeasured_oil_c
     from estimator.models import load_models
     from estimator.observation import observation
 
     profile = load_profile(profile_path)
-    params = plant_params(profile)
+    params = planning_params(profile, params_path)
     nj = len(profile.joints)
     if exp.n_joints != nj:
         raise ValueError(
@@ -260,14 +263,18 @@ def predict_service_rig(
     models = []
     cfg = getattr(profile, "estimator", None)
     models_used = load_models(
-        getattr(cfg, "model", None), params, Path(profile_path).parent,
-        prior_params=known_params(profile),
+        getattr(cfg, "model", None), params, Path(profile_path).parent, prior_params=params,
     )  # fmt: skip
     for mdl in models_used:
         fc = mdl.cutoff_hz
         nd = max(1, int(0.4 * fs / fc))
         trim = int(4.0 / fc * fs)
-        theta = np.asarray(mdl.prior if mdl.prior is not None else mdl.param_scale, dtype=float)
+        # The planning values where the model's parameters map onto them; a model's own
+        # parameters with no planning value (the Lin family's friction, leakage, air) at scale.
+        theta = np.asarray(mdl.param_scale, dtype=float).copy()
+        if mdl.prior is not None:
+            prior = np.asarray(mdl.prior, dtype=float)
+            theta = np.where(np.isfinite(prior), prior, theta)
 
         def obs(raw: np.ndarray, mdl: object = mdl, fc: float = fc, nd: int = nd,
                 trim: int = trim) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip

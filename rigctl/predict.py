@@ -6,7 +6,8 @@ Fisher information of the models' regressors along the plan, the noise drawn thr
 filters the batch uses. For a chain profile (`[chain]`, e.g. hw_profiles/sim-excavator.toml)
 the base parameters of the complete (or `--model reduced`) model with their definitions and
 the identifiability class of every physical parameter; for a 1-/2-DOF service profile the
-batch's reference models. No service is needed.
+batch's reference models, planned with `--params` (an earlier identification) or the profile's
+initial guesses — never a simulated rig's true plant. No service is needed.
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--profile", required=True, type=Path, help="hardware profile (TOML)")
     p.add_argument("--experiment", required=True, type=Path, help="experiment file (TOML)")
+    p.add_argument(
+        "--params",
+        default=None,
+        help="service profiles: plan with this parameter file (an earlier identification) "
+        "instead of the profile's initial guesses",
+    )
     add_predict_options(p)
     add_json_option(p)
     p.set_defaults(func=run)
@@ -74,7 +81,9 @@ def predict(args: argparse.Namespace, profile: Path, experiment: Path) -> Any:
                 profile, exp, grade=args.sensors, minor=args.model == "complete",
                 draws=args.draws or 50,
             )  # fmt: skip
-        return predict_service_rig(profile, exp, draws=args.draws or 30)
+        return predict_service_rig(
+            profile, exp, draws=args.draws or 30, params_path=getattr(args, "params", None)
+        )
     except ValueError as e:
         raise UsageError(str(e)) from None
 
