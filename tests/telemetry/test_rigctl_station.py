@@ -62,6 +62,12 @@ def test_calibrate_power_and_jog_from_the_command_line(
     assert main(["power", "medium", *opts]) == 2  # argparse: not a level
     # The realistic arm sags onto its stops while idle; jog joint 2 to 30° at low pressure.
     assert wait_until(lambda: main(["jog", "j2", "30", "--velocity", "3", *opts]) == 0, 60.0)
-    assert wait_until(lambda: loop.active is not None and loop.active.done, 60.0)
+    jog_ended = wait_until(lambda: loop.active is not None and loop.active.done, 60.0)
+    # A jog that does not end was replaced by the safe hold: say which trip did it.
+    fault = loop.fault.message if loop.fault is not None else "none"
+    assert jog_ended, (
+        f"jog not done within 60 s: state {loop.state.name}, active {type(loop.active).__name__},"
+        f" fault: {fault}"
+    )
     assert main(["calibrate", "position", *opts]) == 1  # ARMED: refused
     assert "refused in ARMED" in capsys.readouterr().err
