@@ -267,7 +267,10 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
             except SessionError as exc:
                 fault_after = f"during the validation run: {exc}"
                 val_run = None
-            s.request("record_stop")
+            try:
+                s.request("record_stop")
+            except SessionError as exc:
+                fault_after = fault_after or f"stopping the validation recording: {exc}"
         if fault_after is None and not args.no_verify:
             try:
                 tracking = _verify(s, progress)

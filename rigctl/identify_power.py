@@ -56,7 +56,11 @@ def power_down(s: RigSession, profile: Profile, say: Callable[[str], None]) -> l
     """Power off after the session's last move (disarmed); best effort after a fault."""
     if profile.hydraulics is None:
         return []
-    reply = s.request("power", {"level": "off"})
+    try:
+        reply = s.request("power", {"level": "off"})
+    except SessionError as exc:
+        say(f"hydraulic power left on: power off not answered ({exc})")
+        return []
     if reply.get("ok"):
         say("hydraulic power off")
         return ["off"]

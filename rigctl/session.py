@@ -18,7 +18,7 @@ from typing import Any
 import msgpack
 import zmq
 
-from daq.commands import CommandClient, ServiceUnreachable
+from daq.commands import CommandClient, ProtocolError, ServiceUnreachable
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +29,18 @@ START_TIMEOUT_S = 600.0
 ROOT = Path(__file__).resolve().parents[1]
 
 
+#: How long one command may wait for its reply (s). The service answers within a cycle or two
+#: when well; the margin is for a loaded machine, where a 10-s limit was once exceeded during
+#: the tracking check after an identification.
+COMMAND_TIMEOUT_S = 30.0
+
+
 class SessionError(RuntimeError):
     """A process did not start, died, or the service refused a step (message says which)."""
+
+
+class SessionUnreachable(SessionError):
+    """The service sent no (or no valid) reply within the command's time limit."""
 
 
 def free_endpoint() -> str:
@@ -146,7 +156,7 @@ class RigSession:
             try:
                 self.request("status", timeout=1.0)
                 return
-            except ServiceUnreachable:
+            except SessionUnreachable:
                 continue
         raise SessionError(f"rig-daq did not answer on {self.commands} within {timeout:.0f} s")
 
@@ -182,10 +192,16 @@ class RigSession:
     # ------------------------------------------------------------------ commands
 
     def request(
-        self, cmd: str, args: dict[str, Any] | None = None, *, timeout: float = 10.0
+        self, cmd: str, args: dict[str, Any] | None = None, *, timeout: float = COMMAND_TIMEOUT_S
     ) -> dict[str, Any]:
-        with CommandClient(self.commands, timeout=timeout) as client:
-            return client.request(cmd, args)
+        """The reply map; a missing or malformed reply is a `SessionUnreachable` (a
+        `SessionError`), so every step that guards the identification's result against a
+        refusal guards it against a silent service too."""
+        try:
+            with CommandClient(self.commands, timeout=timeout) as client:
+                return client.request(cmd, args)
+        except (ServiceUnreachable, ProtocolError) as exc:
+            raise SessionUnreachable(f"{cmd}: {exc}") from None
 
     def command(self, cmd: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
         """A command that must succeed; a refusal is a SessionError naming the reason."""
