@@ -48,6 +48,12 @@ __all__ = [
 ]
 
 
+#: Keys of a `[[segments]]` table.
+SEGMENT_KEYS = {"name", "duration_s", "repeats", "trajectory", "controller", "compensation"}
+#: Controller kinds that track a position reference, so can take amplitude–phase compensation.
+COMPENSATED_CONTROLLERS = {"pid", "pid_ff"}
+
+
 @dataclass(frozen=True)
 class Segment:
     name: str
@@ -55,6 +61,8 @@ class Segment:
     controller: Mapping[str, Any]
     duration: float  # one repeat, s
     repeats: int = 1
+    #: The checked `compensation` table (controller.amplitude_phase), or None.
+    compensation: Mapping[str, float] | None = None
 
     @property
     def total(self) -> float:
@@ -106,7 +114,7 @@ class Experiment:
         segs = []
         for i, s in enumerate(segs_in):
             where = f"segment {i} ({s.get('name', '?')!r})"
-            bad = sorted(set(s) - {"name", "duration_s", "repeats", "trajectory", "controller"})
+            bad = sorted(set(s) - SEGMENT_KEYS)
             if bad:
                 raise ExperimentError(f"{where}: unknown key(s) {bad}")
             dur = s.get("duration_s")
@@ -137,7 +145,12 @@ class Experiment:
             bad = sorted(set(ctrl) - CONTROLLER_KEYS[kind] - {"kind"})
             if bad:
                 raise ExperimentError(f"{where}: unknown key(s) {bad} for controller '{kind}'")
-            segs.append(Segment(str(s.get("name", f"segment{i}")), traj, ctrl, duration, reps))
+            comp = None
+            if "compensation" in s:
+                comp = _compensation(s["compensation"], traj, kind, where)
+            segs.append(
+                Segment(str(s.get("name", f"segment{i}")), traj, ctrl, duration, reps, comp)
+            )
         pid = d.get("pid")
         if pid is not None:
             ok = isinstance(pid, Mapping) or (isinstance(pid, list) and len(pid) == len(home))
@@ -154,6 +167,27 @@ class Experiment:
             pid,
             dict(d),
         )
+
+
+def _compensation(table: Any, traj: tr.Trajectory, kind: str, where: str) -> dict[str, float]:
+    """A segment's checked `compensation` table (controller.amplitude_phase)."""
+    from controller.amplitude_phase import CompensationError, parse_compensation
+
+    try:
+        comp = parse_compensation(table, where)
+    except CompensationError as e:
+        raise ExperimentError(str(e)) from None
+    if type(traj) is not tr.HarmonicSum:
+        raise ExperimentError(
+            f"{where}: amplitude–phase compensation needs a periodic trajectory (sine, "
+            f"multisine, fourier or mfs), not {type(traj).__name__}"
+        )
+    if kind not in COMPENSATED_CONTROLLERS:
+        raise ExperimentError(
+            f"{where}: amplitude–phase compensation adapts a position reference; controller "
+            f"'{kind}' is not one of {sorted(COMPENSATED_CONTROLLERS)}"
+        )
+    return comp
 
 
 def first_non_finite(node: Any, path: str) -> str:

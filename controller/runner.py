@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from controller.amplitude_phase import AmplitudePhase
 from controller.checks import Violation, check_experiment
 from controller.experiment import Experiment, ExperimentError, Segment, build_law
 from controller.feedback import Feedback
@@ -90,7 +91,7 @@ class HoldRunner:
 
 
 class _Phase:
-    __slots__ = ("duration", "index", "law", "name", "repeats", "start", "trajectory")
+    __slots__ = ("apc", "duration", "index", "law", "name", "repeats", "start", "trajectory")
 
     def __init__(
         self, name: str, index: int, traj: Trajectory, law: Law, duration: float, repeats: int
@@ -98,6 +99,8 @@ class _Phase:
         self.name, self.index, self.trajectory, self.law = name, index, traj, law
         self.duration, self.repeats = duration, repeats
         self.start = np.asarray(traj.start(), dtype=float)
+        #: The amplitude–phase compensator that is this phase's trajectory, if it is one.
+        self.apc = traj if isinstance(traj, AmplitudePhase) else None
 
 
 class ExperimentRunner:
@@ -138,13 +141,22 @@ class ExperimentRunner:
         prev_end: np.ndarray | None = None
         for i, seg in enumerate(experiment.segments):
             law = build_law(seg, gains, limits, period, model)
+            traj: Trajectory = seg.trajectory
+            if seg.compensation is not None:
+                traj = AmplitudePhase(
+                    traj,
+                    limits,
+                    period,
+                    seg.compensation["gain"],
+                    seg.compensation["max_ratio"],
+                    seg.compensation["settle_windows"],
+                    seg.compensation["harmonics"],
+                )
             start = seg.trajectory.start()
             moving = prev_end is not None and np.abs(start - prev_end).max() > _TOL
             if prev_end is not None and moving and not law.drives_to_reference:
                 self._planned.append(self._approach(prev_end, start, i, seg.name))
-            self._planned.append(
-                _Phase(seg.name, i, seg.trajectory, law, seg.duration, seg.repeats)
-            )
+            self._planned.append(_Phase(seg.name, i, traj, law, seg.duration, seg.repeats))
             prev_end = self._end(seg)
         self._phases = list(self._planned)
         self._recover = self._approach(np.zeros(n), np.zeros(n), 0, "recover")
@@ -194,6 +206,8 @@ class ExperimentRunner:
 
     def _enter(self, ph: _Phase, fb: Feedback) -> None:
         self._cur = ph
+        if ph.apc is not None:
+            ph.apc.restart()
         ph.trajectory.eval(0.0, self._q, self._qd, self._qdd)
         ph.law.enable(fb, self._q)
         self.segment_index, self.segment_name = ph.index, ph.name
@@ -246,6 +260,8 @@ class ExperimentRunner:
         tr = t % ph.duration if ph.repeats > 1 else t
         ph.trajectory.eval(tr, self._q, self._qd, self._qdd)
         ph.law.update(tr, fb, self._q, self._qd, self._qdd, volts_out)
+        if ph.apc is not None:
+            ph.apc.observe(tr, fb.q)  # the position measured at the instant of this command
         ref_out[:] = self._q
         if ph.law.drives_to_reference:
             ph.law.reference_out(ref_out)
@@ -257,6 +273,12 @@ class ExperimentRunner:
         self.time_in_segment = t
         self.elapsed += self.period
         return True
+
+    def compensation(self) -> list[dict[str, object]]:
+        """Each amplitude–phase-compensated segment's state (controller.amplitude_phase)."""
+        return [
+            {"segment": ph.name, **ph.apc.status()} for ph in self._planned if ph.apc is not None
+        ]
 
     def disable(self) -> None:
         for ph in self._phases:

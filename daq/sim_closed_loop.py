@@ -77,3 +77,31 @@ def rms_deg(ref: np.ndarray, q: np.ndarray, skip: int) -> list[float]:
     """RMS tracking error per joint in degrees, after the first `skip` samples."""
     e = ref[skip:] - q[skip:]
     return [math.degrees(float(np.sqrt(np.mean(e[:, j] ** 2)))) for j in range(e.shape[1])]
+
+
+def track_desired(
+    p: Profile, runner: object, desired: object, segment: str, seconds: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Run `runner` for `seconds` and return, for the cycles of `segment` only, (reference the
+    runner sent, desired reference, measured position) histories (rad). The desired one is
+    `desired` (the experiment file's trajectory) at the runner's time in the segment: with
+    amplitude–phase compensation the runner's reference is the adapted command, and the
+    error that matters is the motion's from what the experiment asked for."""
+    loop = SimLoop(p)
+    n = loop.n
+    steps = round(seconds / loop.rig.period)
+    refs, wants, qs = [], [], []
+    want, v, a = np.zeros(n), np.zeros(n), np.zeros(n)
+    runner.enable(loop.fb)  # type: ignore[attr-defined]
+    for _ in range(steps):
+        runner.step(loop.fb, loop.ref, loop.volts)  # type: ignore[attr-defined]
+        if runner.segment_name == segment:  # type: ignore[attr-defined]
+            t = runner.time_in_segment  # type: ignore[attr-defined]
+            desired.eval(t % desired.duration if desired.duration > 0 else t, want, v, a)  # type: ignore[attr-defined]
+            refs.append(loop.ref.copy())
+            wants.append(want.copy())
+            qs.append(loop.fb.q.copy())
+        loop.map.to_channels(loop.volts, loop.out)
+        loop.map.fill(loop.rig.step(loop.out), loop.fb, loop.rig.t)
+    runner.disable()  # type: ignore[attr-defined]
+    return np.array(refs), np.array(wants), np.array(qs)

@@ -90,3 +90,35 @@ def test_set_gains(rig: tuple[Loop, ControlApi]) -> None:
         api.handle("set_gains", {"joint": "j1", "gains": {"p": -1.0}}, None)
     assert exc.value.code == "bad_args"
     assert loop.fault is None
+
+
+def test_an_amplitude_phase_compensated_sine_runs_in_the_loop_and_records_its_command(
+    rig: tuple[Loop, ControlApi],
+) -> None:
+    """The loop takes a compensated segment (on its Python path: no compiled form); the
+    motion gets the desired ±5° that the plain PID with velocity feed-forward overshoots, and
+    the recorded reference is the adapted command, not the desired sine."""
+    loop, api = rig
+    api.handle("arm", {}, None)
+    amp: dict[bool, tuple[float, float]] = {}
+    for compensated in (False, True):
+        d = _experiment(5.0, 8.0)
+        if compensated:
+            d["segments"][0]["compensation"] = {"kind": "amplitude_phase", "gain": 0.7}
+        done = sum(e["kind"] == "experiment_done" for e in list(loop.events))
+        start = loop.seq
+        api.handle("run", {"experiment": d}, None)
+        _until(lambda d0=done: sum(e["kind"] == "experiment_done" for e in list(loop.events)) > d0)
+        _until(lambda: loop.state == State.ARMED)
+        assert loop.fault is None
+        rows = loop.ring.data[np.arange(start, loop.seq) & loop.ring.mask]
+        lay = loop.layout
+        running = rows[:, lay.index("state")] == State.RUNNING
+        last = slice(-2000, None)  # the last two periods
+        ref1 = np.degrees(rows[running, lay.index("ref.j1")])[last]
+        q1 = np.degrees(rows[running, lay.index("eng.q_1")])[last]
+        amp[compensated] = (float(np.ptp(ref1) / 2), float(np.ptp(q1) / 2))
+    (ref_plain, q_plain), (ref_comp, q_comp) = amp[False], amp[True]
+    assert abs(ref_plain - 5.0) < 0.01 and abs(q_plain - 5.0) > 0.15  # ff1 overshoots
+    assert abs(q_comp - 5.0) < abs(q_plain - 5.0) / 3  # the motion has the desired amplitude
+    assert abs(ref_comp - 5.0) > 0.1  # because the recorded command is not the desired

@@ -1,0 +1,220 @@
+"""Amplitude–phase compensation (controller.amplitude_phase): the measured motion converges to
+the desired sine's amplitude, phase and mean on plants that scale, delay, offset and distort
+it; the command stays inside its bounds; bad tables are refused naming the key and range."""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from controller.amplitude_phase import AmplitudePhase, CompensationError, common_period
+from controller.experiment import Experiment, ExperimentError
+from controller.limits import JointLimits
+from controller.trajectories import multisine, sine
+
+PERIOD = 1e-3
+WIDE = JointLimits(-3.0, 3.0, 50.0, 5000.0, 10.0)
+
+
+class LagPlant:
+    """A servo loop's response to its reference: gain `k`, first-order lag `tau`, a pure delay
+    of `delay` samples, a constant offset, and a cubic distortion about the centre."""
+
+    def __init__(
+        self,
+        n: int,
+        k: float = 0.7,
+        tau: float = 0.05,
+        delay: int = 20,
+        offset: float = 0.0,
+        cubic: float = 0.0,
+        center: float = 0.0,
+    ) -> None:
+        self.k, self.a = k, math.exp(-PERIOD / tau)
+        self.buf = [np.full(n, center) for _ in range(delay + 1)]
+        self.x = np.full(n, center)
+        self.offset, self.cubic, self.center = offset, cubic, center
+
+    def step(self, ref: np.ndarray) -> np.ndarray:
+        self.buf.append(ref.copy())
+        r = self.buf.pop(0)
+        target = self.center + self.k * (r - self.center)
+        self.x = self.a * self.x + (1 - self.a) * target
+        dev = self.x - self.center
+        return self.x + self.offset + self.cubic * dev**3
+
+
+def run(
+    apc: Any, plant: LagPlant, seconds: float, n: int = 1
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Drive `apc` (or any trajectory) through `plant`; (t, command, measured) histories."""
+    q, qd, qdd = np.zeros(n), np.zeros(n), np.zeros(n)
+    steps = round(seconds / PERIOD)
+    ts, cmd, meas = np.zeros(steps), np.zeros((steps, n)), np.zeros((steps, n))
+    y = plant.x.copy()
+    for i in range(steps):
+        t = i * PERIOD
+        apc.eval(t, q, qd, qdd)
+        if hasattr(apc, "observe"):
+            apc.observe(t, y)  # measured at the instant the command is evaluated
+        ts[i], cmd[i], meas[i] = t, q, y
+        y = plant.step(q)
+    return ts, cmd, meas
+
+
+def tail_error(desired: Any, ts: np.ndarray, meas: np.ndarray, seconds: float = 2.0) -> float:
+    k = round(seconds / PERIOD)
+    want, _, _ = desired.sample(ts[-k:])
+    return float(np.sqrt(np.mean((meas[-k:] - want) ** 2)) / np.sqrt(np.mean(
+        (want - want.mean(axis=0)) ** 2
+    )))  # fmt: skip
+
+
+def test_a_scaled_and_delayed_sine_converges_to_the_desired_one() -> None:
+    want = sine([0.2], [0.1], [1.0])
+    ts, _, raw = run(want, LagPlant(1, center=0.2), 12.0)
+    uncompensated = tail_error(want, ts, raw)
+    assert uncompensated > 0.3  # gain 0.7 with ~70 ms of lag and delay at 1 Hz
+    apc = AmplitudePhase(want, [WIDE], PERIOD, gain=0.5)
+    ts, cmd, meas = run(apc, LagPlant(1, center=0.2), 12.0)
+    assert tail_error(want, ts, meas) < 2e-3
+    assert apc.updates >= 9 and apc.error[0] < 2e-3
+    # The command is what converged: larger than the desired by about 1/|H| (1/0.7 × lag).
+    assert 1.4 < apc.amplitude_ratio()[0] < 1.7
+    assert np.abs(cmd[-1000:]).max() > 0.2 + 0.1 * 1.4
+
+
+def test_the_mean_level_follows_a_constant_offset() -> None:
+    want = sine([0.2], [0.1], [1.0])
+    apc = AmplitudePhase(want, [WIDE], PERIOD, gain=0.8)  # the mean shrinks 1 − 0.8·0.7 a window
+    # The plant's gain of 0.7 about 0 also shifts the mean: 0.14 + offset for a centre of 0.2.
+    ts, _, meas = run(apc, LagPlant(1, offset=-0.03), 16.0)
+    assert abs(apc.offset[0]) < 1e-4
+    assert abs(meas[-2000:, 0].mean() - 0.2) < 1e-4
+    assert tail_error(want, ts, meas) < 5e-3
+
+
+def test_harmonics_cancel_the_distortion_the_fundamental_cannot() -> None:
+    want = sine([0.0], [0.2], [1.0])
+    errs = {}
+    for h in (0, 3):
+        apc = AmplitudePhase(want, [WIDE], PERIOD, gain=0.5, harmonics=h)
+        ts, _, meas = run(apc, LagPlant(1, cubic=2.0), 16.0)
+        errs[h] = tail_error(want, ts, meas)
+    assert errs[0] > 0.01  # the cubic's third harmonic stays
+    assert errs[3] < errs[0] / 4
+
+
+def test_two_joints_and_a_multisine_converge_independently() -> None:
+    want = multisine([0.1, -0.1], [[0.5, 1.5], [1.0, 2.0]], [[0.05, 0.02], [0.04, 0.02]])
+    apc = AmplitudePhase(want, [WIDE, WIDE], PERIOD, gain=0.6)
+    assert apc.window_s == pytest.approx(2.0)
+    ts, _, meas = run(apc, LagPlant(2, k=0.8, delay=10), 30.0, n=2)
+    assert tail_error(want, ts, meas, 4.0) < 5e-3
+
+
+def test_a_command_is_capped_at_max_ratio_and_inside_the_velocity_limit() -> None:
+    want = sine([0.0], [0.1], [1.0])
+    weak = LagPlant(1, k=0.2, delay=0)  # would need 5× the command
+    apc = AmplitudePhase(want, [WIDE], PERIOD, gain=1.0, max_ratio=3.0)
+    run(apc, weak, 10.0)
+    assert apc.amplitude_ratio()[0] == pytest.approx(3.0, rel=1e-9)
+    # A velocity limit of 1.5× the desired's peak speed: the command stops there.
+    peak = 2 * math.pi * 0.1
+    slow = JointLimits(-3.0, 3.0, 1.5 * peak, 5000.0, 10.0)
+    apc = AmplitudePhase(want, [slow], PERIOD, gain=1.0, max_ratio=3.0)
+    run(apc, LagPlant(1, k=0.2, delay=0), 10.0)
+    assert apc.limited[0] > 0
+    assert apc.amplitude_ratio()[0] == pytest.approx(1.5, rel=1e-9)
+
+
+def test_a_stuck_joint_leaves_the_command_alone() -> None:
+    want = sine([0.0], [0.1], [1.0])
+    apc = AmplitudePhase(want, [WIDE], PERIOD, gain=0.5)
+    run(apc, LagPlant(1, k=0.01, delay=0), 6.0)  # 1 % of the motion: friction holds it
+    assert apc.amplitude_ratio()[0] == 1.0 and apc.updates <= 1  # the mean may move once
+
+
+def test_the_window_is_the_common_period_of_whole_loop_cycles() -> None:
+    assert common_period(np.array([2 * math.pi]), 1e-3) == pytest.approx(1.0)
+    f = np.array([0.15, 0.45, 0.8, 1.4, 2.1]) * 2 * math.pi
+    assert common_period(f, 1e-3) == pytest.approx(20.0)
+    with pytest.raises(CompensationError, match="no common period"):
+        common_period(np.array([1.0, math.sqrt(2)]) * 2 * math.pi, 1e-3)
+
+
+def sine_file(**comp: Any) -> dict[str, Any]:
+    return {
+        "name": "apc",
+        "home_deg": [40.0, 30.0],
+        "segments": [
+            {
+                "name": "sine",
+                "duration_s": 10.0,
+                "controller": {"kind": "pid"},
+                "trajectory": {"kind": "sine", "amplitude_deg": [5, 5], "frequency_hz": [1, 1]},
+                "compensation": {"kind": "amplitude_phase", **comp},
+            }
+        ],
+    }
+
+
+def test_an_experiment_file_takes_a_compensation_table() -> None:
+    seg = Experiment.from_dict(sine_file(gain=0.7, harmonics=3)).segments[0]
+    assert seg.compensation == {
+        "gain": 0.7,
+        "max_ratio": 3.0,
+        "settle_windows": 1.0,
+        "harmonics": 3.0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (
+            lambda d: d["segments"][0]["compensation"].update(kind="peak_valley"),
+            "'amplitude_phase'",
+        ),
+        (lambda d: d["segments"][0]["compensation"].update(gain=1.5), "gain = 1.5 outside"),
+        (lambda d: d["segments"][0]["compensation"].update(gain=True), "gain = True outside"),
+        (lambda d: d["segments"][0]["compensation"].update(max_ratio=0.5), "[1.0, 10.0]"),
+        (lambda d: d["segments"][0]["compensation"].update(harmonics=2.5), "whole number"),
+        (lambda d: d["segments"][0]["compensation"].update(speed=1), "unknown compensation key"),
+        (
+            lambda d: d["segments"][0].update(
+                trajectory={"kind": "chirp", "amplitude_deg": [1, 1], "f0_hz": 0.1, "f1_hz": 2}
+            ),
+            "needs a periodic trajectory",
+        ),
+        (
+            lambda d: d["segments"][0].update(
+                controller={
+                    "kind": "valve_sine",
+                    "amplitude_v": [0.1, 0.1],
+                    "frequency_hz": [1, 1],
+                    "centering_v_per_rad": [1, 1],
+                }
+            ),
+            "controller 'valve_sine' is not one of",
+        ),
+    ],
+)
+def test_a_bad_compensation_table_is_refused_naming_it(edit: Any, words: str) -> None:
+    d = copy.deepcopy(sine_file())
+    edit(d)
+    with pytest.raises(ExperimentError, match=r"segment 0 \('sine'\)") as err:
+        Experiment.from_dict(d)
+    assert words in str(err.value)
+
+
+def test_harmonics_on_a_multisine_or_above_a_quarter_of_the_rate_are_refused() -> None:
+    ms = multisine([0.0], [[0.5, 1.0]], [[0.05, 0.02]])
+    with pytest.raises(CompensationError, match="one frequency per joint"):
+        AmplitudePhase(ms, [WIDE], PERIOD, harmonics=2)
+    with pytest.raises(CompensationError, match="quarter of the loop rate"):
+        AmplitudePhase(sine([0.0], [0.1], [100.0]), [WIDE], PERIOD, harmonics=3)
