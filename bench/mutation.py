@@ -166,6 +166,18 @@ TARGETS: dict[str, Target] = {
         ("tests/controller/test_pid.py",),
         ("controller/pid.py", "e = command - feedback", "e = feedback - command"),
     ),
+    "amplitude_phase": Target(
+        ("controller/amplitude_phase.py",),
+        (
+            "tests/controller/test_amplitude_phase.py",
+            "tests/controller/test_amplitude_phase_rig.py",
+        ),
+        (
+            "controller/amplitude_phase.py",
+            "un = u + self.gain * (d - y) * u / y",
+            "un = u + self.gain * (d - y) * u / y.conjugate()",
+        ),
+    ),
     "checks": Target(
         ("controller/checks.py",),
         (
