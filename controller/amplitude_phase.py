@@ -197,6 +197,7 @@ class AmplitudePhase(Trajectory):
         self.error = [math.nan] * self.n
         #: Per joint, the last window's measured mean minus the desired centre (rad).
         self.offset = [math.nan] * self.n
+        self._cmd = self.command()  # what `eval` evaluates: the desired one, until a window ends
         # The desired reference's own bounds: `controller.checks` passed its sampled peaks, so
         # a command is never cut below them (a multisine's sum of amplitudes exceeds its peak).
         self._own = [
@@ -207,22 +208,7 @@ class AmplitudePhase(Trajectory):
     # ------------------------------------------------------------------ trajectory
 
     def eval(self, t: float, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> None:
-        for j in range(self.n):
-            x = self._center[j]
-            v = 0.0
-            a = 0.0
-            ws, ss, cs_ = self._w[j], self._s[j], self._c[j]
-            for i in range(len(ws)):
-                w = ws[i]
-                sn = math.sin(w * t)
-                cs = math.cos(w * t)
-                s, c = ss[i], cs_[i]
-                x += s * sn + c * cs
-                v += w * (s * cs - c * sn)
-                a -= w * w * (s * sn + c * cs)
-            q[j] = x
-            qd[j] = v
-            qdd[j] = a
+        self._cmd.eval(t, q, qd, qdd)
 
     def sample(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return self.command().sample(t)
@@ -231,6 +217,14 @@ class AmplitudePhase(Trajectory):
         """The current command as a plain `HarmonicSum` (for checks and plots; allocates)."""
         w = np.array(self._w, dtype=float)
         return HarmonicSum(self._center, w, np.array(self._s), np.array(self._c), self.duration)
+
+    def _publish(self) -> None:
+        """The adapted centre and coefficients into the `HarmonicSum` that `eval` runs (a
+        window's end: a rare event, so the rows may be rebuilt)."""
+        cmd = self._cmd
+        for j in range(self.n):
+            cmd._center[j] = self._center[j]
+            cmd._rows[j] = list(zip(self._w[j], self._s[j], self._c[j], strict=True))
 
     # ------------------------------------------------------------------ adaptation
 
@@ -303,6 +297,8 @@ class AmplitudePhase(Trajectory):
                     changed |= un != us[i]
                     self._s[j][i], self._c[j][i] = un.real, un.imag
         self._count = 0
+        if update:
+            self._publish()
         if changed:
             self.updates += 1
 
