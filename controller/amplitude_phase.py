@@ -47,6 +47,10 @@ SETTLE_RANGE = (0, 100)
 HARMONICS_RANGE = (0, 10)
 #: A window whose measured phasor is below this fraction of the desired one updates nothing.
 MIN_RESPONSE = 0.05
+#: The share of the following-error limit a converged compensation may use as servo error.
+FE_MARGIN = 0.8
+#: How long a new command takes to replace the old one (s; at most a fifth of a window).
+BLEND_S = 0.02
 #: Longest window (s): the common period of the commanded frequencies.
 MAX_WINDOW_S = 60.0
 
@@ -192,12 +196,24 @@ class AmplitudePhase(Trajectory):
         self.windows = 0  # windows completed since `restart`
         self.updates = 0  # windows that changed the command
         self.limited = [0] * self.n  # updates scaled down to stay inside a joint's limits
+        #: … of which to keep the servo error inside the following-error interlock's margin.
+        self.following_limited = [0] * self.n
+        self._grid: list[tuple[np.ndarray, np.ndarray] | None] = [None] * self.n
         #: Per joint, the last window's RMS error over its RMS desired motion, the mean level
         #: and every commanded frequency counted (NaN before a window ends).
         self.error = [math.nan] * self.n
         #: Per joint, the last window's measured mean minus the desired centre (rad).
         self.offset = [math.nan] * self.n
         self._cmd = self.command()  # what `eval` evaluates: the desired one, until a window ends
+        # A new command is blended in from the old one over the first cycles of the next
+        # window (smoothstep: position and velocity continuous): a step in the reference would
+        # be a spike in any velocity feed-forward (FF1 differentiates the reference) and trip
+        # the valve-rate interlock.
+        self._old = self.command()
+        self.blend_n = max(1, min(self.window_n // 5, round(BLEND_S / period)))
+        self._blending = False
+        self._period = period
+        self._scratch = (np.zeros(self.n), np.zeros(self.n), np.zeros(self.n))
         # The desired reference's own bounds: `controller.checks` passed its sampled peaks, so
         # a command is never cut below them (a multisine's sum of amplitudes exceeds its peak).
         self._own = [
@@ -209,6 +225,23 @@ class AmplitudePhase(Trajectory):
 
     def eval(self, t: float, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> None:
         self._cmd.eval(t, q, qd, qdd)
+        if not self._blending:
+            return
+        x = self._count / self.blend_n  # cycles into the window: 0 … 1
+        if x >= 1.0:
+            self._blending = False
+            return
+        q0, qd0, qdd0 = self._scratch
+        self._old.eval(t, q0, qd0, qdd0)
+        tb = self.blend_n * self._period
+        r = x * x * (3.0 - 2.0 * x)
+        r1 = 6.0 * x * (1.0 - x) / tb
+        r2 = (6.0 - 12.0 * x) / (tb * tb)
+        for j in range(self.n):
+            dq, dqd = q[j] - q0[j], qd[j] - qd0[j]
+            qdd[j] = qdd0[j] + r * (qdd[j] - qdd0[j]) + 2.0 * r1 * dqd + r2 * dq
+            qd[j] = qd0[j] + r * dqd + r1 * dq
+            q[j] = q0[j] + r * dq
 
     def sample(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return self.command().sample(t)
@@ -221,8 +254,10 @@ class AmplitudePhase(Trajectory):
     def _publish(self) -> None:
         """The adapted centre and coefficients into the `HarmonicSum` that `eval` runs (a
         window's end: a rare event, so the rows may be rebuilt)."""
-        cmd = self._cmd
+        cmd, old = self._cmd, self._old
         for j in range(self.n):
+            old._center[j] = cmd._center[j]
+            old._rows[j] = cmd._rows[j]
             cmd._center[j] = self._center[j]
             cmd._rows[j] = list(zip(self._w[j], self._s[j], self._c[j], strict=True))
 
@@ -233,6 +268,7 @@ class AmplitudePhase(Trajectory):
         the command keeps what it has learnt."""
         self._count = 0
         self.windows = 0
+        self._blending = False
         for j in range(self.n):
             self._sum_y[j] = 0.0
             for i in range(len(self._w[j])):
@@ -293,12 +329,14 @@ class AmplitudePhase(Trajectory):
             if update:
                 self._move_center(j, -self.gain * mean)
                 new = self._inside_limits(j, new)
+                new = self._inside_following_error(j, new)
                 for i, un in enumerate(new):
                     changed |= un != us[i]
                     self._s[j][i], self._c[j][i] = un.real, un.imag
         self._count = 0
         if update:
             self._publish()
+            self._blending = True
         if changed:
             self.updates += 1
 
@@ -393,6 +431,62 @@ class AmplitudePhase(Trajectory):
             ]
         return u
 
+    def _servo_error_excess(self, j: int, u: list[complex], center: float) -> float:
+        """max over the window of |command − desired| − margin·(the following-error limit at
+        the command's speed): what the servo error will be once the motion is the desired one
+        (> 0: the interlock would be near)."""
+        w = np.asarray(self._w[j])
+        d = np.array([complex(a, b) for a, b in zip(self._ds[j], self._dc[j], strict=True)])
+        e = np.asarray(u) - d
+        sn, cs = self._fe_grid(j)
+        err = sn @ e.real + cs @ e.imag + (center - self._center_desired[j])
+        speed = np.abs(cs @ (w * np.asarray(u).real) - sn @ (w * np.asarray(u).imag))
+        lim = self.limits[j]
+        allowed = FE_MARGIN * (lim.following_error + lim.following_error_per_velocity * speed)
+        return float(np.max(np.abs(err) - allowed))
+
+    def _fe_grid(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """sin and cos of every row's frequency on a grid over one window (32 points a period
+        of the fastest row, at most 4096), made once per joint."""
+        grid = self._grid[j]
+        if grid is None:
+            w = np.asarray(self._w[j])
+            m = int(
+                min(4096, max(64, math.ceil(self.window_s * np.abs(w).max() / (2 * math.pi) * 32)))
+            )
+            t = np.arange(m) * (self.window_s / m)
+            grid = self._grid[j] = (np.sin(np.outer(t, w)), np.cos(np.outer(t, w)))
+        return grid
+
+    def _inside_following_error(self, j: int, u: list[complex]) -> list[complex]:
+        """The compensation (command − desired, centre included) scaled down, if needed, until
+        the servo error it implies stays within `FE_MARGIN` of the following-error limit all
+        over the window: the loop's interlock compares the command with the measured position,
+        and once the motion is the desired one their difference is the compensation itself."""
+        lim = self.limits[j]
+        if not math.isfinite(lim.following_error):
+            return u
+        c0 = self._center_desired[j]
+        c = self._center[j]
+        if self._servo_error_excess(j, u, c) <= 0.0:
+            return u
+        d = [complex(a, b) for a, b in zip(self._ds[j], self._dc[j], strict=True)]
+
+        def at(s: float) -> tuple[list[complex], float]:
+            return [dk + s * (uk - dk) for uk, dk in zip(u, d, strict=True)], c0 + s * (c - c0)
+
+        lo, hi = 0.0, 1.0  # s = 0 is the desired reference itself: no servo error predicted
+        for _ in range(20):
+            mid = 0.5 * (lo + hi)
+            if self._servo_error_excess(j, *at(mid)) <= 0.0:
+                lo = mid
+            else:
+                hi = mid
+        self.limited[j] += 1
+        self.following_limited[j] += 1
+        new, self._center[j] = at(lo)
+        return new
+
     def amplitude_ratio(self) -> list[float]:
         """Per joint, |command| / |desired| of its largest desired harmonic (1 = uncompensated)."""
         out = []
@@ -410,5 +504,6 @@ class AmplitudePhase(Trajectory):
             "amplitude_ratio": self.amplitude_ratio(),
             "error": list(self.error),
             "limited": list(self.limited),
+            "following_limited": list(self.following_limited),
             "backed_off": list(self.backed_off),
         }

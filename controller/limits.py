@@ -21,6 +21,11 @@ class JointLimits:
     valve_max_v: float
     area_cap: float = 0.0
     area_rod: float = 0.0
+    #: The loop's following-error interlock: |ref − q| ≤ following_error (rad) +
+    #: following_error_per_velocity (s) · |ref velocity|; inf where it is off. What a
+    #: compensator that moves the reference away from the desired one must stay inside.
+    following_error: float = math.inf
+    following_error_per_velocity: float = 0.0
 
     def __post_init__(self) -> None:
         for name in (
@@ -31,6 +36,7 @@ class JointLimits:
             "valve_max_v",
             "area_cap",
             "area_rod",
+            "following_error_per_velocity",
         ):
             v = getattr(self, name)
             if not isinstance(v, int | float) or not math.isfinite(v):
@@ -43,6 +49,12 @@ class JointLimits:
         for name in ("max_velocity", "max_acceleration", "valve_max_v"):
             if getattr(self, name) <= 0.0:
                 raise ValueError(f"JointLimits.{name} must be > 0, got {getattr(self, name)}")
+        if not (self.following_error > 0.0) or self.following_error_per_velocity < 0.0:
+            raise ValueError(
+                "JointLimits: following_error must be > 0 (inf: off) and "
+                f"following_error_per_velocity >= 0, got {self.following_error!r}, "
+                f"{self.following_error_per_velocity!r}"
+            )
         if self.area_cap < 0.0 or self.area_rod < 0.0:
             raise ValueError("JointLimits: piston areas must be >= 0 (0 = no pressure channels)")
 

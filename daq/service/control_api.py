@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -75,14 +76,19 @@ def joint_limits(profile: Profile) -> list[Any]:
     the piston areas where the joint's pressures are measured (ΔP feedback possible)."""
     from controller.limits import JointLimits
 
+    on = profile.interlocks.following_error
     return [
-        JointLimits.from_degrees(
-            j.limits.soft_min_deg,
-            j.limits.soft_max_deg,
-            j.limits.max_velocity_deg_s,
-            j.limits.max_acceleration_deg_s2,
-            j.limits.valve_max_v,
-            *(profile.dp_areas(j.name) or (0.0, 0.0)),
+        dataclasses.replace(
+            JointLimits.from_degrees(
+                j.limits.soft_min_deg,
+                j.limits.soft_max_deg,
+                j.limits.max_velocity_deg_s,
+                j.limits.max_acceleration_deg_s2,
+                j.limits.valve_max_v,
+                *(profile.dp_areas(j.name) or (0.0, 0.0)),
+            ),
+            following_error=math.radians(j.limits.following_error_deg) if on else math.inf,
+            following_error_per_velocity=j.limits.following_error_per_velocity_s if on else 0.0,
         )
         for j in profile.joints
     ]
