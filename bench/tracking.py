@@ -5,8 +5,9 @@ its last line.
     .venv/bin/python bench/tracking.py [--quick] [--params FILE] [--profile PROFILE]
 
 Amplitude–phase compensation (`amplitude_phase_1hz_5deg`): the same sine, 20 s, with the
-profile's PID and with `rigctl tune`'s gains (ΔP off), each plain, compensated, and with three
-distortion harmonics; the error from the desired sine over the last 3 s.
+profile's PID, with it and FF1 (the shipped compensated example's gains) and with `rigctl tune`'s
+gains (ΔP off), each plain, compensated, and with three distortion harmonics; the error from
+the desired sine over the last 3 s.
 
 Tracking (1 Hz 5° sine): the model-based controllers run with *identified* parameters — the
 product's real figure (`tracking_1hz_5deg.identified`): `--params FILE` (a parameter file from
@@ -334,10 +335,14 @@ def amplitude_phase_tracking(
     p = load_profile(profile_path)
     gains, limits = gains_limits(p)
     no_pid = [{} for _ in p.joints]
+    ff1 = [{"ff1": 0.25}, {"ff1": 0.16}][: len(p.joints)]
     cases: dict[str, tuple[object, dict[str, Any] | None]] = {
         "profile_pid": (no_pid, None),
         "profile_pid_apc": (no_pid, {"kind": "amplitude_phase"}),
         "profile_pid_apc_harmonics3": (no_pid, {"kind": "amplitude_phase", "harmonics": 3}),
+        # experiments/sine-compensated-2dof.toml's gains: the profile's p with FF1.
+        "profile_pid_ff1": (ff1, None),
+        "profile_pid_ff1_apc_harmonics3": (ff1, {"kind": "amplitude_phase", "harmonics": 3}),
         "tuned_pid_ff1_no_dp": (tuned, None),
         "tuned_pid_ff1_no_dp_apc": (tuned, {"kind": "amplitude_phase"}),
         "tuned_pid_ff1_no_dp_apc_harmonics3": (
