@@ -252,3 +252,29 @@ def test_harmonics_on_a_multisine_or_above_a_quarter_of_the_rate_are_refused() -
         AmplitudePhase(ms, [WIDE], PERIOD, harmonics=2)
     with pytest.raises(CompensationError, match="quarter of the loop rate"):
         AmplitudePhase(sine([0.0], [0.1], [100.0]), [WIDE], PERIOD, harmonics=3)
+
+
+def test_the_distortion_rows_give_way_first_at_the_acceleration_limit() -> None:
+    """Cancelling a strong cubic's harmonics takes the command's acceleration bound (Σ ω²|U|)
+    past a 4.5 rad/s² limit that the fundamental alone fits: the harmonic rows are cut back,
+    the fundamental is what it is without the limit, and the bound holds."""
+    want = sine([0.0], [0.1], [1.0])
+
+    def final(limits: JointLimits) -> tuple[np.ndarray, np.ndarray, AmplitudePhase]:
+        apc = AmplitudePhase(want, [limits], PERIOD, gain=0.5, harmonics=3)
+        run(apc, LagPlant(1, k=1.0, delay=0, cubic=20.0), 12.0)
+        cmd = apc.command()
+        return cmd.omega[0], np.hypot(cmd.sin_coef[0], cmd.cos_coef[0]), apc
+
+    w, free, _ = final(WIDE)
+    assert float(np.sum(w**2 * free)) > 4.6  # unbounded, the harmonics need more
+    w, mag, apc = final(JointLimits(-3.0, 3.0, 50.0, 4.5, 10.0))
+    assert apc.limited[0] > 0
+    assert float(np.sum(w**2 * mag)) <= 4.5 * (1 + 1e-9)
+    assert mag[0] == pytest.approx(free[0], rel=0.02)  # the fundamental kept
+    assert 0.0 < mag[1:].sum() < free[1:].sum()  # the harmonics got what was left
+
+
+def test_harmonics_up_to_a_quarter_of_the_loop_rate_are_taken() -> None:
+    apc = AmplitudePhase(sine([0.0], [0.01], [40.0]), [WIDE], PERIOD, harmonics=5)  # 240 Hz
+    assert apc.window_s == pytest.approx(0.025) and len(apc.command().omega[0]) == 6
