@@ -118,9 +118,7 @@ def planning_params(profile: Profile, params_path: str | Path | None = None) -> 
     if params_path is not None:
         try:
             return read_param_set(params_path, profile).params
-        except OSError as exc:
-            raise ValueError(f"--params {params_path}: {exc}") from None
-        except ValueError as exc:
+        except (OSError, ValueError) as exc:
             raise ValueError(f"--params {params_path}: {exc}") from None
     params = known_params(profile)
     if not has_identified_values(params):
