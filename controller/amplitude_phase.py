@@ -49,8 +49,11 @@ HARMONICS_RANGE = (0, 10)
 MIN_RESPONSE = 0.05
 #: The share of the following-error limit a converged compensation may use as servo error.
 FE_MARGIN = 0.8
-#: How long a new command takes to replace the old one (s; at most a fifth of a window).
+#: Shortest time a new command takes to replace the old one (s); longer when the change is
+#: large (`_blend_cycles`: within `BLEND_SHARE` of the joint's speed and acceleration
+#: limits), at most half a window.
 BLEND_S = 0.02
+BLEND_SHARE = 0.25
 #: Longest window (s): the common period of the commanded frequencies.
 MAX_WINDOW_S = 60.0
 
@@ -251,6 +254,26 @@ class AmplitudePhase(Trajectory):
         w = np.array(self._w, dtype=float)
         return HarmonicSum(self._center, w, np.array(self._s), np.array(self._c), self.duration)
 
+    def _blend_cycles(self) -> int:
+        """Cycles over which the change just made is blended in: the smoothstep over T adds at
+        most 1.5·Δq/T of speed and 6·Δq/T² + 3·Δv/T of acceleration (Δq, Δv: bounds of the
+        change in position and speed); T is the shortest that keeps both within
+        `BLEND_SHARE` of every joint's limits, at least `BLEND_S`, at most half a window."""
+        t = BLEND_S
+        old = self._cmd
+        for j in range(self.n):
+            dq = abs(self._center[j] - old._center[j])
+            dv = 0.0
+            for (w, s0, c0), s1, c1 in zip(old._rows[j], self._s[j], self._c[j], strict=True):
+                m = math.hypot(s1 - s0, c1 - c0)
+                dq += m
+                dv += abs(w) * m
+            lim = self.limits[j]
+            a = BLEND_SHARE * lim.max_acceleration
+            t_acc = (3.0 * dv + math.sqrt(9.0 * dv * dv + 24.0 * a * dq)) / (2.0 * a)
+            t = max(t, t_acc, 1.5 * dq / (BLEND_SHARE * lim.max_velocity))
+        return max(1, min(self.window_n // 2, round(t / self._period)))
+
     def _publish(self) -> None:
         """The adapted centre and coefficients into the `HarmonicSum` that `eval` runs (a
         window's end: a rare event, so the rows may be rebuilt)."""
@@ -335,6 +358,7 @@ class AmplitudePhase(Trajectory):
                     self._s[j][i], self._c[j][i] = un.real, un.imag
         self._count = 0
         if update:
+            self.blend_n = self._blend_cycles()
             self._publish()
             self._blending = True
         if changed:
@@ -446,13 +470,14 @@ class AmplitudePhase(Trajectory):
         return float(np.max(np.abs(err) - allowed))
 
     def _fe_grid(self, j: int) -> tuple[np.ndarray, np.ndarray]:
-        """sin and cos of every row's frequency on a grid over one window (32 points a period
-        of the fastest row, at most 4096), made once per joint."""
+        """sin and cos of every row's frequency on a grid over one window (256 points a period
+        of the fastest row, at most 16384; the limit's kink at zero speed is sharp, so a
+        coarse grid misses the worst point by a few per cent), made once per joint."""
         grid = self._grid[j]
         if grid is None:
             w = np.asarray(self._w[j])
             m = int(
-                min(4096, max(64, math.ceil(self.window_s * np.abs(w).max() / (2 * math.pi) * 32)))
+                min(16384, max(256, math.ceil(self.window_s * np.abs(w).max() / math.pi * 128)))
             )
             t = np.arange(m) * (self.window_s / m)
             grid = self._grid[j] = (np.sin(np.outer(t, w)), np.cos(np.outer(t, w)))

@@ -278,3 +278,56 @@ def test_the_distortion_rows_give_way_first_at_the_acceleration_limit() -> None:
 def test_harmonics_up_to_a_quarter_of_the_loop_rate_are_taken() -> None:
     apc = AmplitudePhase(sine([0.0], [0.01], [40.0]), [WIDE], PERIOD, harmonics=5)  # 240 Hz
     assert apc.window_s == pytest.approx(0.025) and len(apc.command().omega[0]) == 6
+
+
+def test_the_reported_error_is_the_windows_rms_error_over_the_rms_desired_motion() -> None:
+    want = sine([0.2], [0.1], [1.0])
+    apc = AmplitudePhase(want, [WIDE], PERIOD, gain=0.5, settle_windows=5)
+    ts, _, meas = run(apc, LagPlant(1, offset=0.01, center=0.2), 3.0)
+    last = slice(2000, 3000)  # the third window: measured only (settling), the command desired
+    wq, _, _ = want.sample(ts[last])
+    expected = np.sqrt(np.mean((meas[last] - wq) ** 2) / np.mean((wq - 0.2) ** 2))
+    assert apc.error[0] == pytest.approx(expected, rel=1e-3)
+    assert apc.offset[0] == pytest.approx(float(np.mean(meas[last] - 0.2)), rel=1e-6)
+
+
+def test_a_new_command_is_blended_in_within_the_joints_limits() -> None:
+    """Position and velocity stay continuous across a window's end (a step would be a spike in
+    a velocity feed-forward), and the blend's added acceleration stays within a quarter of the
+    joint's limit: a large change is blended in over longer."""
+    want = sine([0.0], [0.1], [1.0])
+    a_max = 20.0  # rad/s²; the desired sine's own peak is 3.9
+    lim = JointLimits(-3.0, 3.0, 50.0, a_max, 10.0)
+    apc = AmplitudePhase(want, [lim], PERIOD, gain=0.8)
+    q, qd, qdd = np.zeros(1), np.zeros(1), np.zeros(1)
+    plant = LagPlant(1, offset=0.05)
+    y = plant.x.copy()
+    hist = []
+    for i in range(2600):  # two windows: the second's end starts a blend
+        t = i * PERIOD
+        apc.eval(t, q, qd, qdd)
+        apc.observe(t, y)
+        hist.append((q[0], qd[0], qdd[0]))
+        y = plant.step(q)
+    assert apc.blend_n > 50  # the centre's move (~0.06 rad) needs ~0.14 s at 5 rad/s²
+    h = np.array(hist)[1990 : 2010 + apc.blend_n]
+    fd_v = np.gradient(h[:, 0], PERIOD)
+    assert np.abs(fd_v[1:-1] - h[1:-1, 1]).max() < 0.01 * np.abs(h[:, 1]).max()
+    assert np.abs(h[:, 2]).max() < 0.25 * a_max + 1.1 * 0.1 * (2 * math.pi) ** 2 * 1.5
+
+
+def test_the_following_error_bound_is_met_and_tight() -> None:
+    """A loop that would need a compensation of ~0.6 rad at 1 Hz against a following-error
+    limit of 0.02 rad + 0.05 s × speed: the adapted command's distance from the desired,
+    sampled over a period, reaches 80 % of the limit at its speed and no more."""
+    want = sine([0.0], [0.2], [1.0])
+    lim = JointLimits(-3.0, 3.0, 50.0, 5000.0, 10.0, following_error=0.02,
+                      following_error_per_velocity=0.05)  # fmt: skip
+    apc = AmplitudePhase(want, [lim], PERIOD, gain=0.5)
+    run(apc, LagPlant(1, k=0.4, delay=30), 8.0)
+    assert apc.following_limited[0] > 0
+    t = np.arange(0.0, 1.0, 1e-4)
+    cq, cv, _ = apc.command().sample(t)
+    dq, _, _ = want.sample(t)
+    excess = np.abs(cq - dq)[:, 0] - 0.8 * (0.02 + 0.05 * np.abs(cv[:, 0]))
+    assert -0.02 * 0.02 < excess.max() <= 0.01 * 0.02  # the grid's resolution: 256 a period
