@@ -314,6 +314,11 @@ def test_a_new_command_is_blended_in_within_the_joints_limits() -> None:
     fd_v = np.gradient(h[:, 0], PERIOD)
     assert np.abs(fd_v[1:-1] - h[1:-1, 1]).max() < 0.01 * np.abs(h[:, 1]).max()
     assert np.abs(h[:, 2]).max() < 0.25 * a_max + 1.1 * 0.1 * (2 * math.pi) ** 2 * 1.5
+    # Inside the blend (a smoothstep's acceleration jumps at its two ends) the acceleration is
+    # the velocity's derivative: the model feed-forward gets the reference's true q̈.
+    inner = np.array(hist)[2000 + 3 : 2000 + apc.blend_n - 3]
+    fd_a = np.gradient(inner[:, 1], PERIOD)
+    assert np.abs(fd_a[1:-1] - inner[1:-1, 2]).max() < 0.01 * np.abs(inner[:, 2]).max()
 
 
 def test_the_following_error_bound_is_met_and_tight() -> None:
