@@ -21,6 +21,7 @@ refinement.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 from scipy.signal import butter, decimate, sosfiltfilt
@@ -113,7 +114,7 @@ def observation(
     nd: int,
     trim: int,
     instruments: bool = False,
-    cache: dict[tuple[int, tuple[int, ...], float, float], Sample] | None = None,
+    cache: dict[Any, Any] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, Instruments | None]:
     """Normalised, filtered, decimated (Φ (r_j, m, n), y (r_j, m)) of one model, and with
     `instruments` the θ → Z map of the output-error refinement (`estimator.refine`): Φ with the
@@ -130,20 +131,39 @@ def observation(
         x = conditioned(raw, sos, fs, nj)
         if cache is not None:
             cache[key] = x
+
+    def memo(stage: str, shape: tuple[int, ...]) -> ColumnMemo | None:
+        """The columns a previous candidate on this block already sent through `stage`."""
+        if cache is None:
+            return None
+        return cache.setdefault((key, stage, nd, shape), {})  # type: ignore[no-any-return]
+
+    def filtered(a: np.ndarray, stage: str) -> np.ndarray:
+        return nonzero_columns(
+            lambda b: sosfiltfilt(sos, b, axis=0), a, memo(stage, a.shape[1:])
+        )  # fmt: skip
+
     Phi, y = evaluate(model, x)
     if model.split_static:
-        Phi0, y0 = evaluate(model, static_sample(x))
-        Phis, ys = evaluate(model, sample_from(raw, nj))
-        Phi = Phi - Phi0 + nonzero_columns(lambda a: sosfiltfilt(sos, a, axis=0), Phis)
-        y = y - y0 + sosfiltfilt(sos, ys, axis=0)
+        Phi0, y0 = evaluate(model, _cached(cache, (key, "static"), lambda: static_sample(x)))
+        Phis, ys = evaluate(model, _cached(cache, (key, "raw"), lambda: sample_from(raw, nj)))
+        Phi = Phi - Phi0 + filtered(Phis, "Phi static")
+        if cache is None:
+            y = y - y0 + sosfiltfilt(sos, ys, axis=0)
+        else:  # column by column: the same numbers (the filter treats each on its own)
+            y = y - y0 + filtered(ys, "y static")
     keep = valid_rows(model, raw, nj, int(3 * fs / cutoff_hz) + 4 * nd)
     k = max(1, trim // max(nd, 1))
     keep = keep[::nd][k:-k]
 
-    def condition(a: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    def condition(a: np.ndarray, scale: np.ndarray, stage: str | None = None) -> np.ndarray:
         a = a * scale
         if nd > 1:
-            a = nonzero_columns(lambda b: decimate(b, nd, axis=0, zero_phase=True), a)
+            a = nonzero_columns(
+                lambda b: decimate(b, nd, axis=0, zero_phase=True),
+                a,
+                None if stage is None else memo(stage, a.shape[1:]),
+            )
         return a[k:-k][keep]
 
     pscale = model.param_scale[None, None, :] / model.output_scale[None, :, None]
@@ -156,20 +176,65 @@ def observation(
             def Z(theta: np.ndarray) -> np.ndarray:
                 return condition(predict(theta), pscale)
 
-    return condition(Phi, pscale), condition(y, 1.0 / model.output_scale[None, :]), Z
+    return (
+        condition(Phi, pscale, "Phi decimated"),
+        condition(y, 1.0 / model.output_scale[None, :], "y decimated"),
+        Z,
+    )
 
 
-def nonzero_columns(linear: Callable[[np.ndarray], np.ndarray], a: np.ndarray) -> np.ndarray:
+#: Per column (flat index over the trailing axes) of one block and one filtering stage: the
+#: column that went in and what came out (`nonzero_columns`).
+ColumnMemo = dict[int, tuple[np.ndarray, np.ndarray]]
+
+
+def _cached(cache: dict[Any, Any] | None, key: Any, make: Callable[[], Sample]) -> Sample:
+    if cache is None:
+        return make()
+    got = cache.get(key)
+    if got is None:
+        got = cache[key] = make()
+    return got  # type: ignore[no-any-return]
+
+
+def nonzero_columns(
+    linear: Callable[[np.ndarray], np.ndarray],
+    a: np.ndarray,
+    memo: ColumnMemo | None = None,
+) -> np.ndarray:
     """`linear` (a filter along axis 0) applied to the columns of `a` that are not zero
     throughout; the others stay zero (a model with one row per joint or chamber holds each
-    joint's columns in its own rows only: half of the 2-DOF fluid observation is zero)."""
-    nz = np.any(a != 0.0, axis=0)
-    if nz.all():
-        return linear(a)
-    got = linear(a[:, nz])
-    out = np.zeros((got.shape[0], *a.shape[1:]), dtype=got.dtype)
-    out[:, nz] = got
-    return out
+    joint's columns in its own rows only: half of the 2-DOF fluid observation is zero).
+
+    `memo`: the columns already filtered on this block by an earlier candidate of a structure
+    search; a column equal to the one that went in then is not filtered again (a valve
+    null candidate changes the valve's columns only, a Coulomb band the friction ones). The
+    filters treat each column on its own, so this changes no number, only the work."""
+    if memo is None:
+        nz = np.any(a != 0.0, axis=0)
+        if nz.all():
+            return linear(a)
+        got = linear(a[:, nz])
+        out = np.zeros((got.shape[0], *a.shape[1:]), dtype=got.dtype)
+        out[:, nz] = got
+        return out
+    flat = a.reshape(a.shape[0], -1)
+    todo: list[int] = []
+    hits: list[tuple[int, np.ndarray]] = []
+    for j in np.flatnonzero(np.any(flat != 0.0, axis=0)):
+        seen = memo.get(int(j))
+        if seen is not None and np.array_equal(seen[0], flat[:, j]):
+            hits.append((int(j), seen[1]))
+        else:
+            todo.append(int(j))
+    got = linear(flat[:, todo])
+    out = np.zeros((got.shape[0], flat.shape[1]), dtype=got.dtype)
+    for c, j in enumerate(todo):
+        memo[j] = (flat[:, j].copy(), got[:, c])
+        out[:, j] = got[:, c]
+    for j, column in hits:
+        out[:, j] = column
+    return out.reshape(got.shape[0], *a.shape[1:])
 
 
 #: The instruments' signals go through a low-pass at this fraction of the model's corner.

@@ -1,0 +1,131 @@
+"""The batch's fast paths give the reference path's numbers, bit for bit: the compiled Lin
+fluid regressor against its NumPy definition, a structure candidate's lean score against a
+full fit's, and the per-column memo of a structure search against filtering every column."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import estimator.observation as obs
+from daq.profile import load_profile
+from daq.profile.plant import plant_params
+from estimator.model_fit import candidate_residuals, fit_blocks
+from estimator.models import static_sample
+from estimator.models_lin import (
+    lin_fluid_regressor,
+    lin_fluid_regressor_reference,
+    lin_mechanical_model,
+    lin_models,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+FS = 1000.0
+
+
+def _params(oil: bool = True):  # type: ignore[no-untyped-def]
+    params = plant_params(load_profile(ROOT / "hw_profiles" / "sim-2dof-realistic.toml"))
+    assert params.oil is not None  # the realistic profile declares an oil law
+    return params if oil else replace(params, oil=None)
+
+
+def _raw(n: int = 6000, seed: int = 1) -> np.ndarray:
+    """(n, 12) `[q | s | p_cap | p_rod | u | temp]` of a 2-joint rig: moving joints, noisy
+    pressures that cross the supply and zero, a spool crossing null, a warming oil."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(n) / FS
+    raw = np.zeros((n, 12))
+    raw[:, 0:2] = 0.6 + 0.3 * np.sin(2 * np.pi * np.outer(t, [0.7, 1.1]))
+    raw[:, 2:4] = 0.05 * np.sin(2 * np.pi * np.outer(t, [0.7, 1.1]))
+    raw[:, 4:8] = 3e6 + 4e6 * np.sin(2 * np.pi * np.outer(t, [0.3, 0.5, 0.4, 0.2]))
+    raw[:, 4:8] += 1e5 * rng.standard_normal((n, 4))
+    raw[:, 8:10] = 0.02 * np.sin(2 * np.pi * np.outer(t, [1.3, 0.9]))
+    raw[:, 8:10] += 1e-3 * rng.standard_normal((n, 2))
+    raw[:, 10:12] = (35.0 + 10.0 * t / t[-1])[:, None]
+    return raw
+
+
+VALVES = (
+    None,
+    np.array([0.003, -0.002, -0.004, 0.001]),  # offsets and an overlap / underlap
+    np.array([0.0, 0.0, 0.05, -0.05]),  # a wide overlap on one joint, underlap on the other
+)
+
+
+@pytest.mark.parametrize("oil", [True, False])
+@pytest.mark.parametrize("valve", range(len(VALVES)))
+def test_the_compiled_fluid_regressor_is_its_definition(oil: bool, valve: int) -> None:
+    params = _params(oil)
+    raw = _raw()
+    sos = obs.butter(4, 40.0, fs=FS, output="sos")
+    x = obs.conditioned(raw, sos, FS, 2)
+    for sample in (x, static_sample(x), obs.sample_from(raw, 2)):
+        got = lin_fluid_regressor(params, sample, VALVES[valve])
+        ref = lin_fluid_regressor_reference(params, sample, VALVES[valve])
+        assert got[0].shape == ref[0].shape
+        np.testing.assert_array_equal(got[0], ref[0])
+        np.testing.assert_array_equal(got[1], ref[1])
+    if valve < 2:
+        # Every column is exercised (the spool crosses both opening points: no edge always
+        # shut or always open); the wide lap of the third shuts joint 1's edges throughout.
+        phi = lin_fluid_regressor(params, x, VALVES[valve])[0]
+        assert np.all(np.any(phi != 0.0, axis=(0, 1)))
+
+
+def test_a_candidates_lean_score_is_the_full_fits() -> None:
+    """`candidate_residuals` (what the structure searches score) against `fit_blocks`'s
+    residual variance and per-equation σ, and with the column memo of a search shared over
+    candidates against no memo at all."""
+    params = _params()
+    raw = _raw(12000)
+    blks = [slice(0, 7000), slice(7300, 12000)]
+    fluid = lin_models(params)[1]
+    assert fluid.switches is not None
+    kw = {"fs": FS, "nj": 2, "cutoff_hz": 40.0, "nd": 10, "trim": 100}
+    cache: dict = {}
+    for value in ([[0.0, 0.0], [0.0, 0.0]], [[0.003, -0.002], [-0.004, 0.001]],
+                  [[0.003, -0.002], [-0.004, 0.002]]):  # fmt: skip
+        mdl = fluid.switches.make(np.array(value))
+        full = fit_blocks(mdl, raw, blks, jackknife_groups=0, refine=False, **kw)
+        assert full is not None
+        lean = candidate_residuals(mdl, raw, blks, cache=cache, **kw)
+        assert lean is not None
+        assert lean[0] == full[0].residual_var
+        np.testing.assert_array_equal(lean[1], full[0].equation_sigma)
+    mech = lin_mechanical_model(params)
+    assert mech.shape is not None
+    kw = {"fs": FS, "nj": 2, "cutoff_hz": 20.0, "nd": 20, "trim": 200}
+    cache = {}
+    for band in (1e-3, 2e-3, 1e-3):
+        mdl = mech.shape.make(band)
+        full = fit_blocks(mdl, raw, blks, jackknife_groups=0, refine=False, **kw)
+        lean = candidate_residuals(mdl, raw, blks, cache=cache, **kw)
+        assert full is not None and lean is not None
+        assert lean[0] == full[0].residual_var
+        np.testing.assert_array_equal(lean[1], full[0].equation_sigma)
+
+
+def test_the_column_memo_filters_only_the_changed_columns() -> None:
+    """A second valve candidate on the same block filters the valve's columns again, not the
+    chamber-volume, leakage and output columns the valve does not touch."""
+    sos = obs.butter(4, 40.0, fs=FS, output="sos")
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((3000, 4, 6))
+    a[:, 1, 2:] = 0.0
+    memo: obs.ColumnMemo = {}
+    calls: list[int] = []
+
+    def counted(b: np.ndarray) -> np.ndarray:
+        calls.append(b.shape[1])
+        return obs.sosfiltfilt(sos, b, axis=0)
+
+    first = obs.nonzero_columns(counted, a, memo)
+    np.testing.assert_array_equal(first, obs.nonzero_columns(counted, a))
+    b = a.copy()
+    b[:, 2, 3] *= 2.0
+    second = obs.nonzero_columns(counted, b, memo)
+    np.testing.assert_array_equal(second, obs.nonzero_columns(counted, b))
+    assert calls == [20, 20, 1, 20]
