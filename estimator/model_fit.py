@@ -14,7 +14,7 @@ import numpy as np
 
 from estimator.linkwise import link_by_link
 from estimator.models import LinearModel
-from estimator.observation import Instruments, observation
+from estimator.observation import Instruments, block_cache, observation
 from estimator.refine import choose
 from estimator.refine import refine as refine_fit
 from estimator.shape_search import choose as choose_shape
@@ -120,7 +120,9 @@ def _observed(
     """The observation of every block that gave rows (estimator.observation)."""
     parts = []
     for b in blks:
-        obs = observation(mdl, raw[b], fs, nj, cutoff_hz, nd, trim, instruments, cache)
+        obs = observation(
+            mdl, raw[b], fs, nj, cutoff_hz, nd, trim, instruments, block_cache(cache, b)
+        )  # fmt: skip
         if obs[0].shape[0] > 0:
             if rows_used is not None:
                 rows_used[b.start + trim : b.stop - trim] = True

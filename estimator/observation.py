@@ -20,6 +20,8 @@ refinement.
 
 from __future__ import annotations
 
+import functools
+
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -82,6 +84,15 @@ def signals_from_columns(
     return raw
 
 
+@functools.lru_cache(maxsize=64)
+def lowpass(cutoff_hz: float, fs: float) -> np.ndarray:
+    """The conditioning low-pass (4th-order Butterworth, second-order sections), designed once
+    per corner: a structure search observes the same blocks a few hundred times (callers
+    must not write to it)."""
+    sos = butter(4, cutoff_hz, fs=fs, output="sos")
+    return sos  # type: ignore[no-any-return]
+
+
 def derivative(x: np.ndarray, dt: float) -> np.ndarray:
     """dx/dt along axis 0 by the five-point central difference (np.gradient at the two ends).
 
@@ -94,11 +105,31 @@ def derivative(x: np.ndarray, dt: float) -> np.ndarray:
     return d
 
 
-def conditioned(raw: np.ndarray, sos: np.ndarray, fs: float, nj: int) -> Sample:
-    xf = sosfiltfilt(sos, raw, axis=0)
-    d1 = derivative(xf, 1.0 / fs)
-    d2 = derivative(d1, 1.0 / fs)
-    return sample_from(raw, nj, np.stack([xf, d1, d2], axis=1))
+def conditioned(
+    raw: np.ndarray, sos: np.ndarray, fs: float, nj: int, memo: ColumnMemo | None = None
+) -> Sample:
+    """The raw block low-passed by `sos` (zero phase) with its first two derivatives.
+    `memo`: the signals of an earlier call on the same rows, column by column; a raw column
+    equal to the one that went in then is not filtered again (the sensor-uncertainty refits
+    move one channel at a time). Filter and derivatives treat each column on their own, so
+    the numbers are the same."""
+    if memo is None:
+        xf = sosfiltfilt(sos, raw, axis=0)
+        d1 = derivative(xf, 1.0 / fs)
+        d2 = derivative(d1, 1.0 / fs)
+        return sample_from(raw, nj, np.stack([xf, d1, d2], axis=1))
+    todo = [
+        j
+        for j in range(raw.shape[1])
+        if j not in memo or not np.array_equal(memo[j][0], raw[:, j])
+    ]
+    if todo:
+        xf = sosfiltfilt(sos, raw[:, todo], axis=0)
+        d1 = derivative(xf, 1.0 / fs)
+        d2 = derivative(d1, 1.0 / fs)
+        for c, j in enumerate(todo):
+            memo[j] = (raw[:, j].copy(), np.stack([xf[:, c], d1[:, c], d2[:, c]], axis=1))
+    return sample_from(raw, nj, np.stack([memo[j][1] for j in range(raw.shape[1])], axis=2))
 
 
 #: One block's instruments for a given θ (physical units): Z (r_j, m, n), conditioned as Φ.
@@ -121,19 +152,21 @@ def observation(
     pressure rates the model predicts with θ in place of the measured ones, through the same
     filters, decimation and row selection; None for a model with no pressure rate in its
     regressor. Everything in Z but the predicted rates is built here once: the refinement's
-    iterations then redo only the prediction (`_instruments_of`). `cache`: the conditioned
-    signals by block, shared by the fits of a structure search (each candidate changes the
-    regressor, never the filtered signals and their derivatives: most of a fit's cost)."""
-    sos = butter(4, cutoff_hz, fs=fs, output="sos")
-    key = (raw.__array_interface__["data"][0], raw.shape, cutoff_hz, fs)
-    x = None if cache is None else cache.get(key)
-    if x is None:
-        x = conditioned(raw, sos, fs, nj)
-        if cache is not None:
-            cache[key] = x
+    iterations then redo only the prediction (`_instruments_of`), and decimate only the
+    columns that hold a predicted rate.
+
+    `cache`: a dict private to these rows of the run (`block_cache`), shared by the fits of a
+    structure search (each candidate changes the regressor, never the filtered signals and
+    their derivatives) and by the sensor-uncertainty refits (each moves one channel): what an
+    earlier call computed from the same input columns is reused — the conditioned signals,
+    and column by column the filtered and decimated Φ and y (`nonzero_columns`). Inputs are
+    compared, not trusted, so the numbers are those of a call without it."""
+    sos = lowpass(cutoff_hz, fs)
+    key = (raw.shape, cutoff_hz, fs)
+    x, xs, xr = _conditioned_cached(raw, sos, fs, nj, cache, key)
 
     def memo(stage: str, shape: tuple[int, ...]) -> ColumnMemo | None:
-        """The columns a previous candidate on this block already sent through `stage`."""
+        """The columns an earlier call on these rows already sent through `stage`."""
         if cache is None:
             return None
         return cache.setdefault((key, stage, nd, shape), {})  # type: ignore[no-any-return]
@@ -145,8 +178,8 @@ def observation(
 
     Phi, y = evaluate(model, x)
     if model.split_static:
-        Phi0, y0 = evaluate(model, _cached(cache, (key, "static"), lambda: static_sample(x)))
-        Phis, ys = evaluate(model, _cached(cache, (key, "raw"), lambda: sample_from(raw, nj)))
+        Phi0, y0 = evaluate(model, xs)
+        Phis, ys = evaluate(model, xr)
         Phi = Phi - Phi0 + filtered(Phis, "Phi static")
         if cache is None:
             y = y - y0 + sosfiltfilt(sos, ys, axis=0)
@@ -156,14 +189,10 @@ def observation(
     k = max(1, trim // max(nd, 1))
     keep = keep[::nd][k:-k]
 
-    def condition(a: np.ndarray, scale: np.ndarray, stage: str | None = None) -> np.ndarray:
+    def condition(a: np.ndarray, scale: np.ndarray, done: ColumnMemo | None) -> np.ndarray:
         a = a * scale
         if nd > 1:
-            a = nonzero_columns(
-                lambda b: decimate(b, nd, axis=0, zero_phase=True),
-                a,
-                None if stage is None else memo(stage, a.shape[1:]),
-            )
+            a = nonzero_columns(lambda b: decimate(b, nd, axis=0, zero_phase=True), a, done)
         return a[k:-k][keep]
 
     pscale = model.param_scale[None, None, :] / model.output_scale[None, :, None]
@@ -172,13 +201,16 @@ def observation(
         channels = rate_channels(model, x)
         if channels:
             predict = _instruments_of(model, raw, fs, nj, cutoff_hz, channels)
+            # Only the columns that hold a predicted rate change from one θ to the next: the
+            # others are decimated once, at the first iteration.
+            z_done: ColumnMemo = {}
 
             def Z(theta: np.ndarray) -> np.ndarray:
-                return condition(predict(theta), pscale)
+                return condition(predict(theta), pscale, z_done)
 
     return (
-        condition(Phi, pscale, "Phi decimated"),
-        condition(y, 1.0 / model.output_scale[None, :], "y decimated"),
+        condition(Phi, pscale, memo("Phi decimated", Phi.shape[1:])),
+        condition(y, 1.0 / model.output_scale[None, :], memo("y decimated", y.shape[1:])),
         Z,
     )
 
@@ -188,13 +220,29 @@ def observation(
 ColumnMemo = dict[int, tuple[np.ndarray, np.ndarray]]
 
 
-def _cached(cache: dict[Any, Any] | None, key: Any, make: Callable[[], Sample]) -> Sample:
+def block_cache(cache: dict[Any, Any] | None, block: slice) -> dict[Any, Any] | None:
+    """The part of a run-wide `cache` that belongs to the rows `block` (`observation`)."""
     if cache is None:
-        return make()
-    got = cache.get(key)
-    if got is None:
-        got = cache[key] = make()
-    return got  # type: ignore[no-any-return]
+        return None
+    return cache.setdefault(("block", block.start, block.stop), {})  # type: ignore[no-any-return]
+
+
+def _conditioned_cached(
+    raw: np.ndarray, sos: np.ndarray, fs: float, nj: int, cache: dict[Any, Any] | None, key: Any
+) -> tuple[Sample, Sample, Sample]:
+    """(conditioned, its static twin, the raw samples) of `raw`, from `cache` when the same raw
+    block was conditioned before (compared, not trusted), else computed, with the columns
+    that did not change since taken from the cache's column memo (`conditioned`)."""
+    if cache is None:
+        x = conditioned(raw, sos, fs, nj)
+        return x, static_sample(x), sample_from(raw, nj)
+    slot = cache.setdefault((key, "conditioned"), {})
+    if "raw" not in slot or not np.array_equal(slot["raw"], raw):
+        x = conditioned(raw, sos, fs, nj, slot.setdefault("columns", {}))
+        # The raw samples view the cache's own copy: the caller's block may change later.
+        kept = raw.copy()
+        slot.update(raw=kept, x=(x, static_sample(x), sample_from(kept, nj)))
+    return slot["x"]  # type: ignore[no-any-return]
 
 
 def nonzero_columns(
@@ -263,7 +311,7 @@ def _instruments_of(
     Every column, not only the rate ones: the h·u columns of Φ carry the LVDT's noise, which
     biases the flow gains by ≈ −0.05 % (errors in variables again); from the lower corner
     their instruments do not (noise ×10: flow gains' common bias −0.06 % → −0.04 %)."""
-    sos = butter(4, INSTRUMENT_CORNER * cutoff_hz, fs=fs, output="sos")
+    sos = lowpass(INSTRUMENT_CORNER * cutoff_hz, fs)
     xi = conditioned(raw, sos, fs, nj)
     Phi_i, y_i = evaluate(model, xi)
     rest_i = np.zeros_like(Phi_i)

@@ -129,3 +129,19 @@ def test_the_column_memo_filters_only_the_changed_columns() -> None:
     second = obs.nonzero_columns(counted, b, memo)
     np.testing.assert_array_equal(second, obs.nonzero_columns(counted, b))
     assert calls == [20, 20, 1, 20]
+
+
+def test_the_refinements_instruments_are_rebuilt_as_from_scratch() -> None:
+    """The output-error refinement's θ → Z keeps the columns that hold no predicted rate from
+    its first call: Z for a second θ equals the Z of a fresh observation at that θ."""
+    params = _params()
+    raw = _raw()
+    fluid = lin_models(params)[1]
+    args = (raw, FS, 2, 40.0, 10, 100)
+    _, _, Z = obs.observation(fluid, *args, instruments=True)
+    _, _, fresh = obs.observation(fluid, *args, instruments=True)
+    assert Z is not None and fresh is not None
+    theta = np.asarray(fluid.param_scale, dtype=float).copy()
+    Z(theta)
+    theta2 = theta * np.linspace(0.8, 1.2, theta.size)
+    np.testing.assert_array_equal(Z(theta2), fresh(theta2))
