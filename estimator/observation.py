@@ -118,18 +118,20 @@ def conditioned(
         d1 = derivative(xf, 1.0 / fs)
         d2 = derivative(d1, 1.0 / fs)
         return sample_from(raw, nj, np.stack([xf, d1, d2], axis=1))
-    todo = [
-        j
-        for j in range(raw.shape[1])
-        if j not in memo or not np.array_equal(memo[j][0], raw[:, j])
-    ]
-    if todo:
-        xf = sosfiltfilt(sos, raw[:, todo], axis=0)
+    if "input" in memo and memo["input"].shape == raw.shape:
+        same = np.all(raw == memo["input"], axis=0)
+    else:
+        same = np.zeros(raw.shape[1], dtype=bool)
+    out = np.empty((raw.shape[0], 3, raw.shape[1]))
+    if not same.all():
+        xf = sosfiltfilt(sos, raw[:, ~same], axis=0)
         d1 = derivative(xf, 1.0 / fs)
         d2 = derivative(d1, 1.0 / fs)
-        for c, j in enumerate(todo):
-            memo[j] = (raw[:, j].copy(), np.stack([xf[:, c], d1[:, c], d2[:, c]], axis=1))
-    return sample_from(raw, nj, np.stack([memo[j][1] for j in range(raw.shape[1])], axis=2))
+        out[:, :, ~same] = np.stack([xf, d1, d2], axis=1)
+    if same.any():
+        out[:, :, same] = memo["output"][:, :, same]
+    memo.update(input=raw.copy(), output=out)
+    return sample_from(raw, nj, out)
 
 
 #: One block's instruments for a given θ (physical units): Z (r_j, m, n), conditioned as Φ.
@@ -215,9 +217,10 @@ def observation(
     )
 
 
-#: Per column (flat index over the trailing axes) of one block and one filtering stage: the
-#: column that went in and what came out (`nonzero_columns`).
-ColumnMemo = dict[int, tuple[np.ndarray, np.ndarray]]
+#: What `nonzero_columns` sent through one filtering stage of one block last time: the
+#: indices of the columns (flat over the trailing axes) that were not all zero, those columns
+#: as they went in, and as they came out.
+ColumnMemo = dict[str, np.ndarray]
 
 
 def block_cache(cache: dict[Any, Any] | None, block: slice) -> dict[Any, Any] | None:
@@ -254,10 +257,12 @@ def nonzero_columns(
     throughout; the others stay zero (a model with one row per joint or chamber holds each
     joint's columns in its own rows only: half of the 2-DOF fluid observation is zero).
 
-    `memo`: the columns already filtered on this block by an earlier candidate of a structure
-    search; a column equal to the one that went in then is not filtered again (a valve
-    null candidate changes the valve's columns only, a Coulomb band the friction ones). The
-    filters treat each column on its own, so this changes no number, only the work."""
+    `memo`: what the previous call on the same rows and stage sent through `linear` (a
+    structure search's earlier candidate, the refinement's earlier θ, the refit of another
+    channel); a column equal to the one that went in then is not filtered again (a valve
+    null candidate changes the valve's columns only, a Coulomb band the friction ones, θ the
+    predicted-rate ones). The filters treat each column on its own, so this changes no
+    number, only the work."""
     if memo is None:
         nz = np.any(a != 0.0, axis=0)
         if nz.all():
@@ -267,22 +272,24 @@ def nonzero_columns(
         out[:, nz] = got
         return out
     flat = a.reshape(a.shape[0], -1)
-    todo: list[int] = []
-    hits: list[tuple[int, np.ndarray]] = []
-    for j in np.flatnonzero(np.any(flat != 0.0, axis=0)):
-        seen = memo.get(int(j))
-        if seen is not None and np.array_equal(seen[0], flat[:, j]):
-            hits.append((int(j), seen[1]))
-        else:
-            todo.append(int(j))
-    got = linear(flat[:, todo])
-    out = np.zeros((got.shape[0], flat.shape[1]), dtype=got.dtype)
-    for c, j in enumerate(todo):
-        memo[j] = (flat[:, j].copy(), got[:, c])
-        out[:, j] = got[:, c]
-    for j, column in hits:
-        out[:, j] = column
-    return out.reshape(got.shape[0], *a.shape[1:])
+    cols = np.flatnonzero(np.any(flat != 0.0, axis=0))
+    now = flat[:, cols]
+    if "cols" in memo and np.array_equal(memo["cols"], cols):
+        same = np.all(now == memo["input"], axis=0)
+    else:
+        same = np.zeros(cols.size, dtype=bool)
+    if same.size and same.all():
+        done = memo["output"]
+    else:
+        got = linear(now[:, ~same])
+        done = np.empty((got.shape[0], cols.size), dtype=got.dtype)
+        done[:, ~same] = got
+        if same.any():
+            done[:, same] = memo["output"][:, same]
+    memo.update(cols=cols, input=now, output=done)
+    out = np.zeros((done.shape[0], flat.shape[1]), dtype=done.dtype)
+    out[:, cols] = done
+    return out.reshape(done.shape[0], *a.shape[1:])
 
 
 #: The instruments' signals go through a low-pass at this fraction of the model's corner.
