@@ -159,42 +159,32 @@ def observation(
 
     `cache`: a dict private to these rows of the run (`block_cache`), shared by the fits of a
     structure search (each candidate changes the regressor, never the filtered signals and
-    their derivatives) and by the sensor-uncertainty refits (each moves one channel): what an
-    earlier call computed from the same input columns is reused — the conditioned signals,
-    and column by column the filtered and decimated Φ and y (`nonzero_columns`). Inputs are
-    compared, not trusted, so the numbers are those of a call without it."""
+    their derivatives) and by the sensor-uncertainty refits (each moves one channel, and only
+    its conditioned signal is filtered again, `conditioned`). The raw block is compared, not
+    trusted, so the numbers are those of a call without it.
+
+    Φ is (N, m, n) with most columns zero in most rows (each joint's parameters in its own
+    rows): the static part's filtering and the decimation run on the columns that are not
+    zero throughout and are written into the others' zeros, not added to or scaled over the
+    whole array (these arrays are the batch's largest; filters treat each column on its
+    own, so the numbers are the same)."""
     sos = lowpass(cutoff_hz, fs)
-    key = (raw.shape, cutoff_hz, fs)
-    x, xs, xr = _conditioned_cached(raw, sos, fs, nj, cache, key)
-
-    def memo(stage: str, shape: tuple[int, ...]) -> ColumnMemo | None:
-        """The columns an earlier call on these rows already sent through `stage`."""
-        if cache is None:
-            return None
-        return cache.setdefault((key, stage, nd, shape), {})  # type: ignore[no-any-return]
-
-    def filtered(a: np.ndarray, stage: str) -> np.ndarray:
-        return nonzero_columns(
-            lambda b: sosfiltfilt(sos, b, axis=0), a, memo(stage, a.shape[1:])
-        )  # fmt: skip
-
+    x, xs, xr = _conditioned_cached(raw, sos, fs, nj, cache, (raw.shape, cutoff_hz, fs))
     Phi, y = evaluate(model, x)
     if model.split_static:
         Phi0, y0 = evaluate(model, xs)
         Phis, ys = evaluate(model, xr)
-        Phi = Phi - Phi0 + filtered(Phis, "Phi static")
-        if cache is None:
-            y = y - y0 + sosfiltfilt(sos, ys, axis=0)
-        else:  # column by column: the same numbers (the filter treats each on its own)
-            y = y - y0 + filtered(ys, "y static")
+        Phi = _plus_filtered(Phi - Phi0, Phis, lambda a: sosfiltfilt(sos, a, axis=0))
+        y = y - y0 + sosfiltfilt(sos, ys, axis=0)
     keep = valid_rows(model, raw, nj, int(3 * fs / cutoff_hz) + 4 * nd)
     k = max(1, trim // max(nd, 1))
     keep = keep[::nd][k:-k]
 
-    def condition(a: np.ndarray, scale: np.ndarray, done: ColumnMemo | None) -> np.ndarray:
-        a = a * scale
+    def condition(a: np.ndarray, scale: np.ndarray) -> np.ndarray:
         if nd > 1:
-            a = nonzero_columns(lambda b: decimate(b, nd, axis=0, zero_phase=True), a, done)
+            a = _scaled_nonzero(lambda b: decimate(b, nd, axis=0, zero_phase=True), a, scale)
+        else:
+            a = a * scale
         return a[k:-k][keep]
 
     pscale = model.param_scale[None, None, :] / model.output_scale[None, :, None]
@@ -203,23 +193,15 @@ def observation(
         channels = rate_channels(model, x)
         if channels:
             predict = _instruments_of(model, raw, fs, nj, cutoff_hz, channels)
-            # Only the columns that hold a predicted rate change from one θ to the next: the
-            # others are decimated once, at the first iteration.
-            z_done: ColumnMemo = {}
 
             def Z(theta: np.ndarray) -> np.ndarray:
-                return condition(predict(theta), pscale, z_done)
+                return condition(predict(theta), pscale)
 
-    return (
-        condition(Phi, pscale, memo("Phi decimated", Phi.shape[1:])),
-        condition(y, 1.0 / model.output_scale[None, :], memo("y decimated", y.shape[1:])),
-        Z,
-    )
+    return condition(Phi, pscale), condition(y, 1.0 / model.output_scale[None, :]), Z
 
 
-#: What `nonzero_columns` sent through one filtering stage of one block last time: the
-#: indices of the columns (flat over the trailing axes) that were not all zero, those columns
-#: as they went in, and as they came out.
+#: What `conditioned` filtered last time on the same rows: the raw block as it went in and
+#: its filtered signals and derivatives.
 ColumnMemo = dict[str, np.ndarray]
 
 
@@ -248,48 +230,45 @@ def _conditioned_cached(
     return slot["x"]  # type: ignore[no-any-return]
 
 
-def nonzero_columns(
-    linear: Callable[[np.ndarray], np.ndarray],
-    a: np.ndarray,
-    memo: ColumnMemo | None = None,
-) -> np.ndarray:
+def nonzero_columns(linear: Callable[[np.ndarray], np.ndarray], a: np.ndarray) -> np.ndarray:
     """`linear` (a filter along axis 0) applied to the columns of `a` that are not zero
     throughout; the others stay zero (a model with one row per joint or chamber holds each
-    joint's columns in its own rows only: half of the 2-DOF fluid observation is zero).
+    joint's columns in its own rows only: half of the 2-DOF fluid observation is zero)."""
+    nz = np.any(a != 0.0, axis=0)
+    if nz.all():
+        return linear(a)
+    got = linear(a[:, nz])
+    out = np.zeros((got.shape[0], *a.shape[1:]), dtype=got.dtype)
+    out[:, nz] = got
+    return out
 
-    `memo`: what the previous call on the same rows and stage sent through `linear` (a
-    structure search's earlier candidate, the refinement's earlier θ, the refit of another
-    channel); a column equal to the one that went in then is not filtered again (a valve
-    null candidate changes the valve's columns only, a Coulomb band the friction ones, θ the
-    predicted-rate ones). The filters treat each column on its own, so this changes no
-    number, only the work."""
-    if memo is None:
-        nz = np.any(a != 0.0, axis=0)
-        if nz.all():
-            return linear(a)
-        got = linear(a[:, nz])
-        out = np.zeros((got.shape[0], *a.shape[1:]), dtype=got.dtype)
-        out[:, nz] = got
-        return out
+
+def _plus_filtered(
+    base: np.ndarray, a: np.ndarray, linear: Callable[[np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """base + nonzero_columns(linear, a) (same shapes, `linear` keeping the length), adding
+    only into the columns that are not zero throughout: in place into `base` where it is a
+    C-contiguous float array (the caller's temporary), which is returned."""
+    out = np.ascontiguousarray(base, dtype=np.result_type(base, a))
+    flat, src = out.reshape(out.shape[0], -1), a.reshape(a.shape[0], -1)
+    cols = np.flatnonzero(np.any(src != 0.0, axis=0))
+    if cols.size:
+        flat[:, cols] += linear(src[:, cols])
+    return out
+
+
+def _scaled_nonzero(
+    linear: Callable[[np.ndarray], np.ndarray], a: np.ndarray, scale: np.ndarray
+) -> np.ndarray:
+    """nonzero_columns(linear, a * scale) for a finite, nonzero `scale` (broadcast over a's
+    trailing axes), scaling only the columns that are not zero throughout."""
     flat = a.reshape(a.shape[0], -1)
+    factor = np.broadcast_to(scale, (1, *a.shape[1:])).reshape(-1)
     cols = np.flatnonzero(np.any(flat != 0.0, axis=0))
-    now = flat[:, cols]
-    if "cols" in memo and np.array_equal(memo["cols"], cols):
-        same = np.all(now == memo["input"], axis=0)
-    else:
-        same = np.zeros(cols.size, dtype=bool)
-    if same.size and same.all():
-        done = memo["output"]
-    else:
-        got = linear(now[:, ~same])
-        done = np.empty((got.shape[0], cols.size), dtype=got.dtype)
-        done[:, ~same] = got
-        if same.any():
-            done[:, same] = memo["output"][:, same]
-    memo.update(cols=cols, input=now, output=done)
-    out = np.zeros((done.shape[0], flat.shape[1]), dtype=done.dtype)
-    out[:, cols] = done
-    return out.reshape(done.shape[0], *a.shape[1:])
+    got = linear(flat[:, cols] * factor[cols])
+    out = np.zeros((got.shape[0], flat.shape[1]), dtype=got.dtype)
+    out[:, cols] = got
+    return out.reshape(got.shape[0], *a.shape[1:])
 
 
 #: The instruments' signals go through a low-pass at this fraction of the model's corner.

@@ -108,27 +108,55 @@ def test_a_candidates_lean_score_is_the_full_fits() -> None:
         np.testing.assert_array_equal(lean[1], full[0].equation_sigma)
 
 
-def test_the_column_memo_filters_only_the_changed_columns() -> None:
-    """A second valve candidate on the same block filters the valve's columns again, not the
-    chamber-volume, leakage and output columns the valve does not touch."""
+def test_filtering_into_the_nonzero_columns_is_filtering_the_whole_array() -> None:
+    """The observation adds the filtered static part and scales and decimates only the
+    columns that are not zero throughout: the same numbers as the whole-array forms."""
     sos = obs.butter(4, 40.0, fs=FS, output="sos")
     rng = np.random.default_rng(2)
     a = rng.standard_normal((3000, 4, 6))
     a[:, 1, 2:] = 0.0
-    memo: obs.ColumnMemo = {}
-    calls: list[int] = []
+    a[:, 0, :3] = 0.0
+    base = rng.standard_normal(a.shape)
+    scale = rng.uniform(0.5, 2.0, (1, 4, 6))
 
-    def counted(b: np.ndarray) -> np.ndarray:
-        calls.append(b.shape[1])
+    def filt(b: np.ndarray) -> np.ndarray:
         return obs.sosfiltfilt(sos, b, axis=0)
 
-    first = obs.nonzero_columns(counted, a, memo)
-    np.testing.assert_array_equal(first, obs.nonzero_columns(counted, a))
-    b = a.copy()
-    b[:, 2, 3] *= 2.0
-    second = obs.nonzero_columns(counted, b, memo)
-    np.testing.assert_array_equal(second, obs.nonzero_columns(counted, b))
-    assert calls == [20, 20, 1, 20]
+    def dec(b: np.ndarray) -> np.ndarray:
+        return obs.decimate(b, 10, axis=0, zero_phase=True)
+
+    np.testing.assert_array_equal(obs._plus_filtered(base.copy(), a, filt), base + filt(a))
+    np.testing.assert_array_equal(obs._scaled_nonzero(dec, a, scale), dec(a * scale))
+    np.testing.assert_array_equal(
+        obs._scaled_nonzero(dec, a, scale), obs.nonzero_columns(dec, a * scale)
+    )
+
+
+def test_the_conditioned_memo_filters_only_the_changed_signals() -> None:
+    """A sensor refit moves one channel: its conditioned signals are filtered again, the
+    others come from the memo, and the whole equals conditioning from scratch."""
+    sos = obs.butter(4, 40.0, fs=FS, output="sos")
+    raw = _raw()
+    memo: obs.ColumnMemo = {}
+    obs.conditioned(raw, sos, FS, 2, memo)
+    moved = raw.copy()
+    moved[:, 5] *= 1.001
+    calls: list[int] = []
+    real = obs.sosfiltfilt
+
+    def counted(sos_: np.ndarray, b: np.ndarray, axis: int) -> np.ndarray:
+        calls.append(b.shape[1])
+        return real(sos_, b, axis=axis)
+
+    obs.sosfiltfilt = counted  # type: ignore[assignment]
+    try:
+        got = obs.conditioned(moved, sos, FS, 2, memo)
+    finally:
+        obs.sosfiltfilt = real  # type: ignore[assignment]
+    ref = obs.conditioned(moved, sos, FS, 2)
+    assert calls == [1]
+    for name in ("q", "qd", "qdd", "s", "sd", "p_cap", "pd_cap", "p_rod", "pd_rod", "u"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(ref, name))
 
 
 def test_the_refinements_instruments_are_rebuilt_as_from_scratch() -> None:
