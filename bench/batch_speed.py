@@ -14,9 +14,9 @@ Paths, each timed in its own fresh process, alternately (`--repeats` rounds):
   reference  the same batch with what makes it fast switched off: the Lin fluid regressor's
              NumPy definition (`models_lin.lin_fluid_regressor_reference`) instead of the
              compiled one, every structure candidate scored by a full fit (`fit_blocks`)
-             instead of its residual alone, and no per-column memo (a candidate, refit or IV
-             iteration filters every column again; the conditioned signals are still shared
-             by a search's candidates, as before).
+             instead of its residual alone, the static part added and the decimation scaled
+             over the whole Φ, and each sensor refit conditioning every signal again (the
+             conditioned signals are still shared by a search's candidates, as before).
 Both must give the same estimates: every θ and σ, flag, note and warning (`equal`; the largest
 relative θ and σ difference beside it). Figures on a shared machine are loaded: the load
 average is printed with them.
@@ -54,11 +54,14 @@ def use_reference_path() -> None:
     import estimator.models_lin as ml
     import estimator.observation as ob
 
-    ml.lin_fluid_regressor = ml.lin_fluid_regressor_reference  # type: ignore[assignment]
-    plain_columns, plain_conditioned = ob.nonzero_columns, ob.conditioned
+    ml.lin_fluid_regressor = ml.lin_fluid_regressor_reference
+    plain_conditioned = ob.conditioned
 
-    def every_column(linear: Any, a: np.ndarray, memo: Any = None) -> np.ndarray:
-        return plain_columns(linear, a)
+    def plus_filtered(base: np.ndarray, a: np.ndarray, linear: Any) -> np.ndarray:
+        return base + ob.nonzero_columns(linear, a)
+
+    def scaled_nonzero(linear: Any, a: np.ndarray, scale: np.ndarray) -> np.ndarray:
+        return ob.nonzero_columns(linear, a * scale)
 
     def conditioned(raw: np.ndarray, sos: np.ndarray, fs: float, nj: int, memo: Any = None) -> Any:
         return plain_conditioned(raw, sos, fs, nj)
@@ -67,9 +70,10 @@ def use_reference_path() -> None:
         got = mf.fit_blocks(mdl, raw, blks, jackknife_groups=0, refine=False, **kw)
         return None if got is None else (got[0].residual_var, got[0].equation_sigma)
 
-    ob.nonzero_columns = every_column  # type: ignore[assignment]
-    ob.conditioned = conditioned  # type: ignore[assignment]
-    mf.candidate_residuals = full_fit  # type: ignore[assignment]
+    ob._plus_filtered = plus_filtered
+    ob._scaled_nonzero = scaled_nonzero
+    ob.conditioned = conditioned
+    mf.candidate_residuals = full_fit
 
 
 def worker(run: str, profile: str, path: str, out: str) -> None:

@@ -258,6 +258,7 @@ def identify_run(
                 cols: Mapping[str, np.ndarray], mdl: LinearModel = mdl, fc: float = fc,
                 nd: int = nd, trim: int = trim, blks: list[slice] = blks,
                 not_excited: list[str] = not_excited,
+                refit_cache: dict[Any, Any] = refit_cache,
             ) -> np.ndarray | None:  # fmt: skip
                 raw_p = signals_from_columns(cols, profile, params_known, fuse_angles=fuse_angles)
                 if spool_fused:

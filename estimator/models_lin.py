@@ -287,11 +287,11 @@ def lin_fluid_regressor(
     b0, lap = (np.zeros(n), np.zeros(n)) if valve is None else np.reshape(valve, (2, n))
     shift = params.oil is not None
     per_joint = fluid_per_joint(shift)
-    f = [
+    s, sd, u, pc, pr, pdc, pdr = (
         np.ascontiguousarray(a, dtype=float)
         for a in (x.s, x.sd, x.u, x.p_cap, x.p_rod, x.pd_cap, x.pd_rod)
-    ]
-    N = f[0].shape[0]
+    )
+    N = s.shape[0]
     dtemp = (
         np.zeros((N, n))
         if not shift or x.temp is None or params.oil is None
@@ -308,7 +308,13 @@ def lin_fluid_regressor(
         np.asarray(params.stroke, dtype=float),
         np.ascontiguousarray(b0, dtype=float),
         np.ascontiguousarray(lap, dtype=float),
-        *f,
+        s,
+        sd,
+        u,
+        pc,
+        pr,
+        pdc,
+        pdr,
         np.ascontiguousarray(np.broadcast_to(compl, (N, n)), dtype=float),
         np.ascontiguousarray(np.broadcast_to(visc, (N, n)), dtype=float),
         # On the same arrays as the reference: NumPy's vector loops may round differently

@@ -21,7 +21,6 @@ refinement.
 from __future__ import annotations
 
 import functools
-
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -90,7 +89,7 @@ def lowpass(cutoff_hz: float, fs: float) -> np.ndarray:
     per corner: a structure search observes the same blocks a few hundred times (callers
     must not write to it)."""
     sos = butter(4, cutoff_hz, fs=fs, output="sos")
-    return sos  # type: ignore[no-any-return]
+    return sos
 
 
 def derivative(x: np.ndarray, dt: float) -> np.ndarray:
@@ -209,7 +208,7 @@ def block_cache(cache: dict[Any, Any] | None, block: slice) -> dict[Any, Any] | 
     """The part of a run-wide `cache` that belongs to the rows `block` (`observation`)."""
     if cache is None:
         return None
-    return cache.setdefault(("block", block.start, block.stop), {})  # type: ignore[no-any-return]
+    return cache.setdefault(("block", block.start, block.stop), {})
 
 
 def _conditioned_cached(
@@ -227,7 +226,7 @@ def _conditioned_cached(
         # The raw samples view the cache's own copy: the caller's block may change later.
         kept = raw.copy()
         slot.update(raw=kept, x=(x, static_sample(x), sample_from(kept, nj)))
-    return slot["x"]  # type: ignore[no-any-return]
+    return slot["x"]
 
 
 def nonzero_columns(linear: Callable[[np.ndarray], np.ndarray], a: np.ndarray) -> np.ndarray:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 import estimator.observation as obs
+from controller.plant.params import PlantParams
 from daq.profile import load_profile
 from daq.profile.plant import plant_params
 from estimator.model_fit import candidate_residuals, fit_blocks
@@ -26,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FS = 1000.0
 
 
-def _params(oil: bool = True):  # type: ignore[no-untyped-def]
+def _params(oil: bool = True) -> PlantParams:
     params = plant_params(load_profile(ROOT / "hw_profiles" / "sim-2dof-realistic.toml"))
     assert params.oil is not None  # the realistic profile declares an oil law
     return params if oil else replace(params, oil=None)
@@ -84,7 +86,7 @@ def test_a_candidates_lean_score_is_the_full_fits() -> None:
     blks = [slice(0, 7000), slice(7300, 12000)]
     fluid = lin_models(params)[1]
     assert fluid.switches is not None
-    kw = {"fs": FS, "nj": 2, "cutoff_hz": 40.0, "nd": 10, "trim": 100}
+    kw: dict[str, Any] = {"fs": FS, "nj": 2, "cutoff_hz": 40.0, "nd": 10, "trim": 100}
     cache: dict = {}
     for value in ([[0.0, 0.0], [0.0, 0.0]], [[0.003, -0.002], [-0.004, 0.001]],
                   [[0.003, -0.002], [-0.004, 0.002]]):  # fmt: skip
@@ -148,11 +150,11 @@ def test_the_conditioned_memo_filters_only_the_changed_signals() -> None:
         calls.append(b.shape[1])
         return real(sos_, b, axis=axis)
 
-    obs.sosfiltfilt = counted  # type: ignore[assignment]
+    obs.sosfiltfilt = counted
     try:
         got = obs.conditioned(moved, sos, FS, 2, memo)
     finally:
-        obs.sosfiltfilt = real  # type: ignore[assignment]
+        obs.sosfiltfilt = real
     ref = obs.conditioned(moved, sos, FS, 2)
     assert calls == [1]
     for name in ("q", "qd", "qdd", "s", "sd", "p_cap", "pd_cap", "p_rod", "pd_rod", "u"):
