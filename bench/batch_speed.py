@@ -2,6 +2,7 @@
 the reference path, in the same session, with the two results compared.
 
     .venv/bin/python bench/batch_speed.py [--run RUN.rigrun] [--profile P] [--repeats N]
+                                          [--blas-threads K]
 
 The batch is what `rigctl identify` runs on its recording (estimator.report.analysis
 .batch_identify: the profile's models, the Coulomb band and valve switch searches, the
@@ -17,7 +18,8 @@ Paths, each timed in its own fresh process, alternately (`--repeats` rounds):
              instead of its residual alone, the static part added and the decimation scaled
              over the whole Φ, and each sensor refit conditioning every signal again (the
              conditioned signals are still shared by a search's candidates, as before).
-Both must give the same estimates: every θ and σ, flag, note and warning (`equal`; the largest
+`--blas-threads 1` runs both with one BLAS thread (docs/estimator.md: OpenBLAS's threads wait
+for each other on a busy machine). Both must give the same estimates: every θ and σ, flag, note and warning (`equal`; the largest
 relative θ and σ difference beside it). Figures on a shared machine are loaded: the load
 average is printed with them.
 
@@ -145,6 +147,9 @@ def main() -> None:
     ap.add_argument("--profile", default=str(PROFILE))
     ap.add_argument("--repeats", type=int, default=1, help="rounds of (reference, fast)")
     ap.add_argument("--only", choices=("fast", "reference"), help="time one path only")
+    ap.add_argument(
+        "--blas-threads", type=int, help="OPENBLAS_NUM_THREADS of the timed processes"
+    )
     ap.add_argument("--worker", nargs=3, metavar=("RUN", "PATH", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -160,14 +165,21 @@ def main() -> None:
                 out = Path(tmp) / f"{path}-{k}.pkl"
                 cmd = [sys.executable, __file__, "--profile", args.profile,
                        "--worker", str(run), path, str(out)]  # fmt: skip
-                subprocess.run(cmd, check=True, cwd=ROOT)
+                env = dict(os.environ)
+                if args.blas_threads:
+                    env["OPENBLAS_NUM_THREADS"] = str(args.blas_threads)
+                subprocess.run(cmd, check=True, cwd=ROOT, env=env)
                 with open(out, "rb") as fh:
                     got[path].append(pickle.load(fh))
                 r = got[path][-1]
                 _say(f"round {k + 1} {path}: {r['wall_s']:.1f} s wall, {r['cpu_s']:.1f} s CPU, "
                      f"load {os.getloadavg()[0]:.2f}")  # fmt: skip
         load_after = os.getloadavg()
-    result: dict[str, Any] = {"run": str(run), "profile": args.profile}
+    result: dict[str, Any] = {
+        "run": str(run),
+        "profile": args.profile,
+        "blas_threads": args.blas_threads or os.environ.get("OPENBLAS_NUM_THREADS"),
+    }
     for path, rs in got.items():
         result[path] = {
             "wall_s": [round(r["wall_s"], 2) for r in rs],
