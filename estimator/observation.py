@@ -153,8 +153,7 @@ def observation(
     pressure rates the model predicts with θ in place of the measured ones, through the same
     filters, decimation and row selection; None for a model with no pressure rate in its
     regressor. Everything in Z but the predicted rates is built here once: the refinement's
-    iterations then redo only the prediction (`_instruments_of`), and decimate only the
-    columns that hold a predicted rate.
+    iterations then redo only the prediction (`_instruments_of`).
 
     `cache`: a dict private to these rows of the run (`block_cache`), shared by the fits of a
     structure search (each candidate changes the regressor, never the filtered signals and
