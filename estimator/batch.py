@@ -250,10 +250,15 @@ def identify_run(
         if sensor_uncertainty:
             from estimator.sensor_sigma import combine, propagate, used_channels
 
+            # Each refit moves one channel: the signals and regressor columns it does not
+            # touch are filtered once, for the first (estimator.observation, `cache`).
+            refit_cache: dict[Any, Any] = {}
+
             def refit(
                 cols: Mapping[str, np.ndarray], mdl: LinearModel = mdl, fc: float = fc,
                 nd: int = nd, trim: int = trim, blks: list[slice] = blks,
                 not_excited: list[str] = not_excited,
+                refit_cache: dict[Any, Any] = refit_cache,
             ) -> np.ndarray | None:  # fmt: skip
                 raw_p = signals_from_columns(cols, profile, params_known, fuse_angles=fuse_angles)
                 if spool_fused:
@@ -261,7 +266,7 @@ def identify_run(
                 g = fit_blocks(
                     mdl, raw_p, blks, fs=fs, nj=nj, cutoff_hz=fc, nd=nd, trim=trim,
                     rank_tol=rank_tol, block_s=block_s, jackknife_groups=0, still=not_excited,
-                    refine=False,
+                    refine=False, cache=refit_cache,
                 )  # fmt: skip
                 return None if g is None else g[0].theta
 

@@ -14,12 +14,12 @@ import numpy as np
 
 from estimator.linkwise import link_by_link
 from estimator.models import LinearModel
-from estimator.observation import Instruments, observation
+from estimator.observation import Instruments, block_cache, observation
 from estimator.refine import choose
 from estimator.refine import refine as refine_fit
 from estimator.shape_search import choose as choose_shape
 from estimator.shape_search import choose_switches
-from estimator.wls import ModelFit, fit_model
+from estimator.wls import ModelFit, fit_model, ls_residuals
 
 #: The switch search's first (coarse) sweep scores on every COARSE_EVERY-th stretch of
 #: COARSE_PIECE_S seconds of the used data: a third of the cost, the same kinds of motion.
@@ -44,12 +44,10 @@ def with_chosen_switches(
 
     def scored(on: Sequence[slice]) -> Callable[[np.ndarray], np.ndarray]:
         def cost(value: np.ndarray) -> np.ndarray:
-            got = fit_blocks(
-                sw.make(value), raw, on, jackknife_groups=0, refine=False, cache=cache, **kw
-            )
+            got = candidate_residuals(sw.make(value), raw, on, cache=cache, **kw)
             if got is None:
                 return np.full(np.shape(value)[1], np.nan)
-            var = np.asarray(got[0].equation_sigma, dtype=float) ** 2
+            var = np.asarray(got[1], dtype=float) ** 2
             return var.reshape(-1, sw.per_joint).sum(axis=1)
 
         return cost
@@ -70,10 +68,8 @@ def with_chosen_shape(
     cache: dict[Any, Any] = {}  # conditioned signals per block: the same for every candidate
 
     def cost(value: float) -> float:
-        got = fit_blocks(
-            shape.make(value), raw, blks, jackknife_groups=0, refine=False, cache=cache, **kw
-        )
-        return float("nan") if got is None else got[0].residual_var
+        got = candidate_residuals(shape.make(value), raw, blks, cache=cache, **kw)
+        return float("nan") if got is None else got[0]
 
     choice = choose_shape(shape, cost)
     made = replace(shape.make(choice.value), truth=mdl.truth, prior=mdl.prior)
@@ -81,6 +77,57 @@ def with_chosen_shape(
     if choice.at_edge:
         note += "; at the end of the searched range, so the data may want a value beyond it"
     return made, choice.value, note
+
+
+def candidate_residuals(
+    mdl: LinearModel,
+    raw: np.ndarray,
+    blks: Sequence[slice],
+    *,
+    fs: float,
+    nj: int,
+    cutoff_hz: float,
+    nd: int,
+    trim: int,
+    cache: dict[Any, Any] | None = None,
+    **_: Any,
+) -> tuple[float, np.ndarray] | None:
+    """(`residual_var`, `equation_sigma`) of `fit_blocks(mdl, raw, blks, refine=False,
+    jackknife_groups=0)`'s fit, the same numbers, without the rest of the fit (weights,
+    identifiability, covariances: estimator.wls.ls_residuals): a structure candidate's score.
+    None when no block gave a row."""
+    parts = _observed(mdl, raw, blks, fs, nj, cutoff_hz, nd, trim, False, cache, None)
+    if not parts:
+        return None
+    Phi = np.concatenate([p[0] for p in parts])
+    y = np.concatenate([p[1] for p in parts])
+    return ls_residuals(mdl, Phi, y)
+
+
+def _observed(
+    mdl: LinearModel,
+    raw: np.ndarray,
+    blks: Sequence[slice],
+    fs: float,
+    nj: int,
+    cutoff_hz: float,
+    nd: int,
+    trim: int,
+    instruments: bool,
+    cache: dict[Any, Any] | None,
+    rows_used: np.ndarray | None,
+) -> list[tuple[np.ndarray, np.ndarray, Instruments | None]]:
+    """The observation of every block that gave rows (estimator.observation)."""
+    parts = []
+    for b in blks:
+        obs = observation(
+            mdl, raw[b], fs, nj, cutoff_hz, nd, trim, instruments, block_cache(cache, b)
+        )  # fmt: skip
+        if obs[0].shape[0] > 0:
+            if rows_used is not None:
+                rows_used[b.start + trim : b.stop - trim] = True
+            parts.append(obs)
+    return parts
 
 
 def fit_blocks(
@@ -108,13 +155,7 @@ def fit_blocks(
     `rows_used` (bool, len(raw)) is marked with the rows that went in. `linkwise`: also Lin's
     link-by-link estimate (`ModelFit.linkwise`) for a model with one equation per joint."""
 
-    parts = []
-    for b in blks:
-        obs = observation(mdl, raw[b], fs, nj, cutoff_hz, nd, trim, instruments=refine, cache=cache)
-        if obs[0].shape[0] > 0:
-            if rows_used is not None:
-                rows_used[b.start + trim : b.stop - trim] = True
-            parts.append(obs)
+    parts = _observed(mdl, raw, blks, fs, nj, cutoff_hz, nd, trim, refine, cache, rows_used)
     if not parts:
         return None
     Phi = np.concatenate([p[0] for p in parts])

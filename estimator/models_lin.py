@@ -101,9 +101,11 @@ from __future__ import annotations
 import numpy as np
 
 from controller.plant.dynamics import P_ATM, cylinder, joint_from_piston
+from controller.plant.jit import HAVE_NUMBA
 from controller.plant.params import JointEffects, PlantEffects, PlantParams
 from controller.plant.regressors import fluid_regressor, mechanical_output, mechanical_regressor
 from estimator.models import LinearModel, Sample, fluid_model, mechanical_model
+from estimator.models_lin_compiled import lin_fluid_rows
 from estimator.shape_search import JointSwitches, ShapeSearch
 
 #: v_ε of the smooth sign in the Coulomb columns (m/s of piston velocity). Lin's rig and the
@@ -276,6 +278,63 @@ def lin_fluid_regressor(
     """Φ (N, 2n, 2 + 15n) and y (N, 2n) of the fluid model (module doc), order
     `lin_fluid_names`; rows [cap₁, rod₁, cap₂, rod₂]. `valve` = [b₀ per joint, d per joint]
     (spool units; None: zeros), which edges are open.
+
+    One compiled pass over the samples (estimator.models_lin_compiled), bit-equal to
+    `lin_fluid_regressor_reference`, the definition; that one without numba."""
+    if not HAVE_NUMBA:
+        return lin_fluid_regressor_reference(params, x, valve)
+    n = params.n
+    b0, lap = (np.zeros(n), np.zeros(n)) if valve is None else np.reshape(valve, (2, n))
+    shift = params.oil is not None
+    per_joint = fluid_per_joint(shift)
+    s, sd, u, pc, pr, pdc, pdr = (
+        np.ascontiguousarray(a, dtype=float)
+        for a in (x.s, x.sd, x.u, x.p_cap, x.p_rod, x.pd_cap, x.pd_rod)
+    )
+    N = s.shape[0]
+    dtemp = (
+        np.zeros((N, n))
+        if not shift or x.temp is None or params.oil is None
+        else np.ascontiguousarray(x.temp - params.oil.reference_c, dtype=float)
+    )
+    visc, compl = oil_factors(params, x)
+    phi = np.zeros((N, 2 * n, 2 + per_joint * n))
+    y = np.empty((N, 2 * n))
+    lin_fluid_rows(
+        float(params.supply_pressure),
+        np.asarray(params.area_cap, dtype=float),
+        np.asarray(params.area_rod, dtype=float),
+        np.asarray(params.dead_volume, dtype=float),
+        np.asarray(params.stroke, dtype=float),
+        np.ascontiguousarray(b0, dtype=float),
+        np.ascontiguousarray(lap, dtype=float),
+        s,
+        sd,
+        u,
+        pc,
+        pr,
+        pdc,
+        pdr,
+        np.ascontiguousarray(np.broadcast_to(compl, (N, n)), dtype=float),
+        np.ascontiguousarray(np.broadcast_to(visc, (N, n)), dtype=float),
+        # On the same arrays as the reference: NumPy's vector loops may round differently
+        # from its strided ones in the last bit.
+        np.ascontiguousarray(air_compliance(x.p_cap), dtype=float),
+        np.ascontiguousarray(air_compliance(x.p_rod), dtype=float),
+        dtemp,
+        shift,
+        per_joint,
+        phi,
+        y,
+    )
+    return phi, y
+
+
+def lin_fluid_regressor_reference(
+    params: PlantParams, x: Sample, valve: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """`lin_fluid_regressor` written with NumPy over whole columns: the definition, and the
+    oracle the compiled form is tested against.
 
     The valve columns are the reference regressor's (controller.plant.regressors), so the
     orifice law is written once: evaluated at u = +1 it gives the edges a positive spool opens,

@@ -20,7 +20,9 @@ refinement.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 from scipy.signal import butter, decimate, sosfiltfilt
@@ -81,6 +83,15 @@ def signals_from_columns(
     return raw
 
 
+@functools.lru_cache(maxsize=64)
+def lowpass(cutoff_hz: float, fs: float) -> np.ndarray:
+    """The conditioning low-pass (4th-order Butterworth, second-order sections), designed once
+    per corner: a structure search observes the same blocks a few hundred times (callers
+    must not write to it)."""
+    sos = butter(4, cutoff_hz, fs=fs, output="sos")
+    return sos
+
+
 def derivative(x: np.ndarray, dt: float) -> np.ndarray:
     """dx/dt along axis 0 by the five-point central difference (np.gradient at the two ends).
 
@@ -93,11 +104,33 @@ def derivative(x: np.ndarray, dt: float) -> np.ndarray:
     return d
 
 
-def conditioned(raw: np.ndarray, sos: np.ndarray, fs: float, nj: int) -> Sample:
-    xf = sosfiltfilt(sos, raw, axis=0)
-    d1 = derivative(xf, 1.0 / fs)
-    d2 = derivative(d1, 1.0 / fs)
-    return sample_from(raw, nj, np.stack([xf, d1, d2], axis=1))
+def conditioned(
+    raw: np.ndarray, sos: np.ndarray, fs: float, nj: int, memo: ColumnMemo | None = None
+) -> Sample:
+    """The raw block low-passed by `sos` (zero phase) with its first two derivatives.
+    `memo`: the signals of an earlier call on the same rows, column by column; a raw column
+    equal to the one that went in then is not filtered again (the sensor-uncertainty refits
+    move one channel at a time). Filter and derivatives treat each column on their own, so
+    the numbers are the same."""
+    if memo is None:
+        xf = sosfiltfilt(sos, raw, axis=0)
+        d1 = derivative(xf, 1.0 / fs)
+        d2 = derivative(d1, 1.0 / fs)
+        return sample_from(raw, nj, np.stack([xf, d1, d2], axis=1))
+    if "input" in memo and memo["input"].shape == raw.shape:
+        same = np.all(raw == memo["input"], axis=0)
+    else:
+        same = np.zeros(raw.shape[1], dtype=bool)
+    out = np.empty((raw.shape[0], 3, raw.shape[1]))
+    if not same.all():
+        xf = sosfiltfilt(sos, raw[:, ~same], axis=0)
+        d1 = derivative(xf, 1.0 / fs)
+        d2 = derivative(d1, 1.0 / fs)
+        out[:, :, ~same] = np.stack([xf, d1, d2], axis=1)
+    if same.any():
+        out[:, :, same] = memo["output"][:, :, same]
+    memo.update(input=raw.copy(), output=out)
+    return sample_from(raw, nj, out)
 
 
 #: One block's instruments for a given θ (physical units): Z (r_j, m, n), conditioned as Φ.
@@ -113,37 +146,43 @@ def observation(
     nd: int,
     trim: int,
     instruments: bool = False,
-    cache: dict[tuple[int, tuple[int, ...], float, float], Sample] | None = None,
+    cache: dict[Any, Any] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, Instruments | None]:
     """Normalised, filtered, decimated (Φ (r_j, m, n), y (r_j, m)) of one model, and with
     `instruments` the θ → Z map of the output-error refinement (`estimator.refine`): Φ with the
     pressure rates the model predicts with θ in place of the measured ones, through the same
     filters, decimation and row selection; None for a model with no pressure rate in its
     regressor. Everything in Z but the predicted rates is built here once: the refinement's
-    iterations then redo only the prediction (`_instruments_of`). `cache`: the conditioned
-    signals by block, shared by the fits of a structure search (each candidate changes the
-    regressor, never the filtered signals and their derivatives: most of a fit's cost)."""
-    sos = butter(4, cutoff_hz, fs=fs, output="sos")
-    key = (raw.__array_interface__["data"][0], raw.shape, cutoff_hz, fs)
-    x = None if cache is None else cache.get(key)
-    if x is None:
-        x = conditioned(raw, sos, fs, nj)
-        if cache is not None:
-            cache[key] = x
+    iterations then redo only the prediction (`_instruments_of`).
+
+    `cache`: a dict private to these rows of the run (`block_cache`), shared by the fits of a
+    structure search (each candidate changes the regressor, never the filtered signals and
+    their derivatives) and by the sensor-uncertainty refits (each moves one channel, and only
+    its conditioned signal is filtered again, `conditioned`). The raw block is compared, not
+    trusted, so the numbers are those of a call without it.
+
+    Φ is (N, m, n) with most columns zero in most rows (each joint's parameters in its own
+    rows): the static part's filtering and the decimation run on the columns that are not
+    zero throughout and are written into the others' zeros, not added to or scaled over the
+    whole array (these arrays are the batch's largest; filters treat each column on its
+    own, so the numbers are the same)."""
+    sos = lowpass(cutoff_hz, fs)
+    x, xs, xr = _conditioned_cached(raw, sos, fs, nj, cache, (raw.shape, cutoff_hz, fs))
     Phi, y = evaluate(model, x)
     if model.split_static:
-        Phi0, y0 = evaluate(model, static_sample(x))
-        Phis, ys = evaluate(model, sample_from(raw, nj))
-        Phi = Phi - Phi0 + nonzero_columns(lambda a: sosfiltfilt(sos, a, axis=0), Phis)
+        Phi0, y0 = evaluate(model, xs)
+        Phis, ys = evaluate(model, xr)
+        Phi = _plus_filtered(Phi - Phi0, Phis, lambda a: sosfiltfilt(sos, a, axis=0))
         y = y - y0 + sosfiltfilt(sos, ys, axis=0)
     keep = valid_rows(model, raw, nj, int(3 * fs / cutoff_hz) + 4 * nd)
     k = max(1, trim // max(nd, 1))
     keep = keep[::nd][k:-k]
 
     def condition(a: np.ndarray, scale: np.ndarray) -> np.ndarray:
-        a = a * scale
         if nd > 1:
-            a = nonzero_columns(lambda b: decimate(b, nd, axis=0, zero_phase=True), a)
+            a = _scaled_nonzero(lambda b: decimate(b, nd, axis=0, zero_phase=True), a, scale)
+        else:
+            a = a * scale
         return a[k:-k][keep]
 
     pscale = model.param_scale[None, None, :] / model.output_scale[None, :, None]
@@ -159,6 +198,36 @@ def observation(
     return condition(Phi, pscale), condition(y, 1.0 / model.output_scale[None, :]), Z
 
 
+#: What `conditioned` filtered last time on the same rows: the raw block as it went in and
+#: its filtered signals and derivatives.
+ColumnMemo = dict[str, np.ndarray]
+
+
+def block_cache(cache: dict[Any, Any] | None, block: slice) -> dict[Any, Any] | None:
+    """The part of a run-wide `cache` that belongs to the rows `block` (`observation`)."""
+    if cache is None:
+        return None
+    return cache.setdefault(("block", block.start, block.stop), {})
+
+
+def _conditioned_cached(
+    raw: np.ndarray, sos: np.ndarray, fs: float, nj: int, cache: dict[Any, Any] | None, key: Any
+) -> tuple[Sample, Sample, Sample]:
+    """(conditioned, its static twin, the raw samples) of `raw`, from `cache` when the same raw
+    block was conditioned before (compared, not trusted), else computed, with the columns
+    that did not change since taken from the cache's column memo (`conditioned`)."""
+    if cache is None:
+        x = conditioned(raw, sos, fs, nj)
+        return x, static_sample(x), sample_from(raw, nj)
+    slot = cache.setdefault((key, "conditioned"), {})
+    if "raw" not in slot or not np.array_equal(slot["raw"], raw):
+        x = conditioned(raw, sos, fs, nj, slot.setdefault("columns", {}))
+        # The raw samples view the cache's own copy: the caller's block may change later.
+        kept = raw.copy()
+        slot.update(raw=kept, x=(x, static_sample(x), sample_from(kept, nj)))
+    return slot["x"]
+
+
 def nonzero_columns(linear: Callable[[np.ndarray], np.ndarray], a: np.ndarray) -> np.ndarray:
     """`linear` (a filter along axis 0) applied to the columns of `a` that are not zero
     throughout; the others stay zero (a model with one row per joint or chamber holds each
@@ -170,6 +239,34 @@ def nonzero_columns(linear: Callable[[np.ndarray], np.ndarray], a: np.ndarray) -
     out = np.zeros((got.shape[0], *a.shape[1:]), dtype=got.dtype)
     out[:, nz] = got
     return out
+
+
+def _plus_filtered(
+    base: np.ndarray, a: np.ndarray, linear: Callable[[np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """base + nonzero_columns(linear, a) (same shapes, `linear` keeping the length), adding
+    only into the columns that are not zero throughout: in place into `base` where it is a
+    C-contiguous float array (the caller's temporary), which is returned."""
+    out = np.ascontiguousarray(base, dtype=np.result_type(base, a))
+    flat, src = out.reshape(out.shape[0], -1), a.reshape(a.shape[0], -1)
+    cols = np.flatnonzero(np.any(src != 0.0, axis=0))
+    if cols.size:
+        flat[:, cols] += linear(src[:, cols])
+    return out
+
+
+def _scaled_nonzero(
+    linear: Callable[[np.ndarray], np.ndarray], a: np.ndarray, scale: np.ndarray
+) -> np.ndarray:
+    """nonzero_columns(linear, a * scale) for a finite, nonzero `scale` (broadcast over a's
+    trailing axes), scaling only the columns that are not zero throughout."""
+    flat = a.reshape(a.shape[0], -1)
+    factor = np.broadcast_to(scale, (1, *a.shape[1:])).reshape(-1)
+    cols = np.flatnonzero(np.any(flat != 0.0, axis=0))
+    got = linear(flat[:, cols] * factor[cols])
+    out = np.zeros((got.shape[0], flat.shape[1]), dtype=got.dtype)
+    out[:, cols] = got
+    return out.reshape(got.shape[0], *a.shape[1:])
 
 
 #: The instruments' signals go through a low-pass at this fraction of the model's corner.
@@ -198,7 +295,7 @@ def _instruments_of(
     Every column, not only the rate ones: the h·u columns of Φ carry the LVDT's noise, which
     biases the flow gains by ≈ −0.05 % (errors in variables again); from the lower corner
     their instruments do not (noise ×10: flow gains' common bias −0.06 % → −0.04 %)."""
-    sos = butter(4, INSTRUMENT_CORNER * cutoff_hz, fs=fs, output="sos")
+    sos = lowpass(INSTRUMENT_CORNER * cutoff_hz, fs)
     xi = conditioned(raw, sos, fs, nj)
     Phi_i, y_i = evaluate(model, xi)
     rest_i = np.zeros_like(Phi_i)

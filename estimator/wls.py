@@ -182,6 +182,34 @@ DISAGREEMENT_Z = 4.0
 RESOLVE_FRACTION = 0.05
 
 
+def _stacked(model: LinearModel, Phi: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(W (m·r, n), Y (m·r)): rows grouped by output equation (eq. 14), block j holding
+    equation j of every sample."""
+    r, m, n = Phi.shape
+    if r * m <= n:
+        raise ValueError(f"model '{model.name}': {r * m} equations for {n} parameters")
+    return Phi.transpose(1, 0, 2).reshape(m * r, n), y.T.reshape(m * r)
+
+
+def _equation_sigma(res: np.ndarray, r: int, m: int, n: int) -> np.ndarray:
+    """σ per output equation of the residual `res` (m·r), grouped as `_stacked` (1 where 0)."""
+    sig_j = np.sqrt(np.sum(res.reshape(m, r) ** 2, axis=1) / max(r - n / m, 1.0))
+    return np.where(sig_j > 0, sig_j, 1.0)
+
+
+def ls_residuals(model: LinearModel, Phi: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+    """(`residual_var`, `equation_sigma`) that `fit_model` without instruments would return
+    for (Φ, y), and nothing else: the OLS start's residual, the same numbers by the same
+    operations. What a structure search scores a candidate by (estimator.model_fit): the
+    weighting, identifiability and covariances of a full fit would be thrown away."""
+    r, m, n = Phi.shape
+    W, Y = _stacked(model, Phi, y)
+    theta, _, rank, _ = np.linalg.lstsq(W, Y, rcond=None)
+    res = Y - W @ theta
+    s2 = float(res @ res / max(W.shape[0] - int(rank), 1))
+    return s2, _equation_sigma(res, r, m, n)
+
+
 def fit_model(
     model: LinearModel,
     Phi: np.ndarray,
@@ -213,11 +241,7 @@ def fit_model(
     σ²(ZᵀΦ)⁻¹ZᵀZ(ΦᵀZ)⁻¹, κ, the jackknife and the equation check all on IV estimates; the
     identifiability test stays on the measured Φ (what the data resolve)."""
     r, m, n = Phi.shape
-    if r * m <= n:
-        raise ValueError(f"model '{model.name}': {r * m} equations for {n} parameters")
-    # Rows grouped by output equation (eq. 14): block j holds equation j of every sample.
-    W = Phi.transpose(1, 0, 2).reshape(m * r, n)
-    Y = y.T.reshape(m * r)
+    W, Y = _stacked(model, Phi, y)
     G = None if groups is None else np.tile(np.asarray(groups), m)
     scale = np.asarray(model.param_scale, dtype=float)
     S = np.outer(scale, scale)
@@ -226,9 +250,7 @@ def fit_model(
     # Weights from the equation errors: the LS residual understates them when the regressor
     # is noisy (LS fits part of the noise), the IV residual does not.
     th_0 = th_ls if Z is None else iv_solve(Z, W, Y)[0]
-    res = (Y - W @ th_0).reshape(m, r)
-    sig_j = np.sqrt(np.sum(res**2, axis=1) / max(r - n / m, 1.0))
-    sig_j = np.where(sig_j > 0, sig_j, 1.0)
+    sig_j = _equation_sigma(Y - W @ th_0, r, m, n)
     w = np.repeat(1.0 / sig_j, r)
     Ww, Yw = W * w[:, None], Y * w
     Zw = None if Z is None else Z * w[:, None]
