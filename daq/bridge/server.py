@@ -44,6 +44,10 @@ DEFAULT_PORT = 8765
 #: No sample batch for this long (they come every 20 ms) and the service counts as gone.
 STALE_S = 0.5
 POLL_MS = 50
+#: Telemetry messages handled per poll before `stop` and the liveness check are looked at
+#: again: a service in virtual time can publish faster than the bridge handles, and a drain
+#: until empty then never ends (a bridge that ignored SIGTERM for 30 s in CI).
+DRAIN_MAX = 256
 
 
 class Bridge:
@@ -201,7 +205,10 @@ class Bridge:
         while not self._stop.is_set():
             ready = dict(poller.poll(POLL_MS))
             if self.sub.sock in ready:
-                while (msg := self.sub.recv(timeout=0)) is not None:
+                for _ in range(DRAIN_MAX):
+                    msg = self.sub.recv(timeout=0)
+                    if msg is None:
+                        break
                     self.handle(msg)
             if self.est is not None and self.est in ready:
                 while True:

@@ -52,12 +52,19 @@ def test_rigctl_predict_on_the_2dof_rig_prints_every_parameter_of_both_models(
         "frequencies_hz = [[0.2, 1.1, 2.3], [0.25, 1.3, 2.5]]\n"
         "amplitudes_deg = [[4.0, 1.0, 0.3], [4.0, 1.0, 0.3]]\n"
     )
+    profile = ROOT / "hw_profiles/sim-2dof.toml"
+    cmd = [sys.executable, "-m", "rigctl.main", "predict", "--profile", str(profile),
+           "--experiment", str(exp), "--draws", "4", "--json"]  # fmt: skip
+    # The shipped simulated profile declares no initial guesses: the plan needs a parameter
+    # file (daq.param_set.planning_params), and is refused without one, naming why.
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert out.returncode == 2 and "--params FILE" in out.stderr, out.stderr
+    from tests.params.conftest import write_params
+
+    plan = write_params(tmp_path / "plan.toml", "sim-2dof.toml", scale=1.2)
     out = subprocess.run(
-        [sys.executable, "-m", "rigctl.main", "predict", "--profile",
-         str(ROOT / "hw_profiles/sim-2dof.toml"), "--experiment", str(exp), "--draws", "4",
-         "--json"],
-        capture_output=True, text=True, timeout=900, cwd=ROOT,
-    )  # fmt: skip
+        [*cmd, "--params", str(plan)], capture_output=True, text=True, timeout=900, cwd=ROOT
+    )
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout.strip().splitlines()[-1])
     models = {m["model"]: m for m in got["models"]}
