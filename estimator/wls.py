@@ -84,14 +84,19 @@ class ModelFit:
     sigma_cal: np.ndarray | None = None
 
 
-def _ls(W: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
-    """Least squares that never raises on rank deficiency: minimum-norm solution, σ² with the
-    rank's degrees of freedom, covariance from the pseudo-inverse (∞ along a null direction
-    is not representable, so callers flag those parameters instead: `fit_model`)."""
+def _ls_solve(W: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
+    """(θ, σ², residual) of least squares that never raises on rank deficiency: minimum-norm
+    solution, σ² with the rank's degrees of freedom."""
     theta, _, rank, _ = np.linalg.lstsq(W, Y, rcond=None)
     res = Y - W @ theta
     dof = max(W.shape[0] - int(rank), 1)
-    s2 = float(res @ res / dof)
+    return theta, float(res @ res / dof), res
+
+
+def _ls(W: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
+    """`_ls_solve`'s θ and σ², with the covariance from the pseudo-inverse (∞ along a null
+    direction is not representable, so callers flag those parameters instead: `fit_model`)."""
+    theta, s2, _ = _ls_solve(W, Y)
     cov = s2 * np.linalg.pinv(W.T @ W, hermitian=True)
     return theta, s2, cov
 
@@ -203,10 +208,7 @@ def ls_residuals(model: LinearModel, Phi: np.ndarray, y: np.ndarray) -> tuple[fl
     operations. What a structure search scores a candidate by (estimator.model_fit): the
     weighting, identifiability and covariances of a full fit would be thrown away."""
     r, m, n = Phi.shape
-    W, Y = _stacked(model, Phi, y)
-    theta, _, rank, _ = np.linalg.lstsq(W, Y, rcond=None)
-    res = Y - W @ theta
-    s2 = float(res @ res / max(W.shape[0] - int(rank), 1))
+    _, s2, res = _ls_solve(*_stacked(model, Phi, y))
     return s2, _equation_sigma(res, r, m, n)
 
 
