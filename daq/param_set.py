@@ -82,10 +82,8 @@ def parse_param_set(text: str, source: str, profile: Profile) -> ParamSet:
         # altogether (a number where a table or list belongs) lands here.
         raise ValueError(f"malformed parameter file (a value of the wrong kind): {exc}") from None
     if not has_identified_values(params):
-        names = params.mech_names() + params.fluid_names()
-        values = [*params.theta_mech(), *params.theta_fluid()]
         # NaN: neither the file nor the profile's [plant] guesses give it.
-        missing = [n for n, v in zip(names, values, strict=True) if v != v]
+        missing = missing_values(params)
         raise ValueError(f"no value for {missing} (in neither the file nor the profile's [plant])")
     return ParamSet(
         params=params,
@@ -95,6 +93,13 @@ def parse_param_set(text: str, source: str, profile: Profile) -> ParamSet:
         rig=rig,
         models=models,
     )
+
+
+def missing_values(params: Any) -> list[str]:
+    """The names of the identified parameters that have no value (NaN) in `params`."""
+    names = params.mech_names() + params.fluid_names()
+    values = [*params.theta_mech(), *params.theta_fluid()]
+    return [n for n, v in zip(names, values, strict=True) if v != v]
 
 
 def read_param_set(path: str | Path, profile: Profile) -> ParamSet:
@@ -122,9 +127,7 @@ def planning_params(profile: Profile, params_path: str | Path | None = None) -> 
             raise ValueError(f"--params {params_path}: {exc}") from None
     params = known_params(profile)
     if not has_identified_values(params):
-        names = params.mech_names() + params.fluid_names()
-        values = [*params.theta_mech(), *params.theta_fluid()]
-        missing = [n for n, v in zip(names, values, strict=True) if v != v]
+        missing = missing_values(params)
         raise ValueError(
             f"rig '{profile.rig.id}': planning the motion's pressures and flows needs a value for "
             f"every identified parameter; none for {', '.join(missing)}. Give --params FILE (an "
