@@ -23,7 +23,11 @@ publisher, whose job is sending, reads a bounded number per wake-up. The bounds 
   is judged afresh, so it is cut off again — without this, its second connection went unjudged
   and flooded for ever), and `DISCONNECTED(fd)` confirms that a cut-off
   connection is really gone (`flooders_closed`). Messages still queued from a cut-off connection
-  are discarded unread until its number is accepted again;
+  are discarded unread until its number is accepted again. A cut-off connection that still
+  sends after a second is shut down again, but only if the descriptor still leads to the peer
+  address it had when it was cut: libzmq may already have closed it and given the number to the
+  flooder's next connection (or anyone's) before the monitor says so, and shutting that one down
+  unjudged would close a connection nobody counted;
 - once a flood's backlog is drained, `malloc_trim(0)` gives the freed heap back to the system
   (glibc keeps freed small blocks in its arenas otherwise, so RSS would stay at the peak).
 """
@@ -68,6 +72,15 @@ TRIM_INTERVAL_S = 1.0
 _EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_CLOSED
 
 
+def _peer(sock: socket.socket) -> object:
+    """The connection's peer address, or None when the descriptor has none (closed, not
+    connected)."""
+    try:
+        return sock.getpeername()
+    except OSError:
+        return None
+
+
 def _load_malloc_trim() -> Callable[[int], int] | None:
     name = ctypes.util.find_library("c")
     if name is None:
@@ -94,6 +107,8 @@ class _Connection:
     cut_at: float = 0.0
     #: libzmq reported it closed (after a cut: its queued messages are still discarded).
     closed: bool = False
+    #: The peer address when it was cut (None: not cut, or not a socket with a peer).
+    peer: object = None
 
 
 @dataclass
@@ -207,6 +222,7 @@ class SubscriptionGuard:
                     why,
                     self.cut_off,
                 )
+        first = not conn.cut
         conn.cut, conn.cut_at = True, now
         conn.topics.clear()
         self._trim_due = True
@@ -215,6 +231,13 @@ class SubscriptionGuard:
         except OSError:
             return
         try:
+            peer = _peer(sock)
+            if first:
+                conn.peer = peer
+            elif peer is None or peer != conn.peer:
+                # The number now leads elsewhere: the cut connection is gone (its DISCONNECTED is
+                # on its way) and this is a new one, to be judged once its ACCEPTED is read.
+                return
             sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
