@@ -260,6 +260,10 @@ def _variants(profile_path: Path) -> dict[str, Profile]:
     return out
 
 
+#: The 2° step comes after this long a hold, s.
+STEP_AT_S = 4.0
+
+
 def tuned_tracking(profile_path: Path, params: object, seconds: float) -> dict[str, object]:
     """`rigctl tune`'s gains (3 Hz, margin 2) with the identified parameters: the 1 Hz 5°
     sine with each compensation switched on in turn (ratios over the profile's PID), and a 2°
@@ -306,19 +310,31 @@ def tuned_tracking(profile_path: Path, params: object, seconds: float) -> dict[s
         rms = sine(ctrl, pid, params)
         out[name] = {"rms_deg": rms.tolist(), "improvement": (base / rms).tolist()}
     # The step runs without the velocity feed-forward: the reference's derivative is an
-    # impulse there, and the question is the feedback gains' own overshoot.
+    # impulse there, and the question is the feedback gains' own overshoot. It comes after
+    # STEP_AT_S of holding, once the start's transient (the integral taking up the gravity
+    # load, seconds with a low integral gain) is over; the same hold without the step is run
+    # too, and the step's own response is also given against it (what the hold alone does —
+    # a drift or a stick–slip cycle — taken out).
     tuned_gains = [g.replace(**dict(t, ff1=0.0)) for g, t in zip(gains, tg, strict=True)]
     steps: dict[str, object] = {}
+    k = round(STEP_AT_S / p.period)
+    span = STEP_AT_S + 3.0
     for name, prof in _variants(profile_path).items():
         step = math.radians(2.0)
-        _, ref, q = SimLoop(prof).run(_StepRunner(tuned_gains, limits, p.period, step, 1.0), 3.0)
-        q0 = q[990]
-        rise = (q[1000:] - q0) / step
+        _, _, q_hold = SimLoop(prof).run(_StepRunner(tuned_gains, limits, p.period, 0.0, 0.0), span)
+        _, ref, q = SimLoop(prof).run(
+            _StepRunner(tuned_gains, limits, p.period, step, STEP_AT_S), span
+        )
+        rise = (q[k:] - q[k - 1]) / step
+        own = (q[k:] - q_hold[k:]) / step
         steps[name] = {
-            "overshoot_pct": [float(100 * (rise[:, j].max() - 1.0)) for j in range(len(p.joints))],
+            "overshoot_pct": (100 * (rise.max(axis=0) - 1.0)).tolist(),
+            "overshoot_over_hold_pct": (100 * (own.max(axis=0) - 1.0)).tolist(),
+            "hold_drift_deg": np.degrees(q_hold[-1] - q_hold[k]).tolist(),
             "final_error_deg": np.degrees(ref[-1] - q[-1]).tolist(),
-            "max_following_error_deg": np.degrees(np.abs(ref - q).max(axis=0)).tolist(),
+            "max_following_error_deg": np.degrees(np.abs(ref[k:] - q[k:]).max(axis=0)).tolist(),
         }
+    out["predicted_step_overshoot_pct"] = [t.step_overshoot_pct for t in tuned]
     out["step_2deg"] = steps
     return out
 

@@ -19,7 +19,8 @@ coefficient at null, so the model's only damping is the seals' viscous friction)
 operating pressures follow from the held load and the null-flow balance of the two edges.
 
 `hydraulic_mode` gives the oil column's natural frequency ω_h = √(k_h/m), k_h = b(A⁺²/V⁺ +
-A⁻²/V⁻), and its damping c/(2√(k_h m)); `closed_loop_poles` and `frequency_response` the loop's.
+A⁻²/V⁻), and its damping c/(2√(k_h m)); `closed_loop_poles`, `frequency_response` and
+`step_overshoot_pct` the loop's.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.linalg
 
 from controller.feedforward import PlantModel
 
@@ -227,3 +229,23 @@ def min_damping(lin: JointLinear, g: LoopGains, period: float) -> float:
     p = closed_loop_poles(lin, g, period)
     c = p[np.abs(p.imag) > 1e-6]
     return float(np.min(-c.real / np.abs(c))) if c.size else 1.0
+
+
+def step_overshoot_pct(
+    lin: JointLinear, g: LoopGains, period: float, horizon_s: float = 6.0
+) -> float:
+    """Peak of the loop's response to a unit step of q_ref (no feed-forward: a step's derivative
+    is an impulse), in % over 1, within `horizon_s`. Exact for the linear model: the states are
+    propagated with the matrix exponential over one loop period (zero-order hold of the step)."""
+    A, B0, _, C = state_space(lin, LoopGains(g.p, g.i, 0.0, g.dp, g.dp_hp_hz), period)
+    n = A.shape[0]
+    aug = np.zeros((n + 1, n + 1))
+    aug[:n, :n], aug[:n, n] = A * period, B0 * period
+    e = scipy.linalg.expm(aug)
+    ad, bd = e[:n, :n], e[:n, n]
+    x = np.zeros(n)
+    peak = 0.0
+    for _ in range(round(horizon_s / period)):
+        x = ad @ x + bd
+        peak = max(peak, float(C @ x))
+    return 100.0 * (peak - 1.0)

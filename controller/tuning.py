@@ -4,9 +4,20 @@ feed-forward per joint, for a stated bandwidth and gain margin, on the linearise
 
 Per joint: over a grid of ΔP gains (0 and 0.01–10 V/kN, high-pass at `DP_HP_HZ`) and position
 gains, the candidates whose loop is stable with every loop gain multiplied by `margin` and
-whose slowest-damped pole has ζ ≥ `MIN_DAMPING` are kept; of those, the one whose −3 dB
-bandwidth is closest to the target (then the best damped) wins. The integral gain puts its
-corner a decade under the bandwidth, and the feed-forward is the inverse of the steady-state
+whose slowest-damped pole has ζ ≥ `MIN_DAMPING` are kept. Of those whose −3 dB bandwidth is
+within a factor `BANDWIDTH_BAND` of the target, the one with the smallest ΔP gain wins (then
+the closest bandwidth); with none in that band, the closest bandwidth (then the best damped).
+Why the smallest ΔP gain: load-pressure feedback also feeds back every force the model does
+not hold — the seals' stiction above all — and softens the servo against them (Merritt §5:
+pressure feedback lowers the loop's static stiffness). On the realistic plant the larger of two
+ΔP gains reaching the same bandwidth turned a 2° step's 10 % overshoot into 27 % (stick–slip:
+the pressure built against stiction, high-passed, pushes on after break-away) and doubled the
+1 Hz sine's tracking error.
+
+The integral gain puts its corner a decade under the bandwidth, then halves it until the model's
+2° step overshoots by at most `MAX_STEP_OVERSHOOT_PCT` (half of what a rig engineer accepts, the
+other half for what the linear model leaves out: friction, lap), and drops it if four halvings
+do not get there or it costs the margin. The feed-forward is the inverse of the steady-state
 velocity gain (V per rad/s), so the loop's error only carries what the model missed.
 A gain set the model predicts unstable is refused (`check_gains`).
 
@@ -33,6 +44,12 @@ DP_HP_HZ = 1.0
 #: The slowest-damped closed-loop pole must have at least this damping ratio (≈ 25 % step
 #: overshoot for a pure second-order pair; the position pole usually dominates, far better).
 MIN_DAMPING = 0.3
+#: Candidates within this factor of the target bandwidth count as reaching it.
+BANDWIDTH_BAND = 1.25
+#: The largest step overshoot the model may predict for the tuned loop, %.
+MAX_STEP_OVERSHOOT_PCT = 5.0
+#: Halvings of the integral gain tried before it is dropped.
+INTEGRAL_HALVINGS = 4
 _DP_GRID = np.concatenate([[0.0], np.logspace(-2, 1, 19)])
 _P_GRID = np.logspace(np.log10(0.3), np.log10(60.0), 45)
 
@@ -45,6 +62,8 @@ class JointTuning:
     min_damping: float
     natural_hz: float
     damping: float
+    #: The model's step overshoot with these gains, %.
+    step_overshoot_pct: float
     freqs_hz: np.ndarray
     response: np.ndarray  # complex q/q_ref predicted, with feed-forward
 
@@ -53,46 +72,78 @@ class TuneError(ValueError):
     """No gain set meets the bandwidth and margin; the message says what was reachable."""
 
 
-def tune_joint(
-    lin: hl.JointLinear, period: float, bandwidth_hz: float, margin: float
-) -> JointTuning:
-    best: tuple[float, float, hl.LoopGains, float, float] | None = None
+def _candidates(
+    lin: hl.JointLinear, period: float, margin: float
+) -> list[tuple[hl.LoopGains, float, float]]:
+    """(gains, bandwidth Hz, slowest ζ) of every grid point stable with `margin` and damped."""
+    out = []
     for dp in _DP_GRID:
         hp = DP_HP_HZ if dp > 0 else 0.0
         for p in _P_GRID:
             g = hl.LoopGains(float(p), 0.0, 0.0, float(dp), hp)
             if not hl.is_stable(lin, g, period):
                 break  # higher p only gets worse
-            gm = hl.gain_margin(lin, g, period, top=margin * 1.01)
-            if gm < margin:
+            if hl.gain_margin(lin, g, period, top=margin * 1.01) < margin:
                 break
             zeta = hl.min_damping(lin, g, period)
-            if zeta < MIN_DAMPING:
-                continue
-            bw = hl.bandwidth_hz(lin, g, period)
-            score = abs(math.log(bw / bandwidth_hz))
-            if best is None or (score, -zeta) < (best[0], -best[1]):
-                best = (score, zeta, g, bw, gm)
-    if best is None:
+            if zeta >= MIN_DAMPING:
+                out.append((g, hl.bandwidth_hz(lin, g, period), zeta))
+    return out
+
+
+def _choose(
+    cands: list[tuple[hl.LoopGains, float, float]], bandwidth_hz: float
+) -> tuple[hl.LoopGains, float]:
+    """The smallest ΔP gain within the bandwidth band, else the closest bandwidth."""
+
+    def off(bw: float) -> float:
+        return abs(math.log(bw / bandwidth_hz))
+
+    inside = [c for c in cands if off(c[1]) <= math.log(BANDWIDTH_BAND)]
+    if inside:
+        g, bw, _ = min(inside, key=lambda c: (c[0].dp, off(c[1]), -c[2]))
+    else:
+        g, bw, _ = min(cands, key=lambda c: (off(c[1]), -c[2]))
+    return g, bw
+
+
+def _with_integral(
+    lin: hl.JointLinear, g: hl.LoopGains, bw: float, period: float, margin: float
+) -> hl.LoopGains:
+    """The integral gain (corner a decade under `bw`, halved until the step overshoot is
+    within `MAX_STEP_OVERSHOOT_PCT`), or none if that fails or costs the margin."""
+    i = g.p * 2.0 * math.pi * bw / 10.0
+    for _ in range(INTEGRAL_HALVINGS + 1):
+        gi = hl.LoopGains(g.p, i, g.ff1, g.dp, g.dp_hp_hz)
+        if (
+            hl.step_overshoot_pct(lin, gi, period) <= MAX_STEP_OVERSHOOT_PCT
+            and hl.gain_margin(lin, gi, period, top=20.0) >= margin
+        ):
+            return gi
+        i /= 2.0
+    return g
+
+
+def tune_joint(
+    lin: hl.JointLinear, period: float, bandwidth_hz: float, margin: float
+) -> JointTuning:
+    cands = _candidates(lin, period, margin)
+    if not cands:
         raise TuneError(
             f"no gains reach a gain margin of {margin:g} with ζ ≥ {MIN_DAMPING} on this model"
         )
-    _, _, g, bw, _ = best
-    i = g.p * 2.0 * math.pi * bw / 10.0
-    ff1 = 1.0 / lin.velocity_gain
-    g = hl.LoopGains(g.p, i, ff1, g.dp, g.dp_hp_hz)
-    gm = hl.gain_margin(lin, g, period, top=20.0)
-    if gm < margin:  # the integral's phase ate the margin: drop it
-        g = hl.LoopGains(g.p, 0.0, ff1, g.dp, g.dp_hp_hz)
-        gm = hl.gain_margin(lin, g, period, top=20.0)
+    g, bw = _choose(cands, bandwidth_hz)
+    g = hl.LoopGains(g.p, 0.0, 1.0 / lin.velocity_gain, g.dp, g.dp_hp_hz)
+    g = _with_integral(lin, g, bw, period, margin)
     freqs = np.logspace(-1, math.log10(min(0.45 / period, 100.0)), 60)
     return JointTuning(
         g,
         hl.bandwidth_hz(lin, g, period),
-        gm,
+        hl.gain_margin(lin, g, period, top=20.0),
         hl.min_damping(lin, g, period),
         lin.omega_h / (2 * math.pi),
         lin.zeta_h,
+        hl.step_overshoot_pct(lin, g, period),
         freqs,
         hl.frequency_response(lin, g, period, freqs),
     )

@@ -121,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
             "predicted_bandwidth_hz": t.bandwidth_hz,
             "gain_margin": t.gain_margin,
             "min_closed_loop_damping": t.min_damping,
+            "predicted_step_overshoot_pct": t.step_overshoot_pct,
         }
         fsel = np.array([0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0])
         fsel = fsel[fsel <= min(4.0 * args.bandwidth_hz, 40.0)]
@@ -155,7 +156,8 @@ def run(args: argparse.Namespace) -> int:
             f"ζ {row['hydraulic_damping']:.3f}; gains p={g['p']:.3g} V/rad i={g['i']:.3g} "
             f"ff1={g['ff1']:.3g} dp={g['dp']:.3g} V/kN (high-pass {g['dp_hp_hz']:g} Hz); "
             f"bandwidth {row['predicted_bandwidth_hz']:.2f} Hz, gain margin "
-            f"{row['gain_margin']:.2f}, slowest ζ {row['min_closed_loop_damping']:.2f}\n"
+            f"{row['gain_margin']:.2f}, slowest ζ {row['min_closed_loop_damping']:.2f}, "
+            f"step overshoot {row['predicted_step_overshoot_pct']:.1f} %\n"
         )
         w(
             "   Hz   predicted dB/deg"
