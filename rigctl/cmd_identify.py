@@ -1,6 +1,7 @@
 """`rigctl identify`: the identification experiment end to end, or batch LS of a recorded run.
 
     rigctl identify --profile hw_profiles/sim-2dof.toml --virtual-time [--json] [--out DIR]
+                    [--gains gains.toml]
     rigctl identify RUN.rigrun [--profile P] [--json]
 
 End to end: `rig-daq` and `rig-estimator` start as their own processes on free loopback ports;
@@ -8,6 +9,9 @@ the standard experiment runs (recorded); the estimator's online result is taken 
 consumed the experiment's last sample; batch IDIM-WLS runs on the recording; a validation
 experiment (a different trajectory) is recorded for the report; the table of identified
 parameters with %σ is printed beside the simulator's true values, then the report's path.
+`--gains FILE` (a `rigctl tune` gains file for this rig and its joints, else exit 2) is applied
+with `set_gains` before the experiments, which then run over it instead of their own `pid`
+table: the identification and validation run with the gains tuned on an earlier model.
 
 Warnings (`warnings` in --json, `warning:` lines otherwise) say what the numbers cannot be
 trusted for: data left out (faults, gaps in time), parameters the run did not excite (fixed at
@@ -62,6 +66,11 @@ def register(subparsers: Any) -> None:
         "--validation",
         help="validation experiment (default experiments/"
         "validation-*.toml if present; 'none' to skip)",
+    )
+    p.add_argument(
+        "--gains",
+        help="gains file (`rigctl tune --out`): applied before the experiments, which then run "
+        "over it instead of their own `pid` table",
     )
     p.add_argument("--out", help="output directory (default runs/identify-<UTC time>)")
     p.add_argument("--no-report", action="store_true", help="skip the HTML report")
@@ -198,6 +207,22 @@ def _experiment(path: str | None, default_stem: str, n_joints: int) -> dict[str,
     return load_experiment(Path(path))
 
 
+def _gains_file(path: str, profile: Any) -> dict[str, dict[str, float]]:
+    """The gains file's gains per joint, checked against the profile's rig and joints."""
+    import tomllib
+
+    from controller.tuning import read_gains_file
+
+    try:
+        d = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"--gains {path}: {exc}") from None
+    try:
+        return read_gains_file(d, profile.rig.id, [j.name for j in profile.joints])
+    except ValueError as exc:
+        raise ValueError(f"--gains {path}: {exc}") from None
+
+
 def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
     from estimator.paramfile import read_param_file
     from estimator.report.analysis import batch_identify, online_replay
@@ -210,6 +235,13 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
     experiment = _experiment(args.experiment, "standard", n)
     assert experiment is not None
     validation = _experiment(args.validation, "validation", n)
+    gains = _gains_file(args.gains, profile) if getattr(args, "gains", None) else None
+    if gains is not None:
+        # The file's gains replace the experiments' own (their `pid` table is over the
+        # service's gains, so left in place it would undo the file's p and ff1).
+        experiment = {k: v for k, v in experiment.items() if k != "pid"}
+        if validation is not None:
+            validation = {k: v for k, v in validation.items() if k != "pid"}
     out = Path(args.out or f"runs/identify-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}")
     progress = sys.stderr if not args.json else None
     _say(progress, f"starting rig-daq and rig-estimator ({out})")
@@ -223,6 +255,10 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
 
     with RigSession(profile_path, out, virtual_time=args.virtual_time) as s:
         power += power_up(s, profile, say)
+        for joint, g in (gains or {}).items():
+            s.command("set_gains", {"joint": joint, "gains": g})
+        if gains is not None:
+            say(f"gains from {args.gains} applied to {', '.join(gains)}")
         ident_run = Path(s.command("record_start", {"name": "identification"})["path"])
         _say(
             progress,
@@ -330,6 +366,7 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         "linkwise": _linkwise(batch),
         "sensor_sigma": _sensor_sigma(batch),
         "power": power,
+        "gains_file": getattr(args, "gains", None),
     }
     if tracking is not None:
         extra["tracking"] = tracking

@@ -176,6 +176,8 @@ class _FakeSession:
         self.param_file = out / "online-params.toml"
         self.experiments = 0
         self.log: list[str] = []
+        self.gains_sent: list[dict] = []
+        self.experiments_sent: list[dict] = []
 
     def __enter__(self) -> _FakeSession:
         return self
@@ -185,9 +187,11 @@ class _FakeSession:
 
     def command(self, cmd: str, args: dict | None = None) -> dict:
         self.log.append(cmd)
+        if cmd == "set_gains":
+            self.gains_sent.append(args)
         if cmd == "record_start":
             return {"ok": True, "path": str(self.runs[args["name"]])}
-        if cmd == "disarm" and self.experiments > 1:
+        if cmd == "disarm" and self.experiments > 1 and self.fault_in == "validation":
             from rigctl.session import SessionError
 
             raise SessionError("disarm refused (invalid_state): FAULT is latched")
@@ -201,6 +205,7 @@ class _FakeSession:
         from rigctl.session import SessionError
 
         self.experiments += 1
+        self.experiments_sent.append(experiment)
         which = "identification" if self.experiments == 1 else "validation"
         if which == self.fault_in:
             raise SessionError("the rig faulted during the experiment: PRESSURE p_cap_1")
@@ -227,6 +232,14 @@ def fake_session(monkeypatch: pytest.MonkeyPatch, short_run: Path, tmp_path: Pat
     faulted = record_sim_run(PROFILE, tmp_path, "faulted", 6.0, fault_at=4.0)
     _FakeSession.runs = {"identification": short_run, "validation": short_run}
     monkeypatch.setattr(cmd, "RigSession", _FakeSession)
+    made: list[_FakeSession] = []
+
+    def session(*a, **kw) -> _FakeSession:
+        made.append(_FakeSession(*a, **kw))
+        return made[-1]
+
+    monkeypatch.setattr(cmd, "RigSession", session)
+    _FakeSession.made = made  # type: ignore[attr-defined]
     return _FakeSession, faulted
 
 
@@ -274,3 +287,53 @@ def test_json_has_warnings_and_identifiable(
     assert out["data"]["rows"] > 0 and out["data"]["used"] > 0
     for p in out["parameters"]:
         assert p["identifiable"] is True and "batch_sigma_pct" in p
+
+
+def _gains_toml(tmp_path: Path, rig: str) -> Path:
+    from controller.tuning import GAINS_FORMAT, dumps_gains
+
+    d = {
+        "format": GAINS_FORMAT,
+        "version": 1,
+        "rig": rig,
+        "meta": {"params": "x"},
+        "joints": [
+            {"name": "j1", "p": 3.3, "i": 2.7, "ff1": 0.25, "dp": 0.03, "dp_hp_hz": 1.0},
+            {"name": "j2", "p": 2.3, "i": 2.3, "ff1": 0.15, "dp": 0.05, "dp_hp_hz": 1.0},
+        ],
+    }
+    path = tmp_path / f"gains-{rig}.toml"
+    path.write_text(dumps_gains(d), encoding="utf-8")
+    return path
+
+
+def test_identify_with_a_gains_file_applies_it_and_runs_over_it(
+    fake_session, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session, _ = fake_session
+    session.fault_in = "neither"
+    gains = _gains_toml(tmp_path, "sim2dof")
+    argv = ["identify", "--profile", str(PROFILE), "--json", "--no-report", "--no-verify"]
+    assert main([*argv, "--out", str(tmp_path / "o"), "--gains", str(gains)]) == 0
+    s = session.made[-1]
+    assert [g["joint"] for g in s.gains_sent] == ["j1", "j2"]
+    assert s.gains_sent[0]["gains"]["p"] == 3.3 and s.gains_sent[1]["gains"]["dp"] == 0.05
+    # Applied before the identification is recorded, and the experiments' own pid is gone
+    # (the standard experiment's p = 1.5 would override the file's p otherwise).
+    assert s.log.index("set_gains") < s.log.index("record_start")
+    assert len(s.experiments_sent) == 2
+    assert all("pid" not in e for e in s.experiments_sent)
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["gains_file"] == str(gains)
+
+
+def test_identify_refuses_another_rigs_gains_file_before_starting(
+    fake_session, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session, _ = fake_session
+    gains = _gains_toml(tmp_path, "sim2dofreal")
+    argv = ["identify", "--profile", str(PROFILE), "--no-report", "--gains", str(gains)]
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "gains file is for rig 'sim2dofreal', this rig is 'sim2dof'" in err
+    assert session.made == []  # refused before any service started
