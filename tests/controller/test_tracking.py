@@ -148,3 +148,42 @@ def test_standard_experiment_runs_on_the_simulator(n: int, request: pytest.Fixtu
         assert qdeg[:, j].max() < joint.limits.soft_max_deg
     # Following error stays under the profile's base limit everywhere (ref = q when open loop).
     assert np.degrees(np.abs(ref - q)).max() < p.joints[0].limits.following_error_deg
+
+
+def test_model_feedforward_replaces_the_pids_own_ff1_and_ff2(
+    params2: PlantParams, rig2: tuple
+) -> None:
+    """Gains tuned for `pid` carry ff1 (`rigctl tune` writes 1/velocity gain); under `pid_ff`
+    the inverse model is that feed-forward, so the PID's must not add it a second time. The
+    same feedback and reference into `FeedforwardPid` with and without ff1/ff2 must give the
+    same commands; into `PidLaw` (nothing replaces ff1 there) different ones."""
+    from controller.feedback import Feedback
+    from controller.feedforward import PlantModel
+    from controller.laws import FeedforwardPid, PidLaw
+
+    gains, limits = rig2
+    p = profile("sim-2dof")
+    tuned = [g.replace(p=P_STABLE, ff1=0.25, ff2=0.01) for g in gains]
+    plain = [g.replace(p=P_STABLE) for g in gains]
+    model = PlantModel(params2)
+    t = np.arange(300) * p.period
+    q_ref = np.radians([40.0, 30.0])[None, :] + 0.08 * np.sin(2 * math.pi * t)[:, None]
+    qd_ref = np.gradient(q_ref, p.period, axis=0)
+    qdd_ref = np.gradient(qd_ref, p.period, axis=0)
+
+    def commands(law) -> np.ndarray:
+        fb = Feedback(2)
+        fb.q[:] = q_ref[0] - 0.01
+        fb.p_cap[:], fb.p_rod[:] = 4e6, 3e6
+        law.enable(fb, q_ref[0])
+        out = np.zeros((len(t), 2))
+        for k in range(len(t)):
+            fb.t = t[k]
+            fb.q[:] = q_ref[k] - 0.01 * np.cos(3 * t[k])
+            law.update(t[k], fb, q_ref[k], qd_ref[k], qdd_ref[k], out[k])
+        return out
+
+    ff = commands(FeedforwardPid(tuned, limits, p.period, model))
+    np.testing.assert_array_equal(ff, commands(FeedforwardPid(plain, limits, p.period, model)))
+    pid_tuned = commands(PidLaw(tuned, limits, p.period))
+    assert np.max(np.abs(pid_tuned - commands(PidLaw(plain, limits, p.period)))) > 0.01
