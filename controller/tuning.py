@@ -9,16 +9,16 @@ within a factor `BANDWIDTH_BAND` of the target, the one with the smallest ΔP ga
 the closest bandwidth); with none in that band, the closest bandwidth (then the best damped).
 Why the smallest ΔP gain: load-pressure feedback also feeds back every force the model does
 not hold — the seals' stiction above all — and softens the servo against them (Merritt §5:
-pressure feedback lowers the loop's static stiffness). On the realistic plant the larger of two
-ΔP gains reaching the same bandwidth turned a 2° step's 10 % overshoot into 27 % (stick–slip:
-the pressure built against stiction, high-passed, pushes on after break-away) and doubled the
-1 Hz sine's tracking error.
+pressure feedback lowers the loop's static stiffness). On the realistic plant (simulated) the
+larger of two ΔP gains reaching the same bandwidth raised a 2° step's overshoot from 10 % to
+18 % / 37 % (stick–slip: the pressure built against stiction, high-passed, pushes on after
+break-away) and the 1 Hz sine's tracking error 2–3.5×.
 
 The integral gain puts its corner a decade under the bandwidth, then halves it until the model's
-2° step overshoots by at most `MAX_STEP_OVERSHOOT_PCT` (half of what a rig engineer accepts, the
-other half for what the linear model leaves out: friction, lap), and drops it if four halvings
-do not get there or it costs the margin. The feed-forward is the inverse of the steady-state
-velocity gain (V per rad/s), so the loop's error only carries what the model missed.
+step response overshoots by at most `MAX_STEP_OVERSHOOT_PCT` (half of the 10 % a rig engineer
+accepts; the other half is for what the linear model leaves out: friction, lap), and drops it if
+four halvings do not get there or it costs the margin. The feed-forward is the inverse of the
+steady-state velocity gain (V per rad/s), so the loop's error only carries what the model missed.
 A gain set the model predicts unstable is refused (`check_gains`).
 
 Gains files (TOML): per rig (`rig` must be the profile's id), one table per joint of PID

@@ -235,7 +235,7 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
     experiment = _experiment(args.experiment, "standard", n)
     assert experiment is not None
     validation = _experiment(args.validation, "validation", n)
-    gains = _gains_file(args.gains, profile) if getattr(args, "gains", None) else None
+    gains = _gains_file(args.gains, profile) if args.gains else None
     if gains is not None:
         # The file's gains replace the experiments' own (their `pid` table is over the
         # service's gains, so left in place it would undo the file's p and ff1).
@@ -366,7 +366,7 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         "linkwise": _linkwise(batch),
         "sensor_sigma": _sensor_sigma(batch),
         "power": power,
-        "gains_file": getattr(args, "gains", None),
+        "gains_file": args.gains,
     }
     if tracking is not None:
         extra["tracking"] = tracking
