@@ -78,10 +78,10 @@ class _Step(HoldRunner):
 
 @pytest.mark.slow
 def test_a_2deg_step_on_the_realistic_plant_with_tuned_gains_overshoots_little(realistic) -> None:
-    """The bench's target is 10 % (measured 9.9 % on both joints, 1 count of the sensors'
-    resolution under it); the largest ΔP gain in the band gave 18 % / 37 % here. The bound is
-    the target plus two sensor counts (1.1 % of 2° each), so that the stick–slip regression
-    fails it and a count's rounding does not."""
+    """The bench's target is 10 %; with this parameter file the simulated step (deterministic)
+    overshoots 9.9 % / 11.0 % (a count of the sensors' resolution is 1.1 % of 2°), and the
+    largest ΔP gain in the band gave 18 % / 37 % before. The bound is the target plus two
+    counts, so that the stick–slip regression fails it and a count's rounding does not."""
     prof, _, tuned = realistic
     gains, limits = gains_limits(prof)
     g = [
