@@ -17,6 +17,7 @@ from daq.security import (
     is_local_endpoint,
 )
 from daq.telemetry import Meta, TelemetrySubscriber
+from tests.conditions import GENEROUS_S
 
 
 @pytest.fixture
@@ -79,10 +80,10 @@ def test_curve_roles_over_tcp(keys_dir: Path, make_publisher, ctx) -> None:
         watcher = TelemetrySubscriber(pub.endpoint, keys=bob, ctx=ctx)
         intruder = TelemetrySubscriber(pub.endpoint, keys=mallory, ctx=ctx)
         try:
-            assert isinstance(watcher.wait_meta(5.0), Meta)
+            assert isinstance(watcher.wait_meta(GENEROUS_S), Meta)
             assert intruder.recv(timeout=1.5) is None
             pub.request_meta()
-            assert watcher.recv(timeout=5.0) is not None
+            assert watcher.recv(timeout=GENEROUS_S) is not None
         finally:
             watcher.close()
             intruder.close()
