@@ -9,6 +9,7 @@ import zmq
 
 from daq.telemetry import Event, SampleBatch, Status, TelemetrySubscriber, WireError, decode
 from daq.telemetry.wire import layout_id
+from tests.conditions import GENEROUS_S
 from tests.telemetry.conftest import write_rows
 
 
@@ -66,7 +67,7 @@ def test_batches_split_where_seq_restarts_and_bad_status_is_survived(make_publis
     pub, ring = make_publisher("inproc://wire-restart", status_fn=broken_status)
     sub = TelemetrySubscriber(pub.endpoint, ctx=ctx)
     try:
-        assert sub.wait_meta(5.0) is not None
+        assert sub.wait_meta(GENEROUS_S) is not None
         write_rows(ring, 100, 10)
         write_rows(ring, 0, 10)  # the loop restarted: seq goes back to 0 inside one batch
         pub.event("weird", payload=object())  # not encodable: dropped and counted
