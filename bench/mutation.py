@@ -178,6 +178,19 @@ TARGETS: dict[str, Target] = {
             "un = u + self.gain * (d - y) * u / y.conjugate()",
         ),
     ),
+    "tuning": Target(
+        ("controller/tuning.py", "controller/hydraulic_linear.py"),
+        (
+            "tests/controller/test_tuning.py",
+            "tests/controller/test_tuning_choice.py",
+            "tests/telemetry/test_rigctl_tune.py",
+        ),
+        (
+            "controller/tuning.py",
+            "key=lambda c: (c[0].dp, off(c[1]), -c[2])",
+            "key=lambda c: (off(c[1]), -c[2])",
+        ),
+    ),
     "checks": Target(
         ("controller/checks.py",),
         (
