@@ -183,6 +183,7 @@ TARGETS: dict[str, Target] = {
         (
             "tests/controller/test_tuning.py",
             "tests/controller/test_tuning_choice.py",
+            "tests/controller/test_hydraulic_linear.py",
             "tests/telemetry/test_rigctl_tune.py",
         ),
         (
