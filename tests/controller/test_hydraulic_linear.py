@@ -102,3 +102,30 @@ def test_the_operating_pressures_balance_the_null_flows(name: str) -> None:
         extend = cf[0] * np.sqrt(ps - pc) / (cf[2] * np.sqrt(pr))
         retract = cf[3] * np.sqrt(ps - pr) / (cf[1] * np.sqrt(pc))
         assert np.sqrt(extend * retract) == pytest.approx(lin.ac / lin.ar, rel=0.03), j
+
+
+def test_open_loop_mode_is_the_oil_column_on_the_mass_with_gravity_and_friction() -> None:
+    """With no control (p = 0, valve held shut) the states δs, ṡ, p⁺, p⁻ obey
+    m λ² + c λ + (k_h + k_g) = 0 (besides the pressures' common mode at 0): the pair's
+    |λ|² is (k_h + k_g)/m and its real part −c/(2m)."""
+    params = plant_params(profile("sim-2dof"))
+    for j in range(2):
+        lin = hl.linearise(params, j, np.radians(POSES["sim-2dof"][0]))
+        poles = hl.closed_loop_poles(lin, hl.LoopGains(0.0), 1e-3)
+        pair = poles[np.argmax(poles.imag)]
+        k_h = lin.b * (lin.ac**2 / lin.vc + lin.ar**2 / lin.vr)
+        assert abs(pair) ** 2 == pytest.approx((k_h + lin.k_g) / lin.m, rel=1e-9)
+        assert pair.real == pytest.approx(-lin.c / (2 * lin.m), rel=1e-6)
+
+
+def test_the_feed_forward_path_reduces_the_predicted_tracking_error() -> None:
+    """q/q_ref with the ideal velocity feed-forward (1/velocity gain) is closer to 1 at low
+    frequency than the feedback alone (the B₁ q̇_ref path of `state_space`)."""
+    params = plant_params(profile("sim-2dof"))
+    lin = hl.linearise(params, 0, np.radians(POSES["sim-2dof"][0]))
+    fb = hl.LoopGains(1.5)
+    ff = hl.LoopGains(1.5, ff1=1.0 / lin.velocity_gain)
+    f = np.array([0.2, 0.5, 1.0])
+    err_fb = np.abs(1 - hl.frequency_response(lin, fb, 1e-3, f))
+    err_ff = np.abs(1 - hl.frequency_response(lin, ff, 1e-3, f))
+    assert np.all(err_ff < 0.5 * err_fb), (err_ff, err_fb)

@@ -95,3 +95,28 @@ def test_a_2deg_step_on_the_realistic_plant_with_tuned_gains_overshoots_little(r
     overshoot = 100 * (rise.max(axis=0) - 1.0)
     assert np.all(overshoot <= 12.2), overshoot
     assert np.all(np.abs(np.degrees(ref[-1] - q[-1])) < 0.2)  # it gets there
+
+
+def test_the_integral_is_halved_up_to_four_times_then_dropped(realistic, monkeypatch) -> None:
+    prof, params, _ = realistic
+    lin = hl.linearise(params, 0, np.radians([j.home_deg for j in prof.joints]))
+    g, bw = tuning._choose(tuning._candidates(lin, prof.period, 2.0), 3.0)
+    i0 = g.p * 2 * math.pi * bw / 10
+    over = [
+        hl.step_overshoot_pct(lin, hl.LoopGains(g.p, i0 / 2**k, 0.0, g.dp, g.dp_hp_hz), prof.period)
+        for k in range(5)
+    ]
+    assert all(a > b for a, b in zip(over, over[1:], strict=False)), over
+    # A bound only the fourth halving meets: the integral ends at i0/16.
+    monkeypatch.setattr(tuning, "MAX_STEP_OVERSHOOT_PCT", 0.5 * (over[3] + over[4]))
+    assert tuning._with_integral(lin, g, bw, prof.period, 2.0).i == pytest.approx(i0 / 16)
+    # A bound no halving meets: no integral.
+    monkeypatch.setattr(tuning, "MAX_STEP_OVERSHOOT_PCT", over[4] - 0.01)
+    assert tuning._with_integral(lin, g, bw, prof.period, 2.0).i == 0.0
+
+
+def test_the_predicted_response_covers_what_rigctl_tune_prints(realistic) -> None:
+    _, _, tuned = realistic
+    for t in tuned:
+        assert np.all(np.diff(t.freqs_hz) > 0)
+        assert t.freqs_hz[0] == pytest.approx(0.1) and t.freqs_hz[-1] >= 12.0
