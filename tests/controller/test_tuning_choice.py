@@ -4,6 +4,7 @@ step on the realistic plant (stiction, lap, leakage: nothing the linear model ho
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -106,7 +107,7 @@ def test_the_integral_is_halved_up_to_four_times_then_dropped(realistic, monkeyp
         hl.step_overshoot_pct(lin, hl.LoopGains(g.p, i0 / 2**k, 0.0, g.dp, g.dp_hp_hz), prof.period)
         for k in range(5)
     ]
-    assert all(a > b for a, b in zip(over, over[1:], strict=False)), over
+    assert all(a > b for a, b in itertools.pairwise(over)), over
     # A bound only the fourth halving meets: the integral ends at i0/16.
     monkeypatch.setattr(tuning, "MAX_STEP_OVERSHOOT_PCT", 0.5 * (over[3] + over[4]))
     assert tuning._with_integral(lin, g, bw, prof.period, 2.0).i == pytest.approx(i0 / 16)
