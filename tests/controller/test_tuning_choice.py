@@ -121,3 +121,15 @@ def test_the_predicted_response_covers_what_rigctl_tune_prints(realistic) -> Non
     for t in tuned:
         assert np.all(np.diff(t.freqs_hz) > 0)
         assert t.freqs_hz[0] == pytest.approx(0.1) and t.freqs_hz[-1] >= 12.0
+
+
+def test_the_margin_range_includes_its_ends_as_documented(realistic) -> None:
+    """(1, 10]: a factor of 10 passes the range check (this model then cannot reach it, which
+    is another refusal), 1 (no margin) and above 10 are refused as out of range."""
+    prof, params, _ = realistic
+    home = np.radians([j.home_deg for j in prof.joints])
+    with pytest.raises(tuning.TuneError, match="no gains reach a gain margin of 10 "):
+        tuning.tune(params, home, prof.period, 3.0, 10.0)
+    for bad in (1.0, 10.01):
+        with pytest.raises(tuning.TuneError, match=r"gain margin .* out of range \(1, 10\]"):
+            tuning.tune(params, home, prof.period, 3.0, bad)
