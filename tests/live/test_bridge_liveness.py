@@ -18,6 +18,7 @@ import msgpack
 import pytest
 import zmq
 
+from daq.bridge.server import STALE_S
 from rigctl.session import RigSession, free_endpoint
 from tests.live.conftest import PROFILE_2DOF, spawn, stop
 
@@ -100,9 +101,12 @@ def test_service_death_is_reported_and_the_return_readvertised(tmp_path: Path) -
             rig.daq.send_signal(signal.SIGKILL)
             rig.daq.wait(60)
             st = c.until(lambda m: m["op"] == "status" and m.get("id") == "hydrig.service", 30)
-            # The bridge's own clock: age of the last row when it said so.
+            # The bridge's own clock: age of the last row when it said so — never before
+            # STALE_S; how soon after is a latency, measured by bench/bridge_liveness.py (a
+            # loaded machine delays the bridge's loop: this test once saw it late under two CPU
+            # hogs, a mutation run and a test run), so here only a generous bound.
             age = float(st["message"].split("no telemetry for ")[1].split(" s")[0])
-            assert st["level"] == 2 and age <= 1.0, st
+            assert st["level"] == 2 and STALE_S <= age + 0.05 <= 10.0, st
             assert not live & set(c.topics), c.topics  # unadvertised
 
             # The estimator goes on publishing; the bridge does not show it as live.
@@ -118,7 +122,9 @@ def test_service_death_is_reported_and_the_return_readvertised(tmp_path: Path) -
             ws.send(json.dumps({"op": "subscribe", "subscriptions": [
                 {"id": 9, "channelId": joints}]}))  # fmt: skip
             first = c.until(lambda m: m["op"] == "data" and m["sub"] == 9, 30)["body"]
-            assert first["t"] <= 1.0, first  # within the new service's first second
+            # Rows flow from the new service's start (bench/bridge_liveness.py measures how soon:
+            # within its first second on a quiet machine); a generous bound here.
+            assert first["t"] <= 10.0, first
             assert any(m["op"] == "removeStatus" for m in c.ops[c.ops.index(st) :])
             if "/estimator/estimates" not in c.topics.values():
                 c.until(c.advertised("/estimator/estimates"), 30)
