@@ -49,7 +49,13 @@ from daq.param_set import read_param_set  # noqa: E402
 from daq.profile import load_profile  # noqa: E402
 from daq.profile.plant import plant_params  # noqa: E402
 from daq.profile.schema import Profile  # noqa: E402
-from daq.sim_closed_loop import SimLoop, gains_limits, rms_deg, sine_experiment  # noqa: E402
+from daq.sim_closed_loop import (  # noqa: E402
+    SimLoop,
+    StepRunner,
+    gains_limits,
+    rms_deg,
+    sine_experiment,
+)
 
 log = logging.getLogger("bench.tracking")
 
@@ -226,20 +232,6 @@ def tracking(seconds: float, profile_path: Path, params_file: Path | None) -> di
     return out
 
 
-class _StepRunner(HoldRunner):
-    """Holds, then steps every joint's reference by `step` rad at `at` s (a 2° step test)."""
-
-    def __init__(self, gains: object, limits: object, period: float, step: float, at: float):
-        super().__init__(gains, limits, period)  # type: ignore[arg-type]
-        self.step_rad, self.at, self.done = step, at, False
-
-    def step(self, fb: Feedback, ref_out: np.ndarray, volts_out: np.ndarray) -> bool:
-        if not self.done and self.elapsed >= self.at:
-            self.position += self.step_rad
-            self.done = True
-        return super().step(fb, ref_out, volts_out)
-
-
 def _variants(profile_path: Path) -> dict[str, Profile]:
     """The profile and realistic variants 20–30 % off: softer oil, other flow gains, heavier
     arm (the simulator's truth only; the software is told nothing)."""
@@ -321,9 +313,9 @@ def tuned_tracking(profile_path: Path, params: object, seconds: float) -> dict[s
     span = STEP_AT_S + 3.0
     for name, prof in _variants(profile_path).items():
         step = math.radians(2.0)
-        _, _, q_hold = SimLoop(prof).run(_StepRunner(tuned_gains, limits, p.period, 0.0, 0.0), span)
+        _, _, q_hold = SimLoop(prof).run(StepRunner(tuned_gains, limits, p.period, 0.0, 0.0), span)
         _, ref, q = SimLoop(prof).run(
-            _StepRunner(tuned_gains, limits, p.period, step, STEP_AT_S), span
+            StepRunner(tuned_gains, limits, p.period, step, STEP_AT_S), span
         )
         rise = (q[k:] - q[k - 1]) / step
         own = (q[k:] - q_hold[k:]) / step

@@ -8,8 +8,10 @@ import math
 
 import numpy as np
 
+from controller.feedback import Feedback
 from controller.limits import JointLimits
 from controller.pid import PidParams
+from controller.runner import HoldRunner
 from daq.backends.sim import SimRig
 from daq.loop.feedback_map import FeedbackMap
 from daq.profile.schema import Profile
@@ -47,6 +49,27 @@ class SimLoop:
             self.map.fill(self.rig.step(self.out), self.fb, self.rig.t)
         runner.disable()  # type: ignore[attr-defined]
         return ts, refs, qs
+
+
+class StepRunner(HoldRunner):
+    """Holds, then steps every joint's reference by `step` rad at `at` s (a step test)."""
+
+    def __init__(
+        self,
+        gains: list[PidParams],
+        limits: list[JointLimits],
+        period: float,
+        step: float,
+        at: float,
+    ) -> None:
+        super().__init__(gains, limits, period)
+        self.step_rad, self.at, self.done = step, at, False
+
+    def step(self, fb: Feedback, ref_out: np.ndarray, volts_out: np.ndarray) -> bool:
+        if not self.done and self.elapsed >= self.at:
+            self.position += self.step_rad
+            self.done = True
+        return super().step(fb, ref_out, volts_out)
 
 
 def sine_experiment(

@@ -13,9 +13,9 @@ from scipy import signal
 
 from controller import hydraulic_linear as hl
 from controller import tuning
-from controller.runner import HoldRunner
 from daq.param_set import read_param_set
 from daq.profile.plant import plant_params
+from daq.sim_closed_loop import StepRunner
 from tests.controller.simloop import ROOT, SimLoop, gains_limits, profile
 
 HOME = np.radians([40.0, 30.0])
@@ -65,18 +65,6 @@ def test_tuned_integral_keeps_the_predicted_overshoot_and_would_not_at_its_first
         assert hl.step_overshoot_pct(lin, first, prof.period) > tuning.MAX_STEP_OVERSHOOT_PCT
 
 
-class _Step(HoldRunner):
-    def __init__(self, gains, limits, period: float, step: float, at: float) -> None:
-        super().__init__(gains, limits, period)
-        self.step_rad, self.at, self.done = step, at, False
-
-    def step(self, fb, ref_out, volts_out) -> bool:
-        if not self.done and self.elapsed >= self.at:
-            self.position += self.step_rad
-            self.done = True
-        return super().step(fb, ref_out, volts_out)
-
-
 @pytest.mark.slow
 def test_a_2deg_step_on_the_realistic_plant_with_tuned_gains_overshoots_little(realistic) -> None:
     """The bench's target is 10 %; with this parameter file the simulated step (deterministic)
@@ -90,7 +78,7 @@ def test_a_2deg_step_on_the_realistic_plant_with_tuned_gains_overshoots_little(r
         for base, t in zip(gains, tuned, strict=True)
     ]
     step, at = math.radians(2.0), 4.0
-    _, ref, q = SimLoop(prof).run(_Step(g, limits, prof.period, step, at), at + 3.0)
+    _, ref, q = SimLoop(prof).run(StepRunner(g, limits, prof.period, step, at), at + 3.0)
     k = round(at / prof.period)
     rise = (q[k:] - q[k - 1]) / step
     overshoot = 100 * (rise.max(axis=0) - 1.0)
