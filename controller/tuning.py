@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import json
 import math
+import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -210,6 +212,14 @@ def gains_file(
             for name, t in zip(joints, tuned, strict=True)
         ],
     }
+
+
+def read_gains_toml(path: Path) -> dict[str, Any]:
+    """A gains file's TOML as a dict; ValueError naming the path if unreadable or malformed."""
+    try:
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"{path}: {exc}") from None
 
 
 def read_gains_file(

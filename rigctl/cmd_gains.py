@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +67,9 @@ def load_gains(args: argparse.Namespace) -> dict[str, dict[str, float]]:
         raise UsageError("gains load takes one FILE")
     path = Path(args.gains[0])
     try:
-        d = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"gains load: {path}: {exc}") from None
+        d = tuning.read_gains_toml(path)
+    except ValueError as exc:
+        raise UsageError(f"gains load: {exc}") from None
     keys = client_keys(args)
     with CommandClient(args.endpoint, timeout=args.timeout, keys=keys) as client:
         try:

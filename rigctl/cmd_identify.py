@@ -209,14 +209,12 @@ def _experiment(path: str | None, default_stem: str, n_joints: int) -> dict[str,
 
 def _gains_file(path: str, profile: Any) -> dict[str, dict[str, float]]:
     """The gains file's gains per joint, checked against the profile's rig and joints."""
-    import tomllib
-
-    from controller.tuning import read_gains_file
+    from controller.tuning import read_gains_file, read_gains_toml
 
     try:
-        d = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"--gains {path}: {exc}") from None
+        d = read_gains_toml(Path(path))
+    except ValueError as exc:
+        raise ValueError(f"--gains {exc}") from None
     try:
         return read_gains_file(d, profile.rig.id, [j.name for j in profile.joints])
     except ValueError as exc:
