@@ -70,10 +70,13 @@ class FloodResult:
 
 
 def _closed(conn: socket.socket) -> bool:
-    """True when the service has closed (or reset) the connection."""
+    """True when the service has closed (or reset) the connection. Nothing to read is not a
+    close: on a socket with a timeout Python waits that long for data first and then raises
+    TimeoutError, which is an OSError too (taking it for a close had the flooder hang up by itself
+    whenever a busy service took longer than the timeout to cut it off)."""
     try:
         data = conn.recv(65536, socket.MSG_DONTWAIT)
-    except BlockingIOError:
+    except (BlockingIOError, TimeoutError):
         return False
     except OSError:
         return True
@@ -95,14 +98,20 @@ def flood(endpoint: str, seconds: float, max_connections: int = 1_000_000) -> Fl
         conn.settimeout(0.05)
         closed = False
         sent_here = 0
+        # Bytes of the current burst not yet on the wire. A timed-out `sendall` would not say how
+        # much of a burst it sent, and starting the next burst there would cut a frame in two:
+        # libzmq would then close the connection for a protocol error, not the service's guard.
+        pending = b""
         try:
             _handshake(conn)
             while time.monotonic() < end:
-                burst = _burst(n, 500)
-                try:
-                    conn.sendall(burst)
+                if not pending:
+                    pending = _burst(n, 500)
                     n += 500
-                    sent_here += 1000
+                try:
+                    pending = pending[conn.send(pending) :]
+                    if not pending:
+                        sent_here += 1000
                 except TimeoutError:  # the service reads no more: has it closed us?
                     pass
                 if _closed(conn):
