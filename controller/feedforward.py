@@ -53,6 +53,10 @@ class PlantModel:
         fl = getattr(params, "friction_lin", None)
         #: Lin's friction per joint [Fv⁺, Fv⁻, Fc⁺, Fc⁻] from the parameter file, else None
         self.lin = None if fl is None else [[float(x) for x in row] for row in fl]
+        vs = getattr(params, "valve_structure", None)
+        #: The valve's identified null offset b₀ and lap d per joint (spool units), else None.
+        self.valve_null = None if vs is None else [float(row[0]) for row in vs]
+        self.valve_lap = None if vs is None else [float(row[1]) for row in vs]
         self.k_ext = [
             self.Ac[j] ** 3 / self.cf[j][0] ** 2 + self.Ar[j] ** 3 / self.cf[j][2] ** 2
             for j in range(n)

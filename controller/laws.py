@@ -156,6 +156,10 @@ class FeedforwardPid(PidLaw):
     (`rigctl tune` writes ff1 = 1/velocity gain) would otherwise add it twice — on the realistic
     plant with tune's gains, `rigctl identify`'s tracking check measured PID + model 4× worse
     than PID alone for that reason.
+
+    `valve_null` / `valve_lap` pass the whole command (PID, feed-forward, ΔP) through
+    `compensation.valve_spool` with the null offset and lap of the parameter file's
+    `[structure]`, so the valve behaves as the centred, zero-lapped one the laws reckon with.
     """
 
     def __init__(
@@ -167,8 +171,15 @@ class FeedforwardPid(PidLaw):
         pressure_source: str = "model",
         pressure_filter_hz: float = 1.0,
         coulomb_ff: float = 0.0,
+        valve_null: bool = False,
+        valve_lap: bool = False,
     ) -> None:
         super().__init__([g.replace(ff1=0.0, ff2=0.0) for g in gains], limits, period)
+        #: Valve compensation per joint (controller.compensation.valve_spool): the null offset
+        #: b₀ and lap d it inverts, spool units; 0 where switched off.
+        self.valve_b0, self.valve_d = _valve_terms(model, self.n, valve_null, valve_lap)
+        #: What the valve compensation added to the command in the last cycle, V per joint.
+        self.valve_volts = [0.0] * self.n
         if not 0.0 <= coulomb_ff <= comp.MAX_SCALE:
             raise ValueError(f"coulomb_ff = {coulomb_ff!r} out of range [0, {comp.MAX_SCALE:g}]")
         if coulomb_ff > 0.0 and model.lin is None:
@@ -238,7 +249,40 @@ class FeedforwardPid(PidLaw):
             self.ff_volts[j] = ff
             # ΔP feedback acts on the force the model did not ask for (pressure_feedback).
             dp = self._dp(j, fb, force)
-            volts_out[j] = self._clamp(j, pid.update(q_ref[j], fb.q[j]) + ff + dp)
+            v = pid.update(q_ref[j], fb.q[j]) + ff + dp
+            kv = m.kv[j]
+            dv = comp.valve_spool(v * kv, self.valve_b0[j], self.valve_d[j]) / kv - v
+            self.valve_volts[j] = dv
+            volts_out[j] = self._clamp(j, v + dv)
+
+
+def _valve_terms(
+    model: PlantModel, n: int, null: bool, lap: bool
+) -> tuple[list[float], list[float]]:
+    """(b₀, d) per joint for `valve_spool`, zeros where switched off; refuses a switch the
+    parameter file cannot back, or values outside ±MAX_VALVE_OFFSET."""
+    zeros = [0.0] * n
+    if not (null or lap):
+        return zeros, list(zeros)
+    if model.valve_null is None or model.valve_lap is None:
+        which = " and ".join(k for k, on in (("valve_null", null), ("valve_lap", lap)) if on)
+        raise ValueError(
+            f"{which} needs the valve's null offset and lap the batch identified (the "
+            "[structure] table `rigctl identify` writes in batch-params.toml); this parameter "
+            "set has none"
+        )
+    for key, vals, on in (("null offset", model.valve_null, null), ("lap", model.valve_lap, lap)):
+        for j, v in enumerate(vals if on else ()):
+            if abs(v) > comp.MAX_VALVE_OFFSET:
+                raise ValueError(
+                    f"joint {j + 1}: the identified valve {key} {v * 1e3:.1f} mV is outside "
+                    f"±{comp.MAX_VALVE_OFFSET * 1e3:.0f} mV (spool units): not a servo valve's; "
+                    "check the parameter file"
+                )
+    return (
+        list(model.valve_null) if null else zeros,
+        list(model.valve_lap) if lap else list(zeros),
+    )
 
 
 class GravityCompPD(Law):

@@ -214,7 +214,7 @@ def _load_estimator(d: Mapping[str, Any], base: PlantParams | None) -> PlantPara
         for key in ("coupling", "bulk_modulus"):
             if key in plant:
                 kw[key] = _num(plant[key], "plant", key)
-        return _with_lin_friction(dataclasses.replace(base, **kw), d)
+        return _with_valve_structure(_with_lin_friction(dataclasses.replace(base, **kw), d), d)
     models = d.get("models", {})
     mech = models.get("mechanical", {}).get("theta")
     fluid = models.get("fluid", {}).get("theta")
@@ -224,7 +224,29 @@ def _load_estimator(d: Mapping[str, Any], base: PlantParams | None) -> PlantPara
         raise ParamFileError(f"models.fluid.theta: expected {len(base.theta_fluid())} values")
     if mech is None and fluid is None:
         raise ParamFileError("the file has neither a [plant] table nor mechanical/fluid models")
-    return _with_lin_friction(base.with_identified(theta_mech=mech, theta_fluid=fluid), d)
+    return _with_valve_structure(
+        _with_lin_friction(base.with_identified(theta_mech=mech, theta_fluid=fluid), d), d
+    )
+
+
+def _with_valve_structure(params: PlantParams, d: Mapping[str, Any]) -> PlantParams:
+    """`params` with `valve_structure` (b₀, d per joint) from the file's `[structure]` table
+    when it has both `valve_null_offset_v` and `valve_lap_v`, else unchanged: nothing else
+    supplies them (the profile's valve is the simulator's, not a measurement)."""
+    st = d.get("structure") or {}
+    b0, lap = st.get("valve_null_offset_v"), st.get("valve_lap_v")
+    if b0 is None or lap is None:
+        return params
+    n = params.n
+    cols = []
+    for key, vals in (("valve_null_offset_v", b0), ("valve_lap_v", lap)):
+        if not isinstance(vals, list) or len(vals) != n:
+            raise ParamFileError(f"structure.{key}: expected {n} values (one per joint)")
+        for x in vals:
+            if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
+                raise ParamFileError(f"structure.{key}: expected finite numbers, got {x!r}")
+        cols.append([float(x) for x in vals])
+    return dataclasses.replace(params, valve_structure=np.asarray(cols).T.copy())
 
 
 def _with_lin_friction(params: PlantParams, d: Mapping[str, Any]) -> PlantParams:

@@ -66,7 +66,14 @@ TRAJECTORY_KEYS: dict[str, set[str]] = {
 }
 CONTROLLER_KEYS: dict[str, set[str]] = {
     "pid": {"pid"},
-    "pid_ff": {"pid", "pressure_source", "pressure_filter_hz", "coulomb_ff"},
+    "pid_ff": {
+        "pid",
+        "pressure_source",
+        "pressure_filter_hz",
+        "coulomb_ff",
+        "valve_null",
+        "valve_lap",
+    },
     "gravity_pd": {"kp", "kd", "kf", "velocity_filter_hz"},
     "vlpd": {"kp", "kd", "vmax_deg_s", "j_gain", "velocity_filter_hz", "velocity_ff"},
     "valve_sine": {"amplitude_v", "frequency_hz", "offset_v", "centering_v_per_rad", "pid"},
@@ -243,6 +250,8 @@ def build_law(
             c.get("pressure_source", "model"),
             c.get("pressure_filter_hz", 1.0),
             c.get("coulomb_ff", 0.0),
+            _switch(c, "valve_null", where),
+            _switch(c, "valve_lap", where),
         ),
         "gravity_pd": lambda: GravityCompPD(
             lst("kp"),
@@ -279,6 +288,15 @@ def build_law(
         raise
     except (ValueError, TypeError) as e:
         raise ExperimentError(f"{where}: controller '{kind}': {e}") from e
+
+
+def _switch(c: Mapping[str, Any], key: str, where: str) -> bool:
+    v = c.get(key, False)
+    if not isinstance(v, bool):
+        raise ExperimentError(
+            f"{where}: controller {c['kind']!r}: {key} must be true or false, got {v!r}"
+        )
+    return v
 
 
 def _need_model(model: PlantModel | None, where: str, kind: str) -> PlantModel:

@@ -67,7 +67,9 @@ VS_AMP, VS_FREQ, VS_OFFSET, VS_CENTERING = 0, 1, 2, 3  # lp
 # Coulomb term (controller.compensation), after every kind's own columns.
 DP_GAIN, DP_ALPHA, DP_AC, DP_AR, CF_SCALE, CF_POS, CF_NEG = 8, 9, 10, 11, 12, 13, 14  # lp
 DP_PREV, DP_OUT, DP_VOLTS = 5, 6, 7  # ls
-N_LP, N_LS = 15, 8
+# The feed-forward's valve null and lap (controller.compensation.valve_spool; 0 = off).
+VC_B0, VC_LAP = 15, 16  # lp
+N_LP, N_LS = 17, 8
 
 
 #: A compiled law is one float blob: a header (kind, joints, drives-to-reference), then its
@@ -152,6 +154,7 @@ def compile_law(law: Law) -> CompiledLaw | None:
         lp[:, FF_ALPHA] = law._alpha
         lp[:, FF_PERIOD] = law.period
         lp[:, CF_SCALE], lp[:, CF_POS], lp[:, CF_NEG] = law.coulomb_scale, law.fc_pos, law.fc_neg
+        lp[:, VC_B0], lp[:, VC_LAP] = law.valve_b0, law.valve_d
     elif type(law) is GravityCompPD:
         kind, model = LAW_GRAVITY_PD, law.model
         lp[:, GP_KP], lp[:, GP_KD], lp[:, GP_KF] = law.kp, law.kd, law.kf
@@ -269,6 +272,19 @@ def _coulomb(lp: np.ndarray, j: int, sd: float) -> float:
         return 0.0
     fc = lp[j, CF_POS] if sd >= 0.0 else lp[j, CF_NEG]
     return scale * fc * math.tanh(sd / COULOMB_SMOOTH_M_S)
+
+
+@kernel
+def _valve_spool(lp: np.ndarray, j: int, w: float) -> float:
+    """`compensation.valve_spool` with the law's null offset and lap (spool units)."""
+    lap = lp[j, VC_LAP]
+    x = w
+    if lap < 0.0:
+        r = w / (-2.0 * lap)
+        x = w + lap * (1.0 if r > 1.0 else -1.0 if r < -1.0 else r)
+    elif lap > 0.0:
+        x = w + lap * math.tanh(2.0 * w / lap)
+    return x - lp[j, VC_B0]
 
 
 @kernel
@@ -390,7 +406,9 @@ def feedforward_pid(
         ff = u / mp[j, M_KV]
         ls[j, FF_VOLTS] = ff
         dp = _dp(lp, ls, j, p_cap[j], p_rod[j], force)  # on what the model did not ask for
-        volts_out[j] = _clamp(vlim, j, pid_update(pidp, pids, j, q_ref[j], q[j]) + ff + dp)
+        v = pid_update(pidp, pids, j, q_ref[j], q[j]) + ff + dp
+        kv = mp[j, M_KV]
+        volts_out[j] = _clamp(vlim, j, v + (_valve_spool(lp, j, v * kv) / kv - v))
 
 
 @kernel

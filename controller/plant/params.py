@@ -71,6 +71,11 @@ class PlantParams:
     #: refers viscous friction, leakage and the bulk modulus to `oil.reference_c` with them.
     #: None: parameters are the ones at whatever temperature the oil had. Not in `pack()`.
     oil: OilLaw | None = None
+    #: The valve's null offset b₀ and lap d per joint, (n, 2), spool units, as the batch's
+    #: structure search chose them (`[structure]` of its parameter file; controller.compensation
+    #: inverts them). Set only from a parameter file; None: not identified. Not in `pack()`: the
+    #: simulator's valve is its own (`valve` of its joints), never this.
+    valve_structure: np.ndarray | None = None
     _packed: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

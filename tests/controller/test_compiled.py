@@ -105,10 +105,11 @@ def test_every_law_through_the_experiment_runner_equals_python(
     assert py.finished and py.segment_name == "finished"
 
 
-def test_coulomb_feedforward_equals_python(
+def test_coulomb_feedforward_and_valve_compensation_equal_python(
     params2: PlantParams, rig2: tuple[list[PidParams], list[JointLimits]]
 ) -> None:
-    """The feed-forward's Coulomb term (a Lin-family parameter file) and ΔP feedback on the
+    """The feed-forward's Coulomb term (a Lin-family parameter file), the valve's null and lap
+    (an underlap on joint 1, an overlap on joint 2: both branches) and ΔP feedback on the
     force the model did not ask for, in both pressure sources."""
     import copy
     import dataclasses
@@ -116,13 +117,15 @@ def test_coulomb_feedforward_equals_python(
     gains, limits = rig2
     gains = [g.replace(dp=0.15, dp_hp_hz=1.0) for g in gains]  # ΔP feedback on
     lin = np.array([[40.0, 35.0, 120.0, -90.0], [25.0, 30.0, 80.0, -70.0]])
-    params = dataclasses.replace(params2, friction_lin=lin)
+    valve = np.array([[0.007, -0.007], [-0.006, 0.004]])  # (b₀, d) per joint, spool V
+    params = dataclasses.replace(params2, friction_lin=lin, valve_structure=valve)
     spec = copy.deepcopy(LAWS_EXPERIMENT)
     ff = [s for s in spec["segments"] if s["controller"]["kind"] == "pid_ff"]
     assert len(ff) == 2
     spec["segments"] = ff
     for s in ff:
         s["controller"]["coulomb_ff"] = 1.0
+        s["controller"]["valve_null"] = s["controller"]["valve_lap"] = True
     exp = Experiment.from_dict(spec)
 
     def runner() -> ExperimentRunner:
