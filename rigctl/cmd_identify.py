@@ -342,7 +342,7 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
     # rows the live estimator received, the same OnlineIdentifier).
     structure = batch_structure(batch.fits, f"the batch of {ident_run.name}")
     batch_file = out / "batch-params.toml"
-    _write_batch_file(batch_file, profile.rig.id, batch, structure)
+    _write_batch_file(batch_file, profile, batch, structure)
     replay = None
     if not structure.empty() and args.no_report:
         _say(progress, f"online estimator on the batch's structure ({describe(structure)})")
@@ -408,9 +408,14 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
     return _result(rows, extra, online=True, warnings=warnings)
 
 
-def _write_batch_file(path: Path, rig: str, batch: Any, structure: Any) -> None:
+def _write_batch_file(path: Path, profile: Any, batch: Any, structure: Any) -> None:
     """The batch's parameter file (estimator.paramfile): its estimate per model and the
-    structure it chose, the file the online estimator takes its structure from."""
+    structure it chose, the file the online estimator takes its structure from. A real-rig
+    family's estimate is also written as a `[plant]` table (`lin_plant`, as the online
+    estimator writes its own), so the service and the controllers can load this file too —
+    the one that carries the valve's null and lap (`pid_ff`'s `valve_null`, `valve_lap`)."""
+    from daq.profile.plant import plant_params
+    from estimator.models_lin import lin_plant
     from estimator.paramfile import write_param_file
 
     models = {
@@ -423,9 +428,17 @@ def _write_batch_file(path: Path, rig: str, batch: Any, structure: Any) -> None:
         }
         for f in batch.fits
     }
+    names = [nm for f in batch.fits for nm in f.names]
+    theta = np.concatenate([np.asarray(f.theta, dtype=float) for f in batch.fits])
+    band = structure.coulomb_band_m_s
+    plant = (
+        lin_plant(plant_params(profile), names, theta)
+        if band is None
+        else lin_plant(plant_params(profile), names, theta, band)
+    )
     write_param_file(
-        path, rig, int(batch.data.used), models, source="rigctl identify (batch)",
-        structure=structure.table(),
+        path, profile.rig.id, int(batch.data.used), models, None if plant is None else plant[0],
+        source="rigctl identify (batch)", structure=structure.table(),
     )  # fmt: skip
 
 
