@@ -178,6 +178,11 @@ TARGETS: dict[str, Target] = {
             "un = u + self.gain * (d - y) * u / y.conjugate()",
         ),
     ),
+    "compensation": Target(
+        ("controller/compensation.py",),
+        ("tests/controller/test_compensation.py",),
+        ("controller/compensation.py", "        r = w / (-2.0 * lap)", "        r = w / (-lap)"),
+    ),
     "tuning": Target(
         ("controller/tuning.py", "controller/hydraulic_linear.py"),
         (

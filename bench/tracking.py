@@ -298,6 +298,22 @@ def tuned_tracking(profile_path: Path, params: object, seconds: float) -> dict[s
             [dict(g, dp=0.0) for g in ff],
         ),
     }
+    # The valve's null and lap from the file's [structure] (the batch's choice), each alone
+    # and together, over the best of the above (ΔP off); a file without one has no such rows.
+    no_dp = [dict(g, dp=0.0) for g in ff]
+    if getattr(params, "valve_structure", None) is not None:
+        for name, ctrl in {
+            "tuned_model_ff_no_dp_valve_null": {"valve_null": True},
+            "tuned_model_ff_no_dp_valve_lap": {"valve_lap": True},
+            "tuned_model_ff_no_dp_valve_null_lap": {"valve_null": True, "valve_lap": True},
+            "tuned_model_ff_coulomb_no_dp_valve_null_lap": {
+                "coulomb_ff": 1.0, "valve_null": True, "valve_lap": True,
+            },
+        }.items():  # fmt: skip
+            cases[name] = ({"kind": "pid_ff", **ctrl}, no_dp)
+        out["valve_structure_v"] = np.asarray(params.valve_structure).tolist()  # type: ignore[attr-defined]
+    else:
+        out["valve_structure_v"] = None
     for name, (ctrl, pid) in cases.items():
         rms = sine(ctrl, pid, params)
         out[name] = {"rms_deg": rms.tolist(), "improvement": (base / rms).tolist()}

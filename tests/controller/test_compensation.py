@@ -1,7 +1,7 @@
-"""Valve null and lap compensation (`controller.compensation.valve_spool`, `pid_ff`'s
-`valve_null` / `valve_lap`): checked against the simulator's own metering edges
-(`controller.plant.dynamics.valve_edges`), through the law, and from a parameter file's
-`[structure]` table."""
+"""Friction and valve compensation (`controller.compensation`): the Coulomb feed-forward's
+force; the valve's null and lap (`valve_spool`, `pid_ff`'s `valve_null` / `valve_lap`) checked
+against the simulator's own metering edges (`controller.plant.dynamics.valve_edges`), through
+the law, and from a parameter file's `[structure]` table."""
 
 from __future__ import annotations
 
@@ -20,6 +20,19 @@ from controller.paramfile import ParamFileError, load_params
 from controller.plant.dynamics import valve_edges
 from controller.plant.params import G_PS, JointEffects, PlantEffects, PlantParams
 from controller.tables import build_law
+
+
+def test_the_coulomb_force_takes_each_directions_identified_force_through_the_band() -> None:
+    v_eps = 1e-3
+    for sd in (-5e-3, -1e-3, -2e-4, 0.0, 3e-4, 1e-3, 0.02):
+        fc = 450.0 if sd >= 0 else 380.0
+        want = 1.2 * fc * math.tanh(sd / v_eps)
+        assert comp.coulomb_force(sd, 450.0, 380.0, v_eps, 1.2) == pytest.approx(want, abs=1e-12)
+    assert comp.coulomb_force(0.05, 450.0, 380.0, v_eps, 1.0) == pytest.approx(450.0)
+    assert comp.coulomb_force(-0.05, 450.0, 380.0, v_eps, 1.0) == pytest.approx(-380.0)
+    # switched off, or no band: nothing
+    assert comp.coulomb_force(0.01, 450.0, 380.0, v_eps, 0.0) == 0.0
+    assert comp.coulomb_force(0.01, 450.0, 380.0, 0.0, 1.0) == 0.0
 
 
 def _cap_flow(params: PlantParams, lap: float, xo: float) -> float:
