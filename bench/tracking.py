@@ -309,6 +309,11 @@ def tuned_tracking(profile_path: Path, params: object, seconds: float) -> dict[s
             "tuned_model_ff_coulomb_no_dp_valve_null_lap": {
                 "coulomb_ff": 1.0, "valve_null": True, "valve_lap": True,
             },
+            # Per joint, as the rows above suggest on the realistic profile: the lap's inverse
+            # only on joint 2 (on joint 1, whose seals stick, it cost more than it gave).
+            "tuned_model_ff_no_dp_valve_null_lap_j2": {
+                "valve_null": True, "valve_lap": [False, True][: len(p.joints)],
+            },
         }.items():  # fmt: skip
             cases[name] = ({"kind": "pid_ff", **ctrl}, no_dp)
         out["valve_structure_v"] = np.asarray(params.valve_structure).tolist()  # type: ignore[attr-defined]

@@ -171,8 +171,8 @@ class FeedforwardPid(PidLaw):
         pressure_source: str = "model",
         pressure_filter_hz: float = 1.0,
         coulomb_ff: float = 0.0,
-        valve_null: bool = False,
-        valve_lap: bool = False,
+        valve_null: bool | Sequence[bool] = False,
+        valve_lap: bool | Sequence[bool] = False,
     ) -> None:
         super().__init__([g.replace(ff1=0.0, ff2=0.0) for g in gains], limits, period)
         #: Valve compensation per joint (controller.compensation.valve_spool): the null offset
@@ -257,32 +257,47 @@ class FeedforwardPid(PidLaw):
 
 
 def _valve_terms(
-    model: PlantModel, n: int, null: bool, lap: bool
+    model: PlantModel, n: int, null: bool | Sequence[bool], lap: bool | Sequence[bool]
 ) -> tuple[list[float], list[float]]:
-    """(b₀, d) per joint for `valve_spool`, zeros where switched off; refuses a switch the
-    parameter file cannot back, or values outside ±MAX_VALVE_OFFSET."""
+    """(b₀, d) per joint for `valve_spool`, zeros where switched off (a switch is one bool for
+    every joint or one per joint); refuses a switch the parameter file cannot back, or a value
+    outside ±MAX_VALVE_OFFSET on a joint where it is on."""
+    on_null, on_lap = _per_joint(null, n, "valve_null"), _per_joint(lap, n, "valve_lap")
     zeros = [0.0] * n
-    if not (null or lap):
+    if not any(on_null + on_lap):
         return zeros, list(zeros)
     if model.valve_null is None or model.valve_lap is None:
-        which = " and ".join(k for k, on in (("valve_null", null), ("valve_lap", lap)) if on)
+        which = " and ".join(
+            k for k, on in (("valve_null", on_null), ("valve_lap", on_lap)) if any(on)
+        )
         raise ValueError(
             f"{which} needs the valve's null offset and lap the batch identified (the "
             "[structure] table `rigctl identify` writes in batch-params.toml); this parameter "
             "set has none"
         )
-    for key, vals, on in (("null offset", model.valve_null, null), ("lap", model.valve_lap, lap)):
-        for j, v in enumerate(vals if on else ()):
-            if abs(v) > comp.MAX_VALVE_OFFSET:
+    terms = []
+    for key, vals, on in (
+        ("null offset", model.valve_null, on_null),
+        ("lap", model.valve_lap, on_lap),
+    ):
+        for j, v in enumerate(vals):
+            if on[j] and abs(v) > comp.MAX_VALVE_OFFSET:
                 raise ValueError(
                     f"joint {j + 1}: the identified valve {key} {v * 1e3:.1f} mV is outside "
                     f"±{comp.MAX_VALVE_OFFSET * 1e3:.0f} mV (spool units): not a servo valve's; "
                     "check the parameter file"
                 )
-    return (
-        list(model.valve_null) if null else zeros,
-        list(model.valve_lap) if lap else list(zeros),
-    )
+        terms.append([float(v) if on[j] else 0.0 for j, v in enumerate(vals)])
+    return terms[0], terms[1]
+
+
+def _per_joint(switch: bool | Sequence[bool], n: int, key: str) -> list[bool]:
+    if isinstance(switch, bool):
+        return [switch] * n
+    flags = list(switch)
+    if len(flags) != n or not all(isinstance(f, bool) for f in flags):
+        raise ValueError(f"{key} must be true, false or a list of {n} of them, got {switch!r}")
+    return flags
 
 
 class GravityCompPD(Law):

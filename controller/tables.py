@@ -290,13 +290,15 @@ def build_law(
         raise ExperimentError(f"{where}: controller '{kind}': {e}") from e
 
 
-def _switch(c: Mapping[str, Any], key: str, where: str) -> bool:
+def _switch(c: Mapping[str, Any], key: str, where: str) -> bool | list[bool]:
+    """A compensation switch: true/false for every joint, or a list of them, one per joint."""
     v = c.get(key, False)
-    if not isinstance(v, bool):
-        raise ExperimentError(
-            f"{where}: controller {c['kind']!r}: {key} must be true or false, got {v!r}"
-        )
-    return v
+    if isinstance(v, bool) or (isinstance(v, list) and all(isinstance(x, bool) for x in v)):
+        return v
+    raise ExperimentError(
+        f"{where}: controller {c['kind']!r}: {key} must be true, false or a list of them "
+        f"(one per joint), got {v!r}"
+    )
 
 
 def _need_model(model: PlantModel | None, where: str, kind: str) -> PlantModel:

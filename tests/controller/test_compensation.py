@@ -129,6 +129,10 @@ def test_pid_ff_applies_the_files_null_and_lap_each_switch_on_its_own(
             for r in plain]  # fmt: skip
     np.testing.assert_allclose(lap, want, atol=1e-12)
     assert np.max(np.abs(lap - plain)) > 1e-3
+    # switched per joint: joint 1's null only
+    one = _commands(FeedforwardPid(gains, limits, 1e-3, model, valve_null=[True, False]), 1e-3)
+    np.testing.assert_allclose(one[:, 0] - plain[:, 0], -valve[0, 0] / kv[0], atol=1e-12)
+    np.testing.assert_array_equal(one[:, 1], plain[:, 1])
 
 
 def test_valve_compensation_without_an_identified_structure_is_refused(
@@ -154,7 +158,10 @@ def test_the_experiment_table_takes_the_switches_as_booleans(
     model = PlantModel(dataclasses.replace(params2, valve_structure=np.zeros((2, 2))))
     ctrl = {"kind": "pid_ff", "valve_null": "yes"}
     seg = Segment(name="s", trajectory=tr.Hold([0.7, 0.5]), controller=ctrl, duration=1.0)
-    with pytest.raises(ExperimentError, match="valve_null must be true or false, got 'yes'"):
+    with pytest.raises(ExperimentError, match="valve_null must be true, false or a list of them"):
+        build_law(seg, gains, limits, 1e-3, model)
+    ctrl["valve_null"] = [True]
+    with pytest.raises(ExperimentError, match="valve_null must be true, false or a list of 2"):
         build_law(seg, gains, limits, 1e-3, model)
     ctrl["valve_null"] = True
     law = build_law(seg, gains, limits, 1e-3, model)
