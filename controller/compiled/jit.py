@@ -7,7 +7,8 @@ cached on disk so that a service start only loads it.
 numba checks a cached function against its own source file only, not against the functions it
 calls in other files: the loop's `k_rest` inlines the laws of `controller/compiled/laws.py`, and
 a new law term there would leave the cached `k_rest` stale. So the cache lives in a directory
-named by a hash of every kernel source (this package and the modules that `register_source`);
+named by a hash of every kernel source (this package, `controller/compensation.py` whose
+functions it compiles, and the modules that `register_source`);
 any change to any of them starts a fresh cache (the old ones stay, a few MB each, until
 `__pycache__` is cleaned). The directory is `__pycache__/kernels-<hash>`
 next to this file, or under `NUMBA_CACHE_DIR` when set, else a per-user directory when the
@@ -35,7 +36,8 @@ log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
 
 _HERE = Path(__file__).resolve().parent
-_SOURCES: list[Path] = sorted(_HERE.glob("*.py"))
+#: This package, and the pure per-cycle maths it compiles from their one source.
+_SOURCES: list[Path] = [*sorted(_HERE.glob("*.py")), _HERE.parent / "compensation.py"]
 _PREFIX = "kernels-"
 
 

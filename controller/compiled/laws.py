@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from controller import compensation as comp
 from controller.compiled.jit import kernel
 from controller.compiled.model import (
     M_AC,
@@ -264,27 +265,22 @@ def _dp(lp: np.ndarray, ls: np.ndarray, j: int, p_cap: float, p_rod: float,
     return v
 
 
+# The compensation's maths compiled from its one source (controller.compensation; its file is
+# in the kernel cache's hash, controller.compiled.jit).
+_coulomb_force = kernel(comp.coulomb_force)
+_valve_spool_of = kernel(comp.valve_spool)
+
+
 @kernel
 def _coulomb(lp: np.ndarray, j: int, sd: float) -> float:
     """`compensation.coulomb_force` with the law's scale and F_c± (N)."""
-    scale = lp[j, CF_SCALE]
-    if scale == 0.0 or COULOMB_SMOOTH_M_S <= 0.0:
-        return 0.0
-    fc = lp[j, CF_POS] if sd >= 0.0 else lp[j, CF_NEG]
-    return scale * fc * math.tanh(sd / COULOMB_SMOOTH_M_S)
+    return _coulomb_force(sd, lp[j, CF_POS], lp[j, CF_NEG], COULOMB_SMOOTH_M_S, lp[j, CF_SCALE])
 
 
 @kernel
 def _valve_spool(lp: np.ndarray, j: int, w: float) -> float:
     """`compensation.valve_spool` with the law's null offset and lap (spool units)."""
-    lap = lp[j, VC_LAP]
-    x = w
-    if lap < 0.0:
-        r = w / (-2.0 * lap)
-        x = w + lap * (1.0 if r > 1.0 else -1.0 if r < -1.0 else r)
-    elif lap > 0.0:
-        x = w + lap * math.tanh(2.0 * w / lap)
-    return x - lp[j, VC_B0]
+    return _valve_spool_of(w, lp[j, VC_B0], lp[j, VC_LAP])
 
 
 @kernel
