@@ -352,6 +352,42 @@ def tuned_tracking(profile_path: Path, params: object, seconds: float) -> dict[s
     return out
 
 
+def valve_compensation_converged(
+    profile_path: Path, params: object, tuned: Sequence[dict[str, float]], seconds: float = 20.0
+) -> dict[str, object] | None:
+    """The valve's null and lap after convergence: the 1 Hz 5° sine under `pid_ff` with
+    `tuned` (ΔP off), RMS over the last 3 s of `seconds`, each over the profile's PID measured
+    the same way (the `tuned` rows are seconds 1–4, where the integral is still taking up the
+    null offset). None when the parameters have no valve structure."""
+    if getattr(params, "valve_structure", None) is None:
+        return None
+    p = load_profile(profile_path)
+    gains, limits = gains_limits(p)
+    k = round(3.0 / p.period)
+    cases: dict[str, tuple[dict[str, Any], object, object]] = {
+        "profile_pid": ({"kind": "pid"}, [{} for _ in p.joints], None),
+        "tuned_model_ff_no_dp": ({"kind": "pid_ff"}, tuned, params),
+        "valve_null": ({"kind": "pid_ff", "valve_null": True}, tuned, params),
+        "valve_lap": ({"kind": "pid_ff", "valve_lap": True}, tuned, params),
+        "valve_null_lap_j2": (
+            {"kind": "pid_ff", "valve_null": True, "valve_lap": [False, True][: len(p.joints)]},
+            tuned,
+            params,
+        ),
+    }
+    out: dict[str, object] = {"seconds": seconds, "tail_s": 3.0}
+    base: np.ndarray | None = None
+    for name, (ctrl, pid, prm) in cases.items():
+        d = sine_experiment(p, ctrl, seconds=seconds)
+        d["pid"] = pid
+        r = ExperimentRunner(Experiment.from_dict(d), gains, limits, p.period, prm)
+        _, ref, q = SimLoop(p).run(r, seconds)
+        rms = np.degrees(np.sqrt(np.mean((ref[-k:] - q[-k:]) ** 2, axis=0)))
+        base = rms if base is None else base
+        out[name] = {"rms_deg": rms.tolist(), "improvement": (base / rms).tolist()}
+    return out
+
+
 def amplitude_phase_tracking(
     profile_path: Path, tuned: Sequence[dict[str, float]], seconds: float = 20.0
 ) -> dict[str, object]:
@@ -435,6 +471,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.profile, [dict(g, dp=0.0) for g in tuned_gains]
     )
     log.info("amplitude-phase: %s", res["amplitude_phase_1hz_5deg"])
+    res["valve_compensation_converged"] = valve_compensation_converged(
+        args.profile, ident, [dict(g, ff1=0.0, dp=0.0) for g in tuned_gains]
+    )
+    log.info("valve compensation, converged: %s", res["valve_compensation_converged"])
     print(json.dumps(res))
     return 0
 
