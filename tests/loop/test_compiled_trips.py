@@ -10,6 +10,7 @@ with the wrong value or a wrong scaling would pass every test."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 
 from daq.loop.interlocks import CLAMP_FLAG, Trip
 from daq.profile.loader import load_profile
+from daq.profile.plant import known_params
 from daq.profile.schema import Profile
 from tests.loop.compiled_harness import PROFILE, ROOT, recorded_loop
 from tests.loop.test_compiled_cycle import _assert_rows_equal
@@ -182,3 +184,25 @@ def test_warm_up_leaves_no_kernel_to_compile_in_a_live_cycle() -> None:
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_law_that_raises_inside_the_compiled_cycle_trips_and_the_loop_goes_on() -> None:
+    """A plant model with a zero valve gain makes `pid_ff` divide by zero (the feed-forward's
+    u / k_v). Inside the compiled `k_rest` that raises ZeroDivisionError (numba keeps Python's
+    semantics), and it must be the controller's fault, not the loop's: a CONTROLLER_ERROR
+    trip, valves null, the loop still cycling. (The Python path divides numpy floats there and
+    gets a NaN command instead, which the command check trips on.)"""
+    profile = load_profile(PROFILE)
+    base = known_params(profile)
+    params = dataclasses.replace(base, valve_gain=np.array([0.0, *base.valve_gain[1:]]))
+    ff = {
+        "name": "ff", "home_deg": [40.0, 30.0],
+        "segments": [{"name": "sine", "duration_s": 1.0, "controller": {"kind": "pid_ff"},
+                      "trajectory": {"kind": "sine", "amplitude_deg": [2.0, 2.0],
+                                     "frequency_hz": [1.0, 1.0]}}],
+    }  # fmt: skip
+    rows, loop = recorded_loop(True, ff, profile, params=params, seconds=1.0)
+    assert loop.error is None, loop.error
+    assert loop.fault is not None and loop.fault.code == Trip.CONTROLLER_ERROR, loop.fault
+    assert "ZeroDivisionError" in loop.fault.where
+    assert (rows[:, 0] > loop.fault.seq).sum() > 100  # it went on cycling

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from daq.backends.sim import SimBackend
@@ -56,3 +57,19 @@ def test_stall_ms_is_bounded_in_the_profile(profile: Profile) -> None:
     with pytest.raises(ValueError, match="stall_ms"):
         profile.interlocks.model_validate({"stall_ms": -1.0})
     assert type(profile.interlocks)().stall_ms == 20.0
+
+
+def test_after_a_stall_the_loop_skips_whole_cycles_and_keeps_its_period_grid(
+    profile: Profile,
+) -> None:
+    """A 150 ms stall: the cycles it covered are skipped, counted whole, and the loop goes on on
+    its own grid — every row's loop time a whole number of periods, and the last row's index on
+    that grid equal to the cycles run plus the cycles skipped."""
+    loop = _stalled_run(profile, arm=False, overrun_limit=100_000, stall_ms=20.0)
+    first, n = loop.seq - loop.ring.capacity if loop.seq > loop.ring.capacity else 0, loop.seq
+    rows = loop.ring.data[np.arange(first, n) & loop.ring.mask]
+    k = rows[:, 1] / loop.period
+    assert np.allclose(k, np.round(k), rtol=0.0, atol=1e-6), k[np.abs(k - np.round(k)) > 1e-6][:5]
+    skipped = loop.timing.snapshot()["skipped_cycles"]
+    assert skipped >= 140 and float(skipped).is_integer()
+    assert round(k[-1]) - round(k[0]) == (n - 1 - first) + skipped
