@@ -13,7 +13,7 @@ from daq.loop.interlocks import STALL, Trip
 from daq.loop.states import State
 from daq.profile.schema import Profile
 from tests.loop.conftest import post, with_changes
-from tests.loop.fakes import HoldP
+from tests.loop.fakes import FakeBackend, HoldP
 
 
 def _stalled_run(profile: Profile, *, arm: bool, **interlocks: Any) -> Loop:
@@ -73,3 +73,32 @@ def test_after_a_stall_the_loop_skips_whole_cycles_and_keeps_its_period_grid(
     skipped = loop.timing.snapshot()["skipped_cycles"]
     assert skipped >= 140 and float(skipped).is_integer()
     assert round(k[-1]) - round(k[0]) == (n - 1 - first) + skipped
+
+
+class _Paced(FakeBackend):
+    """A backend paced by its own clock (as the NI task's sample clock): its fifth wait reports
+    two cycles missed."""
+
+    paced_by_hardware = True
+
+    def __init__(self, profile: Profile) -> None:
+        super().__init__(profile)
+        self.waits = 0
+
+    def wait_next_cycle(self) -> int:
+        self.waits += 1
+        return 2 if self.waits == 5 else 0
+
+
+def test_a_hardware_paced_loop_runs_to_its_duration_on_the_device_clock(profile: Profile) -> None:
+    """50 periods of loop time with two cycles missed: 48 cycles run, 2 counted skipped, each
+    row at its place on the device's grid (0, 1, 2, 3, 6, 7, …, 49), none past the end."""
+    backend = _Paced(profile)
+    backend.open()
+    loop = Loop(profile, backend, hold=HoldP(), virtual_time=False, ring_capacity=1 << 12)
+    loop.run(50 * loop.period)
+    assert loop.error is None
+    rows = loop.ring.data[np.arange(loop.seq) & loop.ring.mask]
+    grid = np.round(rows[:, 1] / loop.period).astype(int)
+    assert grid.tolist() == [0, 1, 2, 3, *range(6, 50)]
+    assert loop.timing.snapshot()["skipped_cycles"] == 2
