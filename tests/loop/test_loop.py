@@ -3,11 +3,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import pytest
 
 from controller.feedback import Feedback
 from daq.loop import Loop
+from daq.loop.cycle import LoopError
 from daq.loop.interlocks import Trip
 from daq.loop.states import State
+from daq.profile.schema import Profile
 from tests.loop.conftest import col, cycles, post, row
 from tests.loop.fakes import FakeBackend, HoldP, Ramp
 
@@ -174,3 +177,34 @@ def test_a_runner_raising_in_step_faults_but_the_loop_goes_on(make_loop: MakeLoo
     assert loop.fault.code == Trip.CONTROLLER_ERROR and "law blew up" in loop.fault.where
     assert col(loop, loop.fault.seq, "cmd.valve_1") == 0.0
     assert np.all(backend.last_written == 0.0)
+
+
+class _ReadRaises(FakeBackend):
+    """A backend whose read raises (a driver's bug, not a status) at its sixth call."""
+
+    def __init__(self, *a: object, **kw: object) -> None:
+        super().__init__(*a, **kw)  # type: ignore[arg-type]
+        self.reads = 0
+
+    def read(self, t: float, raw_out: np.ndarray):  # type: ignore[no-untyped-def]
+        self.reads += 1
+        if self.reads == 6:
+            raise RuntimeError("driver blew up")
+        return super().read(t, raw_out)
+
+
+def test_an_exception_outside_the_controller_stops_the_loop_latched_with_valves_null(
+    profile: Profile,
+) -> None:
+    """Not the controller's (that trips and goes on): the loop itself cannot go on. It latches
+    FAULT with LOOP_ERROR naming the exception, nulls the valves and says so to its caller."""
+    backend = _ReadRaises(profile)
+    loop = Loop(profile, backend, hold=HoldP(), virtual_time=True, ring_capacity=1 << 12)
+    post(loop, "arm")
+    with pytest.raises(LoopError, match="driver blew up"):
+        cycles(loop, 20)
+    assert loop.state == State.FAULT and loop.fault is not None
+    assert loop.fault.code == Trip.LOOP_ERROR and "driver blew up" in loop.fault.where
+    assert backend.null_writes >= 1
+    assert backend.last_volts.tolist() == [c.null_volts for c in profile.outputs]
+    assert loop.finished.is_set()
