@@ -205,6 +205,7 @@ def test_an_exception_outside_the_controller_stops_the_loop_latched_with_valves_
         cycles(loop, 20)
     assert loop.state == State.FAULT and loop.fault is not None
     assert loop.fault.code == Trip.LOOP_ERROR and "driver blew up" in loop.fault.where
+    assert loop.status()["fault"] == loop.fault.to_dict()  # what clients are told
     assert backend.null_writes >= 1
     assert backend.last_volts.tolist() == [c.null_volts for c in profile.outputs]
     assert loop.finished.is_set()

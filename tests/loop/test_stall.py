@@ -72,6 +72,8 @@ def test_after_a_stall_the_loop_skips_whole_cycles_and_keeps_its_period_grid(
     assert np.allclose(k, np.round(k), rtol=0.0, atol=1e-6), k[np.abs(k - np.round(k)) > 1e-6][:5]
     skipped = loop.timing.snapshot()["skipped_cycles"]
     assert skipped >= 140 and float(skipped).is_integer()
+    # The wake-up column is in seconds (a units check: any wake-up is far under a second).
+    assert np.all((rows[:, 5] >= 0.0) & (rows[:, 5] < 1.0)), rows[:, 5].max()
     assert round(k[-1]) - round(k[0]) == (n - 1 - first) + skipped
 
 
