@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from controller.feedback import Feedback
+from daq.backends.base import BackendStatus
 from daq.loop import Loop
 from daq.loop.cycle import LoopError
 from daq.loop.interlocks import Trip
@@ -182,11 +183,11 @@ def test_a_runner_raising_in_step_faults_but_the_loop_goes_on(make_loop: MakeLoo
 class _ReadRaises(FakeBackend):
     """A backend whose read raises (a driver's bug, not a status) at its sixth call."""
 
-    def __init__(self, *a: object, **kw: object) -> None:
-        super().__init__(*a, **kw)  # type: ignore[arg-type]
+    def __init__(self, profile: Profile) -> None:
+        super().__init__(profile)
         self.reads = 0
 
-    def read(self, t: float, raw_out: np.ndarray):  # type: ignore[no-untyped-def]
+    def read(self, t: float, raw_out: np.ndarray) -> BackendStatus:
         self.reads += 1
         if self.reads == 6:
             raise RuntimeError("driver blew up")
