@@ -415,7 +415,7 @@ def _write_batch_file(path: Path, profile: Any, batch: Any, structure: Any) -> N
     estimator writes its own), so the service and the controllers can load this file too —
     the one that carries the valve's null and lap (`pid_ff`'s `valve_null`, `valve_lap`)."""
     from daq.profile.plant import plant_params
-    from estimator.models_lin import lin_plant
+    from estimator.models_lin import SMOOTH_SIGN_M_S, lin_plant
     from estimator.paramfile import write_param_file
 
     models = {
@@ -431,10 +431,8 @@ def _write_batch_file(path: Path, profile: Any, batch: Any, structure: Any) -> N
     names = [nm for f in batch.fits for nm in f.names]
     theta = np.concatenate([np.asarray(f.theta, dtype=float) for f in batch.fits])
     band = structure.coulomb_band_m_s
-    plant = (
-        lin_plant(plant_params(profile), names, theta)
-        if band is None
-        else lin_plant(plant_params(profile), names, theta, band)
+    plant = lin_plant(
+        plant_params(profile), names, theta, SMOOTH_SIGN_M_S if band is None else band
     )
     write_param_file(
         path, profile.rig.id, int(batch.data.used), models, None if plant is None else plant[0],
