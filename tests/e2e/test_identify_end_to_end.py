@@ -31,6 +31,9 @@ STATE_RUNNING = 2.0
 LOOSE_ERROR_PCT = 1.0
 #: Validation FIT of the identified parameters vs the true ones, points (see the test).
 FIT_FROM_FLOOR = 1.0
+#: Closed-loop validation FIT of the pressures, identified vs true parameters, points (see the
+#: test: what an estimate within its ±3σ may lose there, measured).
+CLOSED_LOOP_PRESSURE_POINTS = 15.0
 
 pytestmark = pytest.mark.slow
 
@@ -84,13 +87,16 @@ def test_report_written_with_fit_table(identified: tuple[dict[str, Any], Path]) 
     fit = {r["output"]: r for r in result["fit"] if r["kind"] == "FIT %"}
     assert {"s1", "s2", "p_cap1", "p_rod1", "q1", "q2"} <= set(fit)
     # Closed loop (the run's own controller replayed, estimator.validation_closed_loop): every
-    # output, the spool too. Angles and pistons as close to the truth as in open loop; the
-    # pressures' FIT moves ±0.3–0.4 points per 0.2 % of a flow gain or the bulk modulus there
-    # (measured on a seed-1 validation run), so the identified model comes within 5 points.
+    # output, the spool too. Angles and pistons as close to the truth as in open loop. The
+    # pressures' closed-loop FIT is a far sharper yardstick than the parameters' ±3σ: the
+    # simulator's plant with 1/b off by 0.5 % loses 5–10 points, by 1 % 10 points, M1 by 1 %
+    # 3–5 (bench/closed_loop_fit_sensitivity.py), and σ(1/b) is 0.1–0.3 %. So an estimate that
+    # keeps its ±3σ promise may lose ~10 points on p_cap1 (18 runs: 0–4.3 points, once 10.8 in
+    # CI); CLOSED_LOOP_PRESSURE_POINTS bounds that, and a 3 % error (35 points on 1/b) fails.
     closed = {r["output"]: r for r in result["fit"] if r["kind"] == "FIT % closed loop"}
     assert set(closed) == set(fit) | {"u1", "u2"}
     for key, row in closed.items():
-        near = FIT_FROM_FLOOR if key[0] in "qs" else 5.0
+        near = FIT_FROM_FLOOR if key[0] in "qs" else CLOSED_LOOP_PRESSURE_POINTS
         for est in ("online", "batch"):
             assert abs(row[est] - row["truth"]) < near, (key, est, row)
     for out, row in fit.items():
