@@ -37,7 +37,7 @@ from estimator.datause import DataUse, blocks, classify
 from estimator.models import LinearModel, load_models
 from estimator.rls import RlsConfig
 from estimator.shape_search import with_configured_shape, with_configured_switches
-from estimator.spool import SpoolFusion, valve_commands
+from estimator.spool import SpoolFusion, valve_commands, valve_converters
 from estimator.structure import Structure, WithStructure, describe
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ class OnlineIdentifier:
         prior: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
         history_dt: float = 0.1,
         fuse_angles: bool = True,
-        fuse_spool: bool = False,
+        fuse_spool: bool = True,
         running_only: bool = True,
         chunk_s: float = 0.1,
         structure: Structure | None = None,
@@ -159,15 +159,16 @@ class OnlineIdentifier:
         # Potentiometer angle for the regressors where every joint has one (estimator.angles).
         have_s = bool(np.all(self._index[self.nj : 2 * self.nj] >= 0))
         self._fusion = AngleFusion(self.params, self.nj) if fuse_angles and have_s else None
-        # The spool with the LVDT's noise replaced above 2 Hz by the command's (estimator.spool):
-        # off by default online, where nothing would reveal the 1/b error it uncovers (the
-        # module doc); the batch fuses, and its refinement widens 1/b's σ to cover that error.
+        # The spool with the LVDT's noise replaced above 2 Hz by the command's, as the sampled
+        # pressure rate sees it (estimator.spool), online as in the batch.
         cmds = valve_commands(profile) if fuse_spool else None
         self._cmd_index: np.ndarray | None = None
         self._spool: SpoolFusion | None = None
         if cmds is not None and all(c in names for c in cmds):
             self._cmd_index = np.array([names.index(c) for c in cmds])
-            self._spool = SpoolFusion(self.params, self.nj, self.fs)
+            self._spool = SpoolFusion(
+                self.params, self.nj, self.fs, converters=valve_converters(profile)
+            )
         self.gaps = 0
         self.rows = 0
         self.t = 0.0
