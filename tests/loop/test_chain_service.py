@@ -50,10 +50,10 @@ def test_the_excavator_is_held_at_home_and_every_row_recorded(tmp_path: Path) ->
         err = np.degrees(run.column(f"eng.q_{j}")[armed] - ref)
         # The resolver reads 0.02° of noise (1σ) on a 0.022° step: the arm itself barely moves.
         assert np.max(np.abs(err)) < 0.15, (j, np.max(np.abs(err)))
-        # The reference is one noisy reading; the arm stays at home itself (the mean of
-        # 2000 readings is within 0.01° of it).
+        # The reference is one noisy reading (0.02° 1σ), which the PID then holds: the arm
+        # stays between home and it (the mean of 2000 readings within 3σ of home).
         drift = np.degrees(np.mean(run.column(f"eng.q_{j}")[armed]) - HOME[i])
-        assert abs(drift) < 0.01, (j, drift)
+        assert abs(drift) < 0.06, (j, drift)
     for j in ("boom", "stick", "bucket"):  # each jack joint's piston transducer is recorded
         assert np.all(np.isfinite(run.column(f"eng.piston_{j}")))
 

@@ -46,6 +46,7 @@ def test_the_excavator_loads_as_a_service_profile_with_its_chain() -> None:
         # A chain value out of range: the chain reader's own message, through the service.
         ("mass = 1830.0", "mass = -1830.0", ["chain.joints[1].link.mass", "allowed range"]),
         ("gear_ratio = 307.0", "gear_rato = 307.0", ["gear_ratio: missing", "gear_rato"]),
+        ("gain = -0.25", "gain = 0.0", ["valve.gain: must be nonzero", "[-10, 0) or (0, 10]"]),
         # The service's joints must be the chain's, in order.
         ('name = "stick"\nhome_deg', 'name = "arm"\nhome_deg', ["[[joints]] names", "stick"]),
         # A motor has no piston to measure.

@@ -117,3 +117,16 @@ def test_a_stuck_valve_holds_its_spool() -> None:
     _drive(rig, 0.3)
     assert rig.backend.true_state()[4 * 4 + 2] == pytest.approx(u0, abs=1e-9)
     assert abs(rig.backend.true_state()[4 * 4 + 1]) > 0.01  # the boom's was not stuck
+
+
+def test_a_positive_command_raises_every_joint_angle() -> None:
+    """The service's controllers push a positive error with a positive command: on every joint
+    (the boom's inverted valve coil included) a positive command must raise the angle."""
+    for j, name in enumerate(["swing", "boom", "stick", "bucket"]):
+        rig = SimRig(PROFILE)
+        start = rig.backend.true_state()[j]
+        v = np.zeros(4)
+        v[j] = 1.0
+        for _ in range(200):
+            rig.step(v)
+        assert rig.backend.true_state()[j] - start > math.radians(0.3), name

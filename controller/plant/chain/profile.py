@@ -224,9 +224,17 @@ def _joint(t: _Table) -> Joint:
         gains = v.vector("flow_gains", 4)
         if min(gains) < 0.0:
             raise ChainProfileError(f"{t.path}: {v.where}.flow_gains: must be ≥ 0")
+        # Negative: the valve's coil is wired inverted, so that a positive command moves the
+        # joint's angle up on a joint whose jacks extend as it falls (the boom).
+        kv = v.number("gain", lo=-10.0, hi=10.0)
+        if kv == 0.0:
+            raise ChainProfileError(
+                f"{t.path}: {v.where}.gain: must be nonzero, in [-10, 0) or (0, 10] LVDT volts "
+                "per command volt (negative: the coil wired inverted)"
+            )
         valve = Valve(
             flow_gains=(gains[0], gains[1], gains[2], gains[3]),
-            gain=v.number("gain", lo=0.0, lo_open=True),
+            gain=kv,
             tau=v.number("tau_s", lo=0.0, lo_open=True),
             spool_max=v.number("spool_max", lo=0.0, lo_open=True),
             dead_volume=v.number("dead_volume", lo=0.0, lo_open=True),
