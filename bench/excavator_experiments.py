@@ -115,8 +115,8 @@ def main() -> None:
     header = (
         "# {title}\n# Written by bench/excavator_experiments.py from hw_profiles/sim-excavator.toml"
         "\n# (limits: controller.chain_experiments.chain_limits, accel_per_speed = 1.5). The\n"
-        "# service cannot run the excavator yet: estimator.chain_simdata runs it offline and\n"
-        "# `rigctl predict` predicts its parameters' σ. Angles in degrees."
+        "# service runs it (rigctl run, docs/excavator.md); estimator.chain_simdata runs it\n"
+        "# offline and `rigctl predict` predicts its parameters' σ. Angles in degrees."
     )
     files = {}
     lbl_dict = experiment_dict(

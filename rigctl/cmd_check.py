@@ -139,9 +139,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def check_chain_file(path: Path, profile_path: Path) -> tuple[str, list[str]]:
-    """A chain profile (the service cannot load it yet): the experiment's planned angles inside
-    the windows the jack strokes allow, its speeds inside what the valves can feed
-    (`controller.chain_experiments.chain_limits` with no margin and the whole valve flow)."""
+    """A chain profile (its experiments are planned offline, docs/excavator.md): the
+    experiment's planned angles inside the windows the jack strokes allow, its speeds inside
+    what the valves can feed (`controller.chain_experiments.chain_limits` with no margin and
+    the whole valve flow)."""
     import math
 
     import numpy as np

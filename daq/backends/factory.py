@@ -25,6 +25,8 @@ def make_device_backend(
     except ImportError as exc:
         raise BackendError(f"backend '{device}' is not available on this machine: {exc}") from None
     cls = getattr(module, cls_name)
+    if device == "sim":
+        cls = module.sim_backend_class(profile)  # the chain's simulator for a [chain] profile
     backend: Backend = cls(profile, inputs, outputs)
     return backend
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from controller.plant.chain.profile import ChainProfileError, parse_chain
 from controller.plant.oil import OilLaw
 
 Identifier = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,31}$")]
@@ -606,6 +607,13 @@ class Rig(Strict):
     loop_rate_hz: Annotated[float, Field(ge=10.0, le=10_000.0)] = 1000.0
 
 
+#: The most joints a chain profile may have (the loop's arrays are sized per joint; six covers
+#: an excavator with a tilt-rotator).
+MAX_CHAIN_JOINTS = 6
+#: Input roles the chain simulator measures (daq/backends/sim/chain_backend.py).
+CHAIN_ROLES: tuple[Role, ...] = (*JOINT_ROLES, "valve", "temperature")
+
+
 class Profile(Strict):
     rig: Rig
     realtime: Realtime = Realtime()
@@ -613,9 +621,15 @@ class Profile(Strict):
     interlocks: Interlocks = Interlocks()
     network: Network = Network()
     recording: Recording = Recording()
-    joints: Annotated[list[Joint], Field(min_length=1, max_length=2)]
+    #: Without [chain] the planar plant of [plant] has 1 or 2 joints (`_planar_joints`).
+    joints: Annotated[list[Joint], Field(min_length=1, max_length=MAX_CHAIN_JOINTS)]
     channels: Annotated[list[Channel], Field(min_length=1)]
     plant: Plant | None = None
+    #: A serial-chain machine (docs/excavator.md): the simulator's plant, read and checked by
+    #: `controller.plant.chain.profile.parse_chain` (`chain_model` gives it), in place of
+    #: [plant] and [backend.sim.plant]; `sensors` are its sensor grades for prediction.
+    chain: dict[str, Any] | None = None
+    sensors: dict[str, Any] | None = None
     estimator: Estimator | None = None
     hydraulics: Hydraulics | None = None
     calibration: CalibrationSection = CalibrationSection()
@@ -676,8 +690,69 @@ class Profile(Strict):
     def home_rad(self) -> list[float]:
         return [math.radians(j.home_deg) for j in self.joints]
 
+    def chain_model(self) -> tuple[Any, Any, dict[str, Any]]:
+        """(`Chain`, home in rad, sensor grades) of a [chain] profile (checked at load)."""
+        if self.chain is None:
+            raise ValueError(f"profile '{self.rig.id}' has no [chain] section")
+        joints = [{"name": j.name, "home_deg": j.home_deg} for j in self.joints]
+        return parse_chain(self.chain, self.sensors, joints, "profile")
+
+    def _check_chain(self) -> None:
+        """A [chain] profile: the chain is the plant, its joints are the service's, and every
+        channel measures something the chain simulator has."""
+        if self.plant is not None or (
+            self.backend.sim is not None and self.backend.sim.plant is not None
+        ):
+            raise ValueError(
+                "a [chain] profile describes its plant in [chain]: remove [plant] and "
+                "[backend.sim.plant]"
+            )
+        if self.backend.kind != "sim":
+            raise ValueError(
+                f"a [chain] profile runs on the simulated backend only (kind = 'sim'), not "
+                f"'{self.backend.kind}': the estimator's known geometry of a real chain is "
+                "not written yet"
+            )
+        if self.hydraulics is not None:
+            raise ValueError(
+                "a [chain] profile has no [hydraulics]: the simulated power unit drives the "
+                "planar plant's supply only; the chain runs at chain.supply_pressure_pa"
+            )
+        try:
+            chain, _, _ = self.chain_model()
+        except ChainProfileError as exc:
+            raise ValueError(str(exc).removeprefix("profile: ")) from None
+        for c in self.channels:
+            if c.role not in CHAIN_ROLES:
+                raise ValueError(
+                    f"channel '{c.name}': role '{c.role}' is not simulated on a chain; "
+                    f"allowed: {', '.join(CHAIN_ROLES)}"
+                )
+            if c.role == "potentiometer":
+                j = chain.joints[chain.names.index(c.joint)]
+                if not isinstance(j.drive, tuple):
+                    raise ValueError(
+                        f"channel '{c.name}': joint '{c.joint}' has no jack (a motor or no "
+                        "drive), so no piston for a potentiometer to measure"
+                    )
+        for j in chain.joints:
+            if j.valve is None:
+                raise ValueError(
+                    f"chain joint '{j.link.name}' has no [chain.joints.valve]: every joint "
+                    "of the service has a valve channel to drive"
+                )
+
     @model_validator(mode="after")
     def _consistency(self) -> Profile:
+        if self.chain is not None:
+            self._check_chain()
+        elif len(self.joints) > 2:
+            raise ValueError(
+                f"{len(self.joints)} joints: a profile without [chain] describes the planar "
+                "plant of [plant], which has 1 or 2 joints; more joints need a [chain]"
+            )
+        if self.sensors is not None and self.chain is None:
+            raise ValueError("[sensors] are a [chain] profile's sensor grades: add [chain]")
         names = [c.name for c in self.channels]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
@@ -721,7 +796,7 @@ class Profile(Strict):
                 )
             if self.backend.kind == "composite" and c.device is None:
                 raise ValueError(f"channel '{c.name}' needs a device in a composite backend")
-        uses_sim = "sim" in devices
+        uses_sim = "sim" in devices and self.chain is None  # a chain is its own plant
         truth = self.backend.sim.plant if self.backend.sim is not None else None
         if uses_sim and self.plant is None:
             raise ValueError("a simulated backend needs a [plant] section (known geometry)")

@@ -32,6 +32,7 @@ from pathlib import Path
 from types import ModuleType
 
 from daq.backends.base import BackendError
+from daq.commands.errors import CommandError
 from daq.loop import realtime as rt
 from daq.param_set import read_param_set
 from daq.profile.loader import ProfileError, load_profile
@@ -59,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--duration", type=float, default=None, help="stop after this many seconds of loop time"
     )
     p.add_argument("--record", action="store_true", help="record from the first cycle")
+    p.add_argument(
+        "--arm",
+        action="store_true",
+        help="arm once the loop runs, so that it holds every joint at home (--virtual-time "
+        "only: a real rig is armed by its operator, `rigctl arm`)",
+    )
     p.add_argument("--run-dir", default=None, help="recording directory (overrides the profile)")
     p.add_argument(
         "--calibration-dir",
@@ -137,7 +144,10 @@ def _configure_logging(verbosity: int) -> ModuleType | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.arm and not args.virtual_time:
+        parser.error("--arm needs --virtual-time (a real rig is armed by its operator)")
     logmod = _configure_logging(args.verbose)
     try:
         profile = load_profile(args.profile)
@@ -202,6 +212,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.info(
         "running %s (%s)", profile.rig.id, "virtual time" if args.virtual_time else "real time"
     )
+    if args.arm:
+        # Through the command handler, as `rigctl arm` would: the loop takes it at its next
+        # cycle (the cycles before it are IDLE, valves null) and refuses it if it must.
+        try:
+            reply = service.api.handle("arm", {}, None)
+            log.info("armed at cycle %s", reply.get("seq"))
+        except CommandError as exc:
+            log.error("--arm refused: %s", exc)
+            stop.set()
     service.wait(stop)
     code = service.shutdown()
     if args.status_out:

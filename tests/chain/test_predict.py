@@ -86,7 +86,7 @@ def test_rigctl_predict_refuses_a_grade_the_profile_lacks(tmp_path: Path) -> Non
 
 
 def test_rigctl_check_refuses_a_plan_outside_the_jack_strokes(tmp_path: Path) -> None:
-    """A chain profile: the service cannot load it, check compares the plan with the windows
+    """A chain profile: check compares the plan with the windows
     the strokes allow. The link-by-link plan about a stick angle near its window's end runs
     the stick past it."""
     text = (ROOT / "experiments/excavator-linkwise.toml").read_text()

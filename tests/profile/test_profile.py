@@ -12,16 +12,14 @@ from tests.conftest import PROFILES
 REFERENCE = (PROFILES / "sim-2dof.toml").read_text()
 
 
-#: Serial-chain profiles (a top-level `[chain]`, docs/excavator.md) are read by
-#: controller.plant.chain.profile (tests/chain) until the service's schema covers N joints.
-SERVICE_PROFILES = sorted(
-    p.name for p in PROFILES.glob("*.toml") if "\n[chain]\n" not in p.read_text()
-)
+#: Every shipped profile is the service's, serial-chain ones (`[chain]`, docs/excavator.md)
+#: included; tests/profile/test_chain_profile.py checks those further.
+SERVICE_PROFILES = sorted(p.name for p in PROFILES.glob("*.toml"))
 
 
-def test_every_shipped_profile_has_a_reader() -> None:
-    chain = {p.name for p in PROFILES.glob("*.toml")} - set(SERVICE_PROFILES)
-    assert chain == {"sim-excavator.toml"}
+def test_the_chain_profile_is_a_service_profile() -> None:
+    chains = [n for n in SERVICE_PROFILES if "\n[chain]\n" in (PROFILES / n).read_text()]
+    assert chains == ["sim-excavator.toml"]
 
 
 @pytest.mark.parametrize("name", SERVICE_PROFILES)

@@ -170,7 +170,7 @@ class Valve:
     """The joint's servo valve and its chambers' dead volume (as in `PlantParams`)."""
 
     flow_gains: tuple[float, float, float, float]  # Cf⁺⁺, Cf⁺⁻, Cf⁻⁺, Cf⁻⁻
-    gain: float  # k_v, LVDT volts per command volt
+    gain: float  # k_v, LVDT volts per command volt (< 0: the coil wired inverted)
     tau: float  # s
     spool_max: float  # LVDT volts
     dead_volume: float  # m³ per chamber (hoses, ports)

@@ -1,9 +1,11 @@
 """Read a chain profile (`hw_profiles/sim-excavator.toml`) into a `Chain` and its sensor grades.
 
-Plain tomllib → dataclasses, outside the service's profile schema (which covers one- and
-two-joint rigs until the N-joint service work). Every key is checked: an unknown key, a
-missing one, a wrong type or an impossible value raises `ChainProfileError` naming the file
-and the key.
+Plain tomllib → dataclasses. The same file is also the service's profile (`daq.profile`):
+its `[chain]` and `[sensors]` are read here, the joints' names and homes come from the
+service's `[[joints]]`, and every other service section (`[backend]`, `[[channels]]`, …) is
+left to the service's schema, which calls `parse_chain` on the same tables so that both
+readers refuse the same mistakes. Every key read here is checked: an unknown key, a missing
+one, a wrong type or an impossible value raises `ChainProfileError` naming the file and key.
 """
 
 from __future__ import annotations
@@ -172,9 +174,8 @@ def _jack(t: _Table) -> Jack:
     return jack
 
 
-def _joint(t: _Table) -> tuple[Joint, float]:
+def _joint(t: _Table) -> Joint:
     name = t.text("name")
-    home = math.radians(t.number("home_deg", lo=-360.0, hi=360.0))
     resolver = t.flag("resolver", True)
     d = t.table("dh")
     dh = DH(
@@ -223,16 +224,24 @@ def _joint(t: _Table) -> tuple[Joint, float]:
         gains = v.vector("flow_gains", 4)
         if min(gains) < 0.0:
             raise ChainProfileError(f"{t.path}: {v.where}.flow_gains: must be ≥ 0")
+        # Negative: the valve's coil is wired inverted, so that a positive command moves the
+        # joint's angle up on a joint whose jacks extend as it falls (the boom).
+        kv = v.number("gain", lo=-10.0, hi=10.0)
+        if kv == 0.0:
+            raise ChainProfileError(
+                f"{t.path}: {v.where}.gain: must be nonzero, in [-10, 0) or (0, 10] LVDT volts "
+                "per command volt (negative: the coil wired inverted)"
+            )
         valve = Valve(
             flow_gains=(gains[0], gains[1], gains[2], gains[3]),
-            gain=v.number("gain", lo=0.0, lo_open=True),
+            gain=kv,
             tau=v.number("tau_s", lo=0.0, lo_open=True),
             spool_max=v.number("spool_max", lo=0.0, lo_open=True),
             dead_volume=v.number("dead_volume", lo=0.0, lo_open=True),
         )
         v.done()
     t.done()
-    return Joint(link=link, drive=drive, valve=valve, resolver=resolver), home
+    return Joint(link=link, drive=drive, valve=valve, resolver=resolver)
 
 
 def _sensor(t: _Table) -> SensorGrade:
@@ -249,6 +258,73 @@ def _sensor(t: _Table) -> SensorGrade:
     return out
 
 
+#: Top-level sections that belong to the service's profile schema (`daq.profile.schema`),
+#: which checks them; the chain reader reads `[[joints]]`' names and homes only.
+SERVICE_SECTIONS = frozenset(
+    {"realtime", "backend", "interlocks", "network", "recording", "joints", "channels",
+     "estimator", "hydraulics", "calibration"}
+)  # fmt: skip
+
+
+def _homes(raw: Any, names: list[str], path: Path) -> np.ndarray:
+    """Each chain joint's home (rad) from the service's `[[joints]]`, which must name the
+    chain's joints in the chain's order: one description of which joint is which."""
+    if not isinstance(raw, list) or not all(isinstance(j, dict) for j in raw):
+        raise ChainProfileError(
+            f"{path}: joints: must be an array of [[joints]] tables, one per chain joint "
+            f"({', '.join(names)}), each with name and home_deg"
+        )
+    got = [j.get("name") for j in raw]
+    if got != names:
+        raise ChainProfileError(
+            f"{path}: joints: the [[joints]] names must be the chain's joints in order, "
+            f"{names}; got {got}"
+        )
+    homes = []
+    for i, j in enumerate(raw):
+        t = _Table({"home_deg": j.get("home_deg")}, f"joints[{i}:{names[i]}]", path)
+        if j.get("home_deg") is None:
+            raise t._fail("home_deg", "missing")
+        homes.append(math.radians(t.number("home_deg", lo=-360.0, hi=360.0)))
+    return np.array(homes)
+
+
+def parse_chain(
+    chain: Any, sensors: Any, joints: Any, path: str | Path
+) -> tuple[Chain, np.ndarray, dict[str, SensorGrade]]:
+    """The chain, its home (rad) and its sensor grades from a profile's `[chain]`,
+    `[sensors]` and `[[joints]]` tables (already parsed TOML)."""
+    path = Path(path)
+    c = _Table(chain, "chain", path)
+    gx, gy, gz = c.vector("gravity", 3)
+    supply = c.number("supply_pressure_pa", lo=0.0, lo_open=True)
+    bulk = c.number("bulk_modulus_pa", lo=0.0, lo_open=True)
+    relief = c.number("relief_ratio", default=1.05, lo=1.0)
+    raw_joints = c.raw("joints")
+    if not isinstance(raw_joints, list) or not raw_joints:
+        raise ChainProfileError(f"{path}: chain.joints: must be a non-empty array of tables")
+    parsed = [_joint(_Table(j, f"chain.joints[{i}]", path)) for i, j in enumerate(raw_joints)]
+    c.done()
+    s = _Table(sensors, "sensors", path)
+    grades = {k: _sensor(s.table(k)) for k in list(s.data)}
+    s.done()
+    names = [j.link.name for j in parsed]
+    if len(set(names)) != len(names):
+        raise ChainProfileError(f"{path}: chain.joints: joint names must be unique, got {names}")
+    home = _homes(joints, names, path)
+    try:
+        built = Chain(
+            joints=tuple(parsed),
+            gravity=(gx, gy, gz),
+            supply_pressure=supply,
+            bulk_modulus=bulk,
+            relief_ratio=relief,
+        )
+    except ValueError as exc:
+        raise ChainProfileError(f"{path}: {exc}") from exc
+    return built, home, grades
+
+
 def load_chain_profile(path: str | Path) -> ChainProfile:
     path = Path(path)
     try:
@@ -259,40 +335,16 @@ def load_chain_profile(path: str | Path) -> ChainProfile:
     top = _Table(data, "", path)
     rig = top.table("rig")
     rig_id, description = rig.text("id"), rig.text("description")
+    rig.raw("loop_rate_hz", None)  # the service's (daq.profile.schema.Rig checks it)
     rig.done()
-    c = top.table("chain")
-    gx, gy, gz = c.vector("gravity", 3)
-    supply = c.number("supply_pressure_pa", lo=0.0, lo_open=True)
-    bulk = c.number("bulk_modulus_pa", lo=0.0, lo_open=True)
-    relief = c.number("relief_ratio", default=1.05, lo=1.0)
-    raw_joints = c.raw("joints")
-    if not isinstance(raw_joints, list) or not raw_joints:
-        raise ChainProfileError(f"{path}: chain.joints: must be a non-empty array of tables")
-    parsed = [_joint(_Table(j, f"chain.joints[{i}]", path)) for i, j in enumerate(raw_joints)]
-    c.done()
-    s = top.table("sensors")
-    sensors = {k: _sensor(s.table(k)) for k in list(s.data)}
-    s.done()
+    chain, home, sensors = parse_chain(
+        top.raw("chain"), top.raw("sensors"), top.raw("joints"), path
+    )
+    for key in SERVICE_SECTIONS:
+        top.raw(key, None)
     top.done()
-    names = [j.link.name for j, _ in parsed]
-    if len(set(names)) != len(names):
-        raise ChainProfileError(f"{path}: chain.joints: joint names must be unique, got {names}")
-    try:
-        chain = Chain(
-            joints=tuple(j for j, _ in parsed),
-            gravity=(gx, gy, gz),
-            supply_pressure=supply,
-            bulk_modulus=bulk,
-            relief_ratio=relief,
-        )
-    except ValueError as exc:
-        raise ChainProfileError(f"{path}: {exc}") from exc
     return ChainProfile(
-        rig_id=rig_id,
-        description=description,
-        chain=chain,
-        home=np.array([h for _, h in parsed]),
-        sensors=sensors,
+        rig_id=rig_id, description=description, chain=chain, home=home, sensors=sensors
     )
 
 

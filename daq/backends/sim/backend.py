@@ -39,6 +39,8 @@ ROLE_CODES = {
     "temperature": 5,
     "supply": 6,
 }
+#: Role code of a piston position the plant gives per joint (the chain's jacks).
+PISTON_GIVEN = 7
 SUBSTEPS = 4  # RK4 substeps per 1 ms: see tests/sim/test_accuracy.py for the error it buys
 NOISE_BLOCK = 1024
 
@@ -68,8 +70,11 @@ def _sense(
     linear,
     eng,
     out,
+    piston,
 ):
-    """True channel values → noisy engineering values → converter counts (linear channels)."""
+    """True channel values → noisy engineering values → converter counts (linear channels).
+    `piston`: per joint, the piston position a plant other than the planar one computed
+    (role code 7, `PISTON_GIVEN`); the planar plant's potentiometers (code 3) do not read it."""
     for c in range(role.shape[0]):
         j = joint[c]
         r = role[c]
@@ -85,6 +90,8 @@ def _sense(
             y = x[j]
         elif r == 5:
             y = x[5 * n]
+        elif r == PISTON_GIVEN:
+            y = piston[j]
         else:
             y = P[G_PS]  # the station's supply pressure (daq.backends.sim.supply)
         # The true sensor: its own gain, offset and drift (the declared scaling ignores them).
@@ -117,21 +124,13 @@ class SimBackend(Backend):
         self.profile = profile
         self.inputs = inputs
         self.outputs = outputs
-        params, effects = sim_plant(profile)
-        self.true_params: PlantParams = params
-        self.true_effects: PlantEffects = effects
         self.period = profile.period
-        #: The power unit: None when the profile has no [hydraulics] (supply constant).
-        self.supply = SimSupplyUnit.from_profile(profile, self.period)
-        # With a power unit the supply entry of the plant's array moves: a private copy.
-        self._P = params.pack() if self.supply is None else params.pack().copy()
-        if self.supply is not None:
-            self._P[G_PS] = self.supply.pressure  # a station starts with its power off
-        self._E = effects.pack(params)
-        n = self.true_params.n
-        self._n = n
+        #: Per joint: the piston position of a plant that gives it (`PISTON_GIVEN`).
+        self._piston = np.zeros(0)
+        self._init_plant(profile)
+        n = self._n
         joints = [j.name for j in profile.joints]
-        self._role = np.array([ROLE_CODES[c.role] for c in inputs], dtype=np.int64)
+        self._role = np.array([self._role_code(c) for c in inputs], dtype=np.int64)
         self._joint = np.array(
             [joints.index(c.joint) if c.joint else 0 for c in inputs], dtype=np.int64
         )
@@ -179,6 +178,26 @@ class SimBackend(Backend):
         self._rng = np.random.default_rng(self._seed)
         self._noise = np.zeros((NOISE_BLOCK, len(inputs)))
         self._noise_row = NOISE_BLOCK
+        self._t_plant: float | None = None
+        self._open = False
+
+    def _init_plant(self, profile: Profile) -> None:
+        """The planar plant ([plant], [backend.sim.plant]): parameters, effects, power unit and
+        the state at rest at the start pose. Sets `_n`, `_P` (the array the sensors read the
+        supply from), `_x`, `_work` and `_valve_gain`."""
+        params, effects = sim_plant(profile)
+        self.true_params: PlantParams = params
+        self.true_effects: PlantEffects = effects
+        #: The power unit: None when the profile has no [hydraulics] (supply constant).
+        self.supply = SimSupplyUnit.from_profile(profile, self.period)
+        # With a power unit the supply entry of the plant's array moves: a private copy.
+        self._P = params.pack() if self.supply is None else params.pack().copy()
+        if self.supply is not None:
+            self._P[G_PS] = self.supply.pressure  # a station starts with its power off
+        self._E = effects.pack(params)
+        n = params.n
+        self._n = n
+        self._valve_gain = params.valve_gain
         # State: [q, q̇, p⁺, p⁻, u] and the oil temperature (constant on the nominal plant).
         self._work = np.zeros((5, 5 * n + 1))
         truth = profile.backend.sim.plant  # type: ignore[union-attr]  # sim_plant() checked
@@ -191,12 +210,14 @@ class SimBackend(Backend):
         ramp = (effects.ramp_c_per_s, effects.ramp_start_s, effects.ramp_end_s)
         self._ramp = ramp if effects.thermal else (0.0, 0.0, 0.0)
         self._x = np.append(dynamics.equilibrium_state(params, np.radians(home)), oil)
-        self._t_plant: float | None = None
-        self._open = False
+
+    def _role_code(self, c: Channel) -> int:
+        """The sensor kernel's code for what channel `c` measures."""
+        return ROLE_CODES[c.role]
 
     @classmethod
     def from_profile(cls, profile: Profile) -> SimBackend:
-        return cls(profile, profile.inputs, profile.outputs)
+        return sim_backend_class(profile)(profile, profile.inputs, profile.outputs)
 
     # ------------------------------------------------------------------ faults
 
@@ -225,7 +246,7 @@ class SimBackend(Backend):
                     raise F.FaultSpecError(f"stuck_valve needs a valve channel, not '{f.channel}'")
                 j = int(self._out_joint[outs.index(f.channel)])
                 # Holding v at u/k_v keeps the lagged spool exactly where it is.
-                self._stuck_v[j] = self._x[4 * self._n + j] / self.true_params.valve_gain[j]
+                self._stuck_v[j] = self._x[4 * self._n + j] / self._valve_gain[j]
                 self._any_stuck = True
             else:
                 i = self._names.index(f.channel)
@@ -277,6 +298,7 @@ class SimBackend(Backend):
             self._linear,
             self._eng,
             raw_out,
+            self._piston,
         )
         self._noise_row += 1
         for i in self._nonlinear:
@@ -357,3 +379,13 @@ class SimBackend(Backend):
     def true_oil_temperature(self) -> float:
         """The oil temperature state T, °C (tests and benchmarks only)."""
         return float(self._x[5 * self._n])
+
+
+def sim_backend_class(profile: Profile) -> type[SimBackend]:
+    """The simulator of a profile's plant: the chain's for a [chain] profile, else the planar
+    one."""
+    if profile.chain is not None:
+        from daq.backends.sim.chain_backend import ChainSimBackend
+
+        return ChainSimBackend
+    return SimBackend
