@@ -35,7 +35,7 @@ from estimator.model_fit import fit_blocks, prior_fit, with_chosen_shape, with_c
 from estimator.models import LinearModel, reference_models
 from estimator.observation import observation, signals_from_columns, valid_rows
 from estimator.repeats import PeriodicResult, find_repeats, periodic_fit
-from estimator.spool import fuse_blocks
+from estimator.spool import INSTRUMENT_CROSSOVER_HZ, fuse_blocks
 from estimator.wls import ModelFit
 
 
@@ -181,8 +181,16 @@ def identify_run(
     )
     good = cls.good & finite
     all_blocks = blocks(good, cls.breaks | (np.r_[False, ~finite[:-1]] & good))
-    # The spool with the LVDT's noise replaced above 2 Hz by the command's (estimator.spool).
+    # The spool with the LVDT's noise replaced above 2 Hz by the command's (estimator.spool);
+    # the refinement's instruments from the command's almost alone (INSTRUMENT_CROSSOVER_HZ).
+    instrument_raw = raw.copy() if fuse_spool and refine else None
     spool_fused = fuse_spool and fuse_blocks(raw, columns, profile, params_known, all_blocks)
+    if spool_fused and instrument_raw is not None:
+        fuse_blocks(
+            instrument_raw, columns, profile, params_known, all_blocks, INSTRUMENT_CROSSOVER_HZ
+        )
+    else:
+        instrument_raw = None
     still = still_joints(raw, nj, all_blocks)
     if len(still) == nj:
         moved = ", ".join(f"joint {j + 1} {p:.2f}°" for j, p in still)
@@ -237,6 +245,7 @@ def identify_run(
             refine=refine,
             rows_used=rows_used,
             linkwise=linkwise,
+            instrument_raw=instrument_raw,
         )
         if got is None:
             fits.append(prior_fit(mdl, use.summary(1.0 / fs)))

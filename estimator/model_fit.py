@@ -116,12 +116,14 @@ def _observed(
     instruments: bool,
     cache: dict[Any, Any] | None,
     rows_used: np.ndarray | None,
+    instrument_raw: np.ndarray | None = None,
 ) -> list[tuple[np.ndarray, np.ndarray, Instruments | None]]:
     """The observation of every block that gave rows (estimator.observation)."""
     parts = []
     for b in blks:
         obs = observation(
-            mdl, raw[b], fs, nj, cutoff_hz, nd, trim, instruments, block_cache(cache, b)
+            mdl, raw[b], fs, nj, cutoff_hz, nd, trim, instruments, block_cache(cache, b),
+            None if instrument_raw is None else instrument_raw[b],
         )  # fmt: skip
         if obs[0].shape[0] > 0:
             if rows_used is not None:
@@ -148,14 +150,18 @@ def fit_blocks(
     rows_used: np.ndarray | None = None,
     linkwise: bool = False,
     cache: dict[Any, Any] | None = None,
+    instrument_raw: np.ndarray | None = None,
 ) -> tuple[ModelFit, list[str]] | None:
     """One model on the blocks `blks` of `raw` (steps 1–6 of the module doc), then, with
     `refine`, the output-error refinement (estimator.refine) and the choice between it and
     WLS (`refine.choose`). Returns the fit and notes, or None when no block gave a row.
     `rows_used` (bool, len(raw)) is marked with the rows that went in. `linkwise`: also Lin's
-    link-by-link estimate (`ModelFit.linkwise`) for a model with one equation per joint."""
+    link-by-link estimate (`ModelFit.linkwise`) for a model with one equation per joint.
+    `instrument_raw`: the rows the refinement's instruments are built from (None = `raw`)."""
 
-    parts = _observed(mdl, raw, blks, fs, nj, cutoff_hz, nd, trim, refine, cache, rows_used)
+    parts = _observed(
+        mdl, raw, blks, fs, nj, cutoff_hz, nd, trim, refine, cache, rows_used, instrument_raw
+    )
     if not parts:
         return None
     Phi = np.concatenate([p[0] for p in parts])

@@ -147,6 +147,7 @@ def observation(
     trim: int,
     instruments: bool = False,
     cache: dict[Any, Any] | None = None,
+    instrument_raw: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, Instruments | None]:
     """Normalised, filtered, decimated (Φ (r_j, m, n), y (r_j, m)) of one model, and with
     `instruments` the θ → Z map of the output-error refinement (`estimator.refine`): Φ with the
@@ -157,6 +158,9 @@ def observation(
 
     `cache`: a dict private to these rows of the run (`block_cache`), shared by the fits of a
     structure search (each candidate changes the regressor, never the filtered signals and
+    `instrument_raw`: the rows the instruments are built from (same shape as `raw`; None =
+    `raw`): the spool without the LVDT's noise (`estimator.spool.INSTRUMENT_CROSSOVER_HZ`).
+
     their derivatives) and by the sensor-uncertainty refits (each moves one channel, and only
     its conditioned signal is filtered again, `conditioned`). The raw block is compared, not
     trusted, so the numbers are those of a call without it.
@@ -190,7 +194,8 @@ def observation(
     if instruments:
         channels = rate_channels(model, x)
         if channels:
-            predict = _instruments_of(model, raw, fs, nj, cutoff_hz, channels)
+            source = raw if instrument_raw is None else instrument_raw
+            predict = _instruments_of(model, source, fs, nj, cutoff_hz, channels)
 
             def Z(theta: np.ndarray) -> np.ndarray:
                 return condition(predict(theta), pscale)

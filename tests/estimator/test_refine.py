@@ -124,27 +124,29 @@ class _Fit:
         self.disagreement_z = np.zeros(2)
 
 
-@pytest.mark.parametrize(
-    ("iv_offset", "printed"),
-    [(0.004, "WLS"), (0.03, "IV")],  # 0.4 % apart: immaterial; 3 %: material
-)
-def test_refinement_replaces_least_squares_only_for_a_material_bias(
-    iv_offset: float, printed: str
-) -> None:
-    """Both estimates differ by many σ (the Hausman test says LS is biased). Below
-    MATERIAL_FRACTION the instruments' own bias is as large as what they remove, so LS stays
-    printed with σ widened to cover the truth anywhere between the two; above it, IV."""
+@pytest.mark.parametrize("iv_offset", [0.004, 0.03])
+def test_refinement_replaces_least_squares_where_it_is_biased(iv_offset: float) -> None:
+    """Both estimates differ by many σ (the Hausman test says LS is biased) and the refinement
+    is sound (its equations agree, every parameter resolved): IV is printed however small the
+    difference — its instruments no longer carry a bias of their own (estimator.spool,
+    INSTRUMENT_CROSSOVER_HZ), and on the 1-DOF profile that took 1/b from −0.5…−0.75 % (LS,
+    σ widened to 0.45–0.55 %) to +0.04…+0.31 % (σ 0.3 %) over 14 recordings."""
     truth = np.array([4.3e-9, 6.3e-7])
     ls = _Fit(truth * np.array([1.0 - iv_offset / 2, 1.0]), 0.0005)
     iv = _Fit(truth * np.array([1.0 + iv_offset / 2, 1.0]), 0.0005)
     chosen, notes, warnings = choose(ls, iv)
-    assert (chosen is iv) == (printed == "IV")
+    assert chosen is iv
     assert notes and not warnings
-    if chosen is ls:
-        assert "less than 1 %" in notes[0] and "1/b" in notes[0]
-        sigma = chosen.sigma_pct[0] / 100.0
-        assert abs(ls.theta[0] / truth[0] - 1.0) <= 3 * sigma  # truth covered again
-        assert chosen.sigma_pct[1] == pytest.approx(0.05)  # uncorrelated Cf untouched
+    assert "refinement (IV" in notes[0] and "1/b" in notes[0]
+
+
+def test_least_squares_stays_where_ls_and_iv_agree() -> None:
+    """Within their σ (no Hausman bias) least squares, the efficient one, is printed, silent."""
+    truth = np.array([4.3e-9, 6.3e-7])
+    ls = _Fit(truth * np.array([1.0 - 0.0002, 1.0]), 0.0005)
+    iv = _Fit(truth * np.array([1.0 + 0.0002, 1.0]), 0.0005)
+    chosen, notes, warnings = choose(ls, iv)
+    assert chosen is ls and not notes and not warnings
 
 
 @pytest.mark.parametrize(("iv_offset", "warned"), [(0.002, False), (0.03, True)])

@@ -1,0 +1,45 @@
+"""Slow tier: `rigctl identify` on the 1-DOF profile, where the fluid model's least squares is
+biased the most (errors in variables: 1/b −0.5…−0.75 %) and the output-error refinement has to
+be both printed and right (estimator.refine.choose; its instruments from the spool without the
+LVDT's noise, estimator.spool.INSTRUMENT_CROSSOVER_HZ)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PROFILES, ROOT
+
+pytestmark = pytest.mark.slow
+#: 1/b printed (IV) over 14 recordings: +0.04…+0.31 % at σ ≈ 0.3 %; the least-squares value
+#: beside it −0.5…−0.75 %. With the instruments built from the regressors' spool the refined
+#: 1/b was +1.08 % at σ 0.31 %: printed, unflagged, outside ±3σ.
+MAX_1B_ERROR_PCT = 0.5
+
+
+def test_every_parameter_within_its_error_bars_and_1b_refined(tmp_path: Path) -> None:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    cmd = [sys.executable, "-m", "rigctl.main", "identify", "--profile"]
+    cmd += [str(PROFILES / "sim-1dof.toml"), "--virtual-time", "--json", "--no-report"]
+    cmd += ["--no-verify", "--validation", "none", "--out", str(tmp_path / "out")]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    params = {p["name"]: p for p in result["parameters"]}
+    assert len(params) == 8
+    for name, p in params.items():
+        assert p["identifiable"] is True, name
+        # The batch only: the online M sits 3–5σ low on this profile (−0.13…−0.19 %, fused
+        # or not, 9 replays), an open defect of the online mechanical fit, not of the fluid's.
+        assert p["batch_within_3sigma"], p
+    inv_b = params["1/b"]
+    assert inv_b["batch_method"] == "IV", inv_b
+    assert abs(inv_b["batch_error_pct"]) < MAX_1B_ERROR_PCT, inv_b
+    # Least squares beside it is the biased one the refinement corrects.
+    assert abs(inv_b["batch_ls_error_pct"]) > abs(inv_b["batch_error_pct"]), inv_b
