@@ -33,7 +33,7 @@ LOOSE_ERROR_PCT = 1.0
 FIT_FROM_FLOOR = 1.0
 #: Closed-loop validation FIT of the pressures, identified vs true parameters, points (see the
 #: test: what an estimate within its ±3σ may lose there, measured).
-CLOSED_LOOP_PRESSURE_POINTS = 15.0
+CLOSED_LOOP_PRESSURE_POINTS = 6.0
 
 pytestmark = pytest.mark.slow
 
@@ -88,11 +88,12 @@ def test_report_written_with_fit_table(identified: tuple[dict[str, Any], Path]) 
     assert {"s1", "s2", "p_cap1", "p_rod1", "q1", "q2"} <= set(fit)
     # Closed loop (the run's own controller replayed, estimator.validation_closed_loop): every
     # output, the spool too. Angles and pistons as close to the truth as in open loop. The
-    # pressures' closed-loop FIT is a far sharper yardstick than the parameters' ±3σ: the
-    # simulator's plant with 1/b off by 0.5 % loses 5–10 points, by 1 % 10 points, M1 by 1 %
-    # 3–5 (bench/closed_loop_fit_sensitivity.py), and σ(1/b) is 0.1–0.3 %. So an estimate that
-    # keeps its ±3σ promise may lose ~10 points on p_cap1 (18 runs: 0–4.3 points, once 10.8 in
-    # CI); CLOSED_LOOP_PRESSURE_POINTS bounds that, and a 3 % error (35 points on 1/b) fails.
+    # pressures' closed-loop FIT is a sharp yardstick (bench/closed_loop_fit_sensitivity.py):
+    # the simulator's plant with 1/b off by 0.2 % loses 1.2–1.4 points of p_cap1, by 0.5 %
+    # 5–7, by 1 % 12–24. With every parameter moved at once by 2σ-scale random errors (σ the
+    # batch's own: 1/b 0.06 %, M1 0.12 %) the loss was ≤ 5.5 points in 99 % of 30 draws (max
+    # 6.2); the identified models lost 0.9 points at most over 10 runs. Before the estimator's
+    # sampled-data spool (1/b −0.2 % biased, σ 0.2 %) the losses ran to 4.3 and once 10.8.
     closed = {r["output"]: r for r in result["fit"] if r["kind"] == "FIT % closed loop"}
     assert set(closed) == set(fit) | {"u1", "u2"}
     for key, row in closed.items():
