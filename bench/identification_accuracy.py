@@ -442,6 +442,16 @@ def run_case(
     return {"case": case, "runs": runs, "pass": judge(case, runs)}
 
 
+def _closed_loop_min(result: dict[str, Any], est: str) -> float | None:
+    """The worst closed-loop FIT % of `est` ("batch", "online", "truth") in a result's table."""
+    vals = [
+        x
+        for row in result.get("fit", [])
+        if row["kind"] == "FIT % closed loop" and (x := _finite(row.get(est))) is not None
+    ]
+    return min(vals) if vals else None
+
+
 def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
     """The family the profile chooses against the simulator's plant, and the reference models
     on the same recording (batch), for the `realistic` case."""
@@ -546,8 +556,10 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
         "with_truth": len(prof_rows),
         "flagged": sum(not r["identifiable"] for r in prof_rows),
         "fit_min_batch_pct": min(fit) if fit else None,
-        "fit_min_closed_loop_batch_pct": out.get("fit_min_closed_loop_batch_pct"),
-        "fit_min_closed_loop_truth_pct": out.get("fit_min_closed_loop_truth_pct"),
+        # From the run's own FIT table (`out` is this function's, not `summarise`'s: these
+        # read None before).
+        "fit_min_closed_loop_batch_pct": _closed_loop_min(result, "batch"),
+        "fit_min_closed_loop_truth_pct": _closed_loop_min(result, "truth"),
         "reference_warnings": len(out["models"]["reference"]["warnings"]),
     }
     return out
