@@ -1,7 +1,8 @@
 """Slow tier: `rigctl identify` on the 1-DOF profile, where the fluid model's least squares is
 biased the most (errors in variables: 1/b −0.5…−0.75 %) and the output-error refinement has to
 be both printed and right (estimator.refine.choose; its instruments from the spool without the
-LVDT's noise, estimator.spool.INSTRUMENT_CROSSOVER_HZ)."""
+LVDT's noise, estimator.spool.INSTRUMENT_CROSSOVER_HZ); and the mechanical model's M, biased
+low by the angle noise in q̈, refined with q̈ predicted from the measured force."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.slow
 MAX_1B_ERROR_PCT = 0.5
 
 
-def test_every_parameter_within_its_error_bars_and_1b_refined(tmp_path: Path) -> None:
+def test_every_parameter_within_its_error_bars_and_1b_and_m_refined(tmp_path: Path) -> None:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     cmd = [sys.executable, "-m", "rigctl.main", "identify", "--profile"]
@@ -35,12 +36,11 @@ def test_every_parameter_within_its_error_bars_and_1b_refined(tmp_path: Path) ->
     assert len(params) == 8
     for name, p in params.items():
         assert p["identifiable"] is True, name
-    # The fluid model's parameters, the batch's: the mechanical M is biased low by the angle
-    # sensors' noise in q̈ (errors in variables; −0.11…−0.2 %, z −1.6…−3.0 batch and 3–5σ
-    # online over 25 runs; gone with the angle noise removed) — an open defect of the
-    # mechanical fit, which has no refinement, not what this test guards.
-    for name in ("1/b", "Cf++", "Cf+-", "Cf-+", "Cf--"):
-        assert params[name]["batch_within_3sigma"], params[name]
+        assert p["batch_within_3sigma"], p
+    # M: least squares sits −0.13 % low (the angle sensors' noise in q̈); the refinement's
+    # instruments take q̈ from the measured force (measured +0.014 % mean, sd 0.022, 10 runs).
+    m = params["M"]
+    assert m["batch_method"] == "IV" and abs(m["batch_error_pct"]) < 0.1, m
     inv_b = params["1/b"]
     assert inv_b["batch_method"] == "IV", inv_b
     assert abs(inv_b["batch_error_pct"]) < MAX_1B_ERROR_PCT, inv_b

@@ -167,3 +167,39 @@ def test_untrusted_refinement_warns_only_when_it_differs_materially(
     assert "1/b" in (warnings or notes)[0]
     sigma = chosen.sigma_pct[0] / 100.0
     assert abs(ls.theta[0] / truth[0] - 1.0) <= 3 * sigma
+
+
+def test_mechanical_model_predicts_the_joint_acceleration_on_exact_data() -> None:
+    """The refinement also solves a mechanical model for q̈ (the angle's second derivative,
+    which carries the angle sensors' noise: least squares then sits −0.13 % low on the 1-DOF
+    M): with the true θ and the simulator's exact state the prediction is the simulator's own
+    acceleration."""
+    from controller.plant import dynamics
+    from daq.backends.sim.rig import SimRig
+    from daq.profile import load_profile
+    from daq.profile.plant import known_params, plant_params
+    from estimator.models import reference_models
+    from tests.conftest import PROFILES
+
+    profile = load_profile(PROFILES / "sim-1dof.toml")
+    rig = SimRig(profile)
+    params = plant_params(profile)
+    t = np.arange(2000) * profile.period
+    states, qdd = [], []
+    for v in 0.3 * np.sin(2 * np.pi * 1.3 * t) + 0.1 * np.sin(2 * np.pi * 7.0 * t):
+        x = rig.backend.true_state()
+        states.append(x)
+        qdd.append(dynamics.state_derivative(params, x, np.array([v]))[1])
+        rig.step(np.array([v]))
+    X = np.array(states)
+    q, qd, pc, pr, u = (X[:, i : i + 1] for i in range(5))
+    s, r = dynamics.cylinder(params, q)
+    z = np.zeros_like(q)
+    x = Sample(q=q, qd=qd, qdd=z, s=s, sd=r * qd, p_cap=pc, pd_cap=z, p_rod=pr, pd_rod=z, u=u)
+    mech = reference_models(known_params(profile))[0]
+    assert rate_channels(mech, x) == [("qdd", 0)]
+    n, m, k = len(q), mech.n_outputs, mech.n_params
+    xp = predicted_rates(
+        mech, x, np.zeros((n, m, k)), np.zeros((n, m)), params.theta_mech(), [("qdd", 0)]
+    )
+    np.testing.assert_allclose(xp.qdd[:, 0], qdd, rtol=0, atol=1e-9 * np.ptp(qdd))
