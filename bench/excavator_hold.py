@@ -6,12 +6,14 @@
 
 Prints, per joint, the largest |measured angle − reference| over the ARMED rows (the
 resolver's reading: its 14-bit step is 0.022°, its noise 0.02° 1σ), the largest distance of
-the reading from its mean over all rows, and the rows, states and faults recorded.
+the reading from its mean over all rows, and the rows, states and faults recorded; the same
+figures as JSON on the last line.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -64,6 +66,7 @@ def main() -> int:
             f"  {j:>8}: max hold error {e:.4f}° (ARMED rows), "
             f"max |q − mean q| {spread[j]:.4f}° (all rows)"  # type: ignore[index]
         )
+    print(json.dumps(out))
     return 0
 
 
