@@ -8,6 +8,7 @@ reads at a rail, which the channel-range interlock then catches).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
@@ -27,17 +28,22 @@ def lsb(conv: Converter) -> float:
     return (conv.max - conv.min) / (1 << conv.bits)
 
 
-def counts_to_units(conv: Converter, counts: float) -> float:
+def counts_to_units(conv: Converter, counts: Any) -> Any:
+    """Code(s) → converter units; a float or an array, as given."""
     return conv.min + counts * lsb(conv)
 
 
-def units_to_counts(conv: Converter, x: float) -> float:
-    """Quantise like the converter does: round to the nearest code, then wrap or saturate."""
+def units_to_counts(conv: Converter, x: Any) -> Any:
+    """Quantise like the converter does: round to the nearest code, then wrap or saturate.
+    A float for a float, an array for an array (a recorded column of commands)."""
     full = 1 << conv.bits
-    k = math.floor((x - conv.min) / lsb(conv) + 0.5)
+    if np.ndim(x):
+        k = np.floor((np.asarray(x, dtype=float) - conv.min) / lsb(conv) + 0.5)
+        return np.mod(k, full) if conv.wraps else np.clip(k, 0.0, full - 1.0)
+    c = math.floor((x - conv.min) / lsb(conv) + 0.5)
     if conv.wraps:
-        return float(k % full)
-    return float(min(max(k, 0), full - 1))
+        return float(c % full)
+    return float(min(max(c, 0), full - 1))
 
 
 def to_eng(s: ScalingSpec, x: float) -> float:

@@ -91,7 +91,6 @@ def _with_rates(x: Sample, unit: tuple[str, int] | None) -> Sample:
     z = np.zeros_like(x.p_cap)
     pd = {f: z.copy() for f in RATE_FIELDS}
     if unit is not None:
-        pd[unit[0]] = z.copy()
         pd[unit[0]][:, unit[1]] = 1.0
     return replace(x, **pd)
 

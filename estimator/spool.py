@@ -66,8 +66,8 @@ import numpy as np
 from scipy.signal import lfilter
 
 from controller.plant.params import PlantParams
-from daq.profile.schema import Converter, Profile
-from daq.scaling import lsb
+from daq.profile.schema import Channel, Converter, Profile
+from daq.scaling import counts_to_units, units_to_counts
 
 #: The complementary filter's crossover (Hz): the LVDT alone below, the command's lag above.
 CROSSOVER_HZ = 2.0
@@ -84,26 +84,22 @@ RETIME_TAPS = (-1.0 / 6.0, 5.0 / 6.0, 1.0 / 3.0)
 U_SLOT = 4
 
 
+def _valve_channels(profile: Profile) -> list[Channel] | None:
+    """Each joint's valve output channel, or None when a joint has no valve."""
+    chans = [profile.joint_channel(j.name, "valve") for j in profile.joints]
+    return None if any(c is None for c in chans) else [c for c in chans if c is not None]
+
+
 def valve_converters(profile: Profile) -> list[Converter] | None:
     """The D/A converter of each joint's valve output, or None when a joint has no valve."""
-    out = []
-    for j in profile.joints:
-        ch = profile.joint_channel(j.name, "valve")
-        if ch is None:
-            return None
-        out.append(ch.converter)
-    return out
+    chans = _valve_channels(profile)
+    return None if chans is None else [c.converter for c in chans]
 
 
 def valve_commands(profile: Profile) -> list[str] | None:
     """`cmd.<valve>` column per joint, or None when a joint has no valve output."""
-    names = []
-    for j in profile.joints:
-        ch = profile.joint_channel(j.name, "valve")
-        if ch is None:
-            return None
-        names.append(f"cmd.{ch.name}")
-    return names
+    chans = _valve_channels(profile)
+    return None if chans is None else [f"cmd.{c.name}" for c in chans]
 
 
 class SpoolFusion:
@@ -135,11 +131,7 @@ class SpoolFusion:
         self.phi = (1.0 - self.a) / (dt / np.asarray(params.valve_tau, dtype=float))
         if converters is not None and len(converters) != n_joints:
             raise ValueError(f"{len(converters)} valve converters for {n_joints} joints")
-        self.dac = (
-            None
-            if converters is None
-            else np.array([(c.min, lsb(c), (1 << c.bits) - 1) for c in converters], dtype=float)
-        )
+        self.dac = None if converters is None else list(converters)
         self._m = np.full(n_joints, np.nan)  # the lag's next value (NaN: restart)
         self._r = np.zeros(n_joints)  # the low-passed LVDT − lag
         self._ubar = np.zeros((n_joints, 2))  # ū[k−2], ū[k−1] of the last row seen
@@ -174,9 +166,8 @@ class SpoolFusion:
         if n == 0:
             return
         a, c = self.a[j], self.c
-        if self.dac is not None:  # the codes the D/A wrote (daq.scaling: offset binary)
-            vmin, q, full = self.dac[j]
-            v = vmin + np.clip(np.floor((v - vmin) / q + 0.5), 0.0, full) * q
+        if self.dac is not None:  # the codes the D/A wrote
+            v = counts_to_units(self.dac[j], units_to_counts(self.dac[j], v))
         drive = np.clip(self.kv[j] * v, -self.umax[j], self.umax[j])
         restart = not np.isfinite(self._m[j])
         m0 = u[0] if restart else self._m[j]
