@@ -352,12 +352,17 @@ class SimBackend(Backend):
             raise ValueError("the simulator advances by exactly one loop period")
         self._step()
 
-    def _step(self) -> None:
+    def _commands(self) -> np.ndarray:
+        """The valve commands the plant steps with: a stuck valve's held value in its place."""
         v = self._v
         if self._any_stuck:
             for j in range(self._n):
                 if not math.isnan(self._stuck_v[j]):
                     v[j] = self._stuck_v[j]
+        return v
+
+    def _step(self) -> None:
+        v = self._commands()
         if self.supply is not None:
             self.supply.step(self._P)
         dynamics.integrate_fx(self._x, v, self._P, self._E, self.period, SUBSTEPS, self._work)

@@ -79,11 +79,7 @@ class ChainSimBackend(SimBackend):
         _pistons(p.J, p.L, x, np.zeros(self._n))
 
     def _step(self) -> None:
-        v = self._v
-        if self._any_stuck:
-            for j in range(self._n):
-                if not np.isnan(self._stuck_v[j]):
-                    v[j] = self._stuck_v[j]
+        v = self._commands()
         p = self.true_plant
         integrate_chain(
             self._x, v, p.C, p.L, p.J, p.F, p.E, self.period, SUBSTEPS, self._work, self._ws, True
