@@ -242,6 +242,24 @@ TARGETS: dict[str, Target] = {
             "not no_motion and not held_joint and not still_joint",
         ),
     ),
+    "spool": Target(
+        ("estimator/spool.py",),
+        ("tests/estimator/test_spool.py",),
+        (
+            "estimator/spool.py",
+            "RETIME_TAPS = (-1.0 / 6.0, 5.0 / 6.0, 1.0 / 3.0)",
+            "RETIME_TAPS = (0.0, 0.0, 1.0)",
+        ),
+    ),
+    "refine": Target(
+        ("estimator/refine.py",),
+        ("tests/estimator/test_refine.py",),
+        (
+            "estimator/refine.py",
+            'RATE_FIELDS = ("pd_cap", "pd_rod", "qdd")',
+            'RATE_FIELDS = ("pd_cap", "pd_rod")',
+        ),
+    ),
     "fit_warnings": Target(
         ("estimator/fit_warnings.py",),
         ("tests/estimator/test_fit_warning_words.py",),

@@ -174,7 +174,7 @@ def test_a_non_finite_reading_stays_and_restarts_the_filters(params) -> None:
 def test_bad_arguments_are_named(params) -> None:
     with pytest.raises(ValueError, match="describe 2"):
         SpoolFusion(params, 1, FS)
-    with pytest.raises(ValueError, match="crossover_hz must be in"):
+    with pytest.raises(ValueError, match=r"crossover_hz must be in \(0, 500.0\), got 600.0"):
         SpoolFusion(params, NJ, FS, crossover_hz=600.0)
 
 
@@ -248,3 +248,23 @@ def test_fluid_equations_hold_on_noise_free_data(tmp_path) -> None:
     truth = plant_params(profile).theta_fluid()
     err_pct = 100 * (fit.theta - truth) / truth
     assert np.all(np.abs(err_pct) < 5e-3), dict(zip(fit.names, err_pct.round(4), strict=True))
+
+
+def test_the_lvdt_reaches_the_fused_spool_below_the_crossover_only(params) -> None:
+    """The complementary filter's corner is CROSSOVER_HZ: with the commands at null (the model
+    says the spool rests) an LVDT swinging at the crossover comes through at 1/√2, and a
+    decade above it at a tenth (a first-order low-pass)."""
+    from estimator.spool import CROSSOVER_HZ
+
+    t = np.arange(20_000) / FS
+    cmd = np.zeros((t.size, NJ))
+
+    def through(f: float) -> float:
+        raw = np.zeros((t.size, 6 * NJ))
+        raw[:, U_SLOT * NJ] = 1e-3 * np.sin(2 * np.pi * f * t)
+        out = fused(params, raw, cmd)[:, 0]
+        tail = slice(t.size // 2, None)
+        return float(np.std(out[tail]) / np.std(raw[tail, U_SLOT * NJ]))
+
+    assert through(CROSSOVER_HZ) == pytest.approx(1 / np.sqrt(2), abs=0.02)
+    assert through(10 * CROSSOVER_HZ) == pytest.approx(0.1, abs=0.01)
