@@ -8,7 +8,7 @@ in-place numpy operations while a jog is active. `StationCommands` (a mixin of
 
 Rules (docs/operations.md, "Hydraulic power"):
 - arming needs power on and, with a `supply` channel, the supply above
-  `supply_min_fraction` × the low stage's pressure;
+  `supply_arm_fraction` × the low stage's pressure (above the trip level below: hysteresis);
 - a supply below that while ARMED or RUNNING trips `SUPPLY_LOST`: FAULT, valves null in that
   very cycle;
 - `estop` drops power as well as nulling the valves;
@@ -70,6 +70,7 @@ class LoopStation:
         hyd = profile.hydraulics
         low = stage_pressure(profile, Power.LOW)
         self.supply_min = hyd.supply_min_fraction * low if hyd is not None else 0.0
+        self.supply_arm = hyd.supply_arm_fraction * low if hyd is not None else 0.0
         self.check_supply = hyd is not None and supply is not None
         # The per-cycle comparison through preallocated arrays (no scalar objects per cycle).
         self._idx = np.array([max(self.supply_index, 0)], dtype=np.intp)
@@ -168,10 +169,13 @@ class StationCommands(LoopCommands):
 
     def _supply_refusal(self, eng: np.ndarray) -> str | None:
         st = self.station
-        if st.supply_low(eng):
+        if not st.check_supply:
+            return None
+        supply = float(eng[st.supply_index])
+        if not supply >= st.supply_arm:  # NaN refuses too
             return (
-                f"arm refused: supply pressure {eng[st.supply_index] / 1e6:.2f} MPa on "
-                f"{st.supply_name} is below {st.supply_min / 1e6:.2f} MPa; wait for it to build"
+                f"arm refused: supply pressure {supply / 1e6:.2f} MPa on {st.supply_name} is "
+                f"below {st.supply_arm / 1e6:.2f} MPa; wait for it to build"
             )
         return None
 

@@ -526,10 +526,25 @@ class Hydraulics(Strict):
     ramp_up_s: Annotated[float, Field(gt=0.0, le=120.0)] = 2.0
     ramp_down_s: Annotated[float, Field(gt=0.0, le=600.0)] = 10.0
     #: With a `supply` channel: while ARMED or RUNNING a supply below this fraction of the low
-    #: stage's pressure is a lost supply (FAULT, valves null); arming needs it too.
+    #: stage's pressure is a lost supply (FAULT, valves null).
     supply_min_fraction: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.7
+    #: Arming needs the supply above this (higher) fraction of the low stage: the gap is the
+    #: interlock's hysteresis, so an arm accepted while the supply still builds (one noisy
+    #: sample over the trip level) is not tripped by the next sample.
+    supply_arm_fraction: Annotated[float, Field(gt=0.0, le=1.0)] = 0.9
     #: `jog`: the fastest a joint may be jogged (deg/s), at low pressure only.
     jog_max_velocity_deg_s: Annotated[float, Field(gt=0.0, le=30.0)] = 5.0
+
+    @model_validator(mode="after")
+    def _arm_above_trip(self) -> Hydraulics:
+        if not self.supply_arm_fraction > self.supply_min_fraction:
+            raise ValueError(
+                f"[hydraulics] supply_arm_fraction {self.supply_arm_fraction} must be above "
+                f"supply_min_fraction {self.supply_min_fraction} (allowed: "
+                f"supply_min_fraction < supply_arm_fraction <= 1): arming at the trip level "
+                "trips on the next noisy sample"
+            )
+        return self
 
 
 #: The endpoints a profile without [network] binds, and clients use without a profile.

@@ -102,8 +102,22 @@ def test_arm_needs_power_and_a_built_supply(make_rig: Any) -> None:
     rig("power", level="off")
     rig.until(lambda: rig.col("eng.p_supply") < 1.0e6)
     rig("power", level="low")  # on again, but the supply has not built yet
-    with pytest.raises(CommandError, match=r"supply pressure .* below 1.75 MPa"):
+    with pytest.raises(CommandError, match=r"supply pressure .* below 2.25 MPa"):
         rig("arm")
+
+
+def test_arming_needs_more_supply_than_the_trip_level_hysteresis(make_rig: Any) -> None:
+    """Between the trip level (0.7 × low) and the arm level (0.9 × low) the supply is not lost
+    but not built either: an arm accepted there would trip on the next noisy sample."""
+    rig = make_rig()
+    station, loop = rig.loop.station, rig.loop
+    eng = np.zeros(len(rig.profile.inputs))
+    for pa, lost, refused in ((1.7e6, True, True), (2.0e6, False, True), (2.3e6, False, False)):
+        eng[station.supply_index] = pa
+        assert station.supply_low(eng) is lost, pa
+        assert (loop._supply_refusal(eng) is not None) is refused, pa
+    eng[station.supply_index] = math.nan
+    assert station.supply_low(eng) and loop._supply_refusal(eng) is not None
 
 
 def _sine(seconds: float) -> dict[str, Any]:

@@ -37,6 +37,7 @@ def test_a_station_profile_loads_and_one_without_stays_implicitly_powered() -> N
     [
         ({"low_pressure_pa": 9.0e6}, r"low_pressure_pa \(9000000.0\) must not exceed"),
         ({"supply_min_fraction": 1.5}, r"hydraulics.supply_min_fraction"),
+        ({"supply_arm_fraction": 0.6}, r"supply_arm_fraction 0.6 must be above supply_min"),
         ({"jog_max_velocity_deg_s": 90.0}, r"hydraulics.jog_max_velocity_deg_s"),
         ({"pump": "sim"}, r"hydraulics.pump"),
         ({"device": "ni"}, r"hydraulics.device 'ni' is not one of"),
