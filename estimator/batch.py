@@ -257,7 +257,12 @@ def identify_run(
             fit.switch_value = np.array(mdl.switches.value, dtype=float)
         notes += notes_m
         if sensor_uncertainty:
-            from estimator.sensor_sigma import combine, propagate, used_channels
+            from estimator.sensor_sigma import (
+                combine,
+                null_position_shares,
+                propagate,
+                used_channels,
+            )
 
             # Each refit moves one channel: the signals and regressor columns it does not
             # touch are filtered once, for the first (estimator.observation, `cache`).
@@ -283,6 +288,7 @@ def identify_run(
                 refit, columns, sensor_uncertainty, used_channels(profile, params_known)
             )
             if prop is not None:
+                null_position_shares(prop, list(fit.names), fit.theta, profile, sensor_uncertainty)
                 prior = np.asarray(mdl.prior, dtype=float) if mdl.prior is not None else None
                 fit.warnings += combine(fit, prop, prior)
         fit.warnings += fit_warnings(fit, still, nj)

@@ -28,6 +28,7 @@ import numpy as np
 
 from controller.plant.params import PlantParams
 from daq.profile.schema import Profile
+from estimator.models_lin import EDGES
 
 #: Roles whose channels the batch's signals are built from (estimator.batch).
 USED_ROLES = ("resolver", "potentiometer", "pressure_cap", "pressure_rod", "lvdt")
@@ -122,6 +123,36 @@ def propagate(
         shares[label] = d
         var += d * d
     return Propagated(np.sqrt(var), shares)
+
+
+def null_position_shares(
+    prop: Propagated,
+    names: list[str],
+    theta: np.ndarray,
+    profile: Profile,
+    unc: Mapping[str, ChannelUncertainty],
+) -> None:
+    """Widen the LVDT offset's share of every null flow Q0ₑ to at least |Cfₑ|·σ_offset.
+
+    A null flow is a gain times a position on the spool's axis (estimator.models_lin:
+    Q0ₑ = Cfₑ (b₀ − sₑ (d − a_L))), and that position is read in the LVDT's frame: an offset
+    of the LVDT moves b₀, hence every Q0ₑ of its joint, by Cfₑ·offset. The refit above keeps
+    the valve structure (b₀, lap) the batch chose and so misses most of it (measured on the
+    realistic valve: 7.6 % of Q0+-1 for the 10 mV class where Cf·offset is 61 %). The larger
+    of the two stands for the share (they are the same effect, not independent)."""
+    idx = {nm: k for k, nm in enumerate(names)}
+    for j, joint in enumerate(profile.joints):
+        ch = profile.joint_channel(joint.name, "lvdt")
+        u = None if ch is None else unc.get(ch.name)
+        if ch is None or u is None or not u.offset > 0:
+            continue
+        label = f"{ch.name}.offset"
+        share = prop.shares.setdefault(label, np.zeros_like(prop.sigma))
+        for e in EDGES:
+            q0, cf = idx.get(f"Q0{e}{j + 1}"), idx.get(f"Cf{e}{j + 1}")
+            if q0 is not None and cf is not None:
+                share[q0] = max(share[q0], abs(float(theta[cf])) * u.offset)
+    prop.sigma = np.sqrt(sum(d * d for d in prop.shares.values()))
 
 
 def combine(fit: Any, prop: Propagated, size: np.ndarray | None = None) -> list[str]:

@@ -63,3 +63,33 @@ def test_a_large_sensor_uncertainty_makes_a_parameter_unidentifiable(sim1dof_run
     assert not res.identifiable.all()
     assert any("calibration uncertainty" in w and "p_cap_1.offset" in w for w in res.warnings)
     pytest.importorskip("scipy")
+
+
+def test_an_lvdt_offset_moves_every_null_flow_of_its_joint_by_the_gain_times_the_offset() -> None:
+    """Q0ₑ = Cfₑ (b₀ − …) with b₀ read in the LVDT's frame: the offset's share of Q0ₑ is at
+    least |Cfₑ|·σ_offset, whatever the refit with the structure held found; a larger refit
+    share stands; other parameters and the other joint's LVDT keep theirs."""
+    from daq.profile.loader import load_profile
+    from estimator.models_lin import EDGES
+    from estimator.sensor_sigma import Propagated, null_position_shares
+    from tests.estimator.conftest import ROOT
+
+    profile = load_profile(ROOT / "hw_profiles" / "sim-2dof-realistic.toml")
+    names = ["1/b", *(f"Cf{e}1" for e in EDGES), *(f"Q0{e}1" for e in EDGES), "Q0++2"]
+    theta = np.array([1e-9, 2.0, -3.0, 4.0, 5.0, 0.01, 0.02, -0.5, 0.03, 0.7])
+    refit = np.array([1e-12, 0.0, 0.0, 0.0, 0.0, 0.001, 0.002, 0.2, 0.0, 0.0])
+    pressure = np.full(len(names), 0.004)
+    prop = Propagated(np.hypot(refit, pressure), {"spool_1.offset": refit.copy(),
+                                                  "p_cap_1.offset": pressure})  # fmt: skip
+    unc = channel_uncertainty(profile, None)
+    assert unc["spool_1"].offset == 0.01
+    null_position_shares(prop, names, theta, profile, unc)
+    share = prop.shares["spool_1.offset"]
+    for k, e in enumerate(EDGES):
+        expect = max(refit[5 + k], abs(theta[1 + k]) * 0.01)
+        assert share[5 + k] == pytest.approx(expect), e
+    assert share[7] == pytest.approx(0.2)  # the refit's larger share kept
+    np.testing.assert_array_equal(share[:5], refit[:5])  # 1/b and the gains untouched
+    assert share[9] == 0.0  # Q0++2 is joint 2's: spool_1 does not move it
+    np.testing.assert_allclose(prop.sigma, np.hypot(share, pressure))
+    assert "spool_2.offset" in prop.shares and prop.shares["spool_2.offset"][9] == 0.0
