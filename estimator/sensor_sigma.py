@@ -158,8 +158,8 @@ def null_position_shares(
 def combine(fit: Any, prop: Propagated, size: np.ndarray | None = None) -> list[str]:
     """Fold σ_cal into `fit` (estimator.batch.ModelFit): `sigma_pct_noise` keeps the σ from
     the noise, `sigma_pct` becomes the total; a parameter whose 3σ total exceeds
-    `IDENTIFIABLE_3SIGMA` of its size (prior, else estimate) where the noise's alone does not
-    is no longer identifiable. Returns the warnings."""
+    `IDENTIFIABLE_3SIGMA` of its size (prior, else estimate) where the noise's alone does not,
+    and one whose ±3σ total spans zero, are no longer identifiable. Returns the warnings."""
     theta = np.asarray(fit.theta, dtype=float)
     fit.sigma_pct_noise = np.asarray(fit.sigma_pct, dtype=float).copy()
     fit.sigma_cal = prop.sigma
@@ -171,25 +171,40 @@ def combine(fit: Any, prop: Propagated, size: np.ndarray | None = None) -> list[
     ref = (
         np.abs(theta) if size is None else np.where(np.isfinite(size), np.abs(size), np.abs(theta))
     )
-    # Flagged here only where the sensors' share makes the parameter weak: the noise alone is
-    # the batch's own verdict (fit_model), already given.
+    # Flagged here where the sensors' share makes the parameter weak: where the noise alone
+    # would, the batch's own verdict (fit_model) is already given. And, whatever the share,
+    # wherever ±3σ spans zero: not even the sign is known (an LVDT null moves the null flows
+    # by tens of %, a temperature coefficient the run's few kelvin hardly excite).
     limit = IDENTIFIABLE_3SIGMA * ref
-    weak = fit.identifiable & (3.0 * total > limit) & ~(3.0 * noise > limit)
-    warnings = []
-    if weak.any():
-        names = [n for n, w in zip(fit.names, weak, strict=True) if w]
-        why = "; ".join(
+    unsigned = fit.identifiable & (3.0 * total > np.abs(theta))
+    weak = fit.identifiable & (3.0 * total > limit) & ~(3.0 * noise > limit) & ~unsigned
+
+    def why(mask: np.ndarray) -> str:
+        return "; ".join(
             f"{n}: σ {100 * total[i] / max(abs(theta[i]), 1e-300):.1f} % of which sensors "
             f"{100 * prop.sigma[i] / max(abs(theta[i]), 1e-300):.1f} % (largest "
             f"{prop.largest(i, fit.names)})"
             for i, n in enumerate(fit.names)
-            if weak[i]
+            if mask[i]
         )
+
+    def listed(mask: np.ndarray) -> str:
+        return ", ".join(n for n, w in zip(fit.names, mask, strict=True) if w)
+
+    warnings = []
+    if weak.any():
         warnings.append(
-            f"{', '.join(names)} not identifiable once the sensors' calibration uncertainty is "
-            f"counted ({why}); calibrate the transducers (rigctl calibrate) and identify again"
+            f"{listed(weak)} not identifiable once the sensors' calibration uncertainty is "
+            f"counted ({why(weak)}); calibrate the transducers (rigctl calibrate) and identify "
+            "again"
         )
-        fit.identifiable = fit.identifiable & ~weak
+    if unsigned.any():
+        warnings.append(
+            f"{listed(unsigned)} not identifiable: ±3σ, the sensors' calibration uncertainty "
+            f"counted, spans zero ({why(unsigned)}); calibrate the transducers (rigctl "
+            "calibrate) or excite them more"
+        )
+    fit.identifiable = fit.identifiable & ~weak & ~unsigned
     return warnings
 
 

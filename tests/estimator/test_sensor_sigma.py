@@ -93,3 +93,26 @@ def test_an_lvdt_offset_moves_every_null_flow_of_its_joint_by_the_gain_times_the
     assert share[9] == 0.0  # Q0++2 is joint 2's: spool_1 does not move it
     np.testing.assert_allclose(prop.sigma, np.hypot(share, pressure))
     assert "spool_2.offset" in prop.shares and prop.shares["spool_2.offset"][9] == 0.0
+
+
+def test_a_parameter_whose_3_sigma_spans_zero_is_flagged_whatever_the_share() -> None:
+    """combine: sensors pushing 3σ past 5 % of the size flag it (noise alone did not); 3σ past
+    the value itself flags it even where the noise alone was already over 5 % (the batch had
+    let it through); a noise-weak parameter whose interval keeps its sign stays as it was."""
+    from types import SimpleNamespace
+
+    from estimator.sensor_sigma import Propagated, combine
+
+    names = ["a", "b", "c", "d"]
+    theta = np.array([1.0, 1.0, 1.0, -1.0])
+    noise_pct = np.array([1.0, 1.0, 10.0, 20.0])  # c, d: over 5 %/3 from noise alone
+    cal = np.array([0.001, 0.05, 0.1, 0.3])  # b: sensors push it over; d: ±3σ spans zero
+    fit = SimpleNamespace(names=names, theta=theta, sigma_pct=noise_pct.copy(),
+                          identifiable=np.ones(4, dtype=bool))  # fmt: skip
+    warnings = combine(fit, Propagated(cal, {"spool_1.offset": cal}))
+    assert list(fit.identifiable) == [True, False, True, False]
+    np.testing.assert_allclose(fit.sigma_pct, 100.0 * np.hypot(noise_pct / 100.0, cal))
+    assert len(warnings) == 2
+    assert warnings[0].startswith("b not identifiable once the sensors'")
+    assert warnings[1].startswith("d not identifiable: ±3σ") and "spans zero" in warnings[1]
+    assert "largest spool_1.offset" in warnings[1]
