@@ -19,7 +19,9 @@ from daq.profile.schema import Profile
 from daq.station.calfile import Calibration
 from daq.station.calstore import CalibrationStore
 
-PROCEDURES = ("pressure_zero", "pressure_span", "position")
+#: The order a station runs them: zeros before spans, the valve null last (its balance reads the
+#: chamber pressures, zeroed and spanned by then).
+PROCEDURES = ("pressure_zero", "pressure_span", "position", "valve_null")
 
 
 def run_procedure(api: Any, procedure: str, **args: Any) -> dict[str, Any]:

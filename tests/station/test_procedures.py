@@ -155,7 +155,10 @@ def test_a_calibrated_twin_is_in_force_for_the_plain_profile(tmp_path: Path) -> 
 
     plain = load_profile(PROFILES / REALISTIC)
     cal, path, results = calibrate_twin(plain, tmp_path)
-    assert [r["procedure"] for r in results] == ["pressure_zero", "pressure_span", "position"]
+    assert [r["procedure"] for r in results] == [
+        "pressure_zero", "pressure_span", "position", "valve_null"
+    ]  # fmt: skip
+    assert cal.channels["spool_1"].method == "valve_null"
     # the profile's own channels, its supply transducer among them
     assert {"p_supply", "p_cap_1", "piston_2", "q_1"} <= set(cal.channels)
     current = CalibrationStore(tmp_path, plain).current()
