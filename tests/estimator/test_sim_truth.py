@@ -91,7 +91,7 @@ def test_a_valve_null_calibration_puts_the_null_offsets_in_its_frame() -> None:
     lvdt = {c.name: c for c in prof.inputs}
     e1 = lvdt["spool_1"].sim_error
     o1 = e1.offset + e1.drift_per_hour * t_mean / 3600.0
-    j1, j2 = eff.joints
+    j1 = eff.joints[0]
     cal = {"channels": {
         "spool_1": {"offset": o1 - (1.0 + e1.gain_error) * j1.null_bias, "gain": 1.0,
                     "method": "valve_null"},
