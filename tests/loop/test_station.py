@@ -140,10 +140,22 @@ def _sine(seconds: float) -> dict[str, Any]:
     }
 
 
+def _supply_first() -> Profile:
+    """The station profile with the supply transducer as input channel 0 (an index the
+    compiled cycle must watch as any other: `supply_index >= 0`)."""
+    data = station_profile().model_dump(exclude_none=True)
+    chans = data["channels"]
+    chans.insert(0, chans.pop(next(i for i, c in enumerate(chans) if c["name"] == "p_supply")))
+    return Profile.model_validate(data)
+
+
+@pytest.mark.parametrize("supply_first", [False, True])
 def test_supply_loss_while_running_faults_and_nulls_the_valves_in_that_cycle(
-    make_rig: Any,
+    make_rig: Any, supply_first: bool
 ) -> None:
-    rig = make_rig(stop_at_fault=True)
+    rig = make_rig(_supply_first() if supply_first else None, stop_at_fault=True)
+    assert rig.loop.compiled
+    assert (rig.loop.station.supply_index == 0) is supply_first
     rig("power", level="high")
     rig.supply_at(HIGH)
     rig("arm")
