@@ -79,6 +79,48 @@ def null_frame_shift(
     return out
 
 
+#: Feedback field → the input role whose channels report it (controller.feedback.Feedback).
+FEEDBACK_ROLES = {
+    "q": "resolver",
+    "p_cap": "pressure_cap",
+    "p_rod": "pressure_rod",
+    "spool": "lvdt",
+    "piston": "potentiometer",
+}
+
+
+def true_sensors(
+    profile: Profile, columns: Mapping[str, Any], calibration: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Per feedback field, the simulated transducers' true errors (`sim_error`, their drift at
+    the run's mean time) and the calibration in force
+    (`estimator.validation_closed_loop.SensorFrame`): what the true plant's closed-loop
+    validation reads its state through, as the rig's controller and recorder did."""
+    from estimator.validation_closed_loop import SensorFrame
+
+    chans = (calibration or {}).get("channels") or {}
+    t = np.asarray(columns.get("t", [0.0]), dtype=float)
+    t_mean = float(t.mean()) if t.size else 0.0
+    n = len(profile.joints)
+    out: dict[str, Any] = {}
+    for name, role in FEEDBACK_ROLES.items():
+        g, o, cg, co = np.ones(n), np.zeros(n), np.ones(n), np.zeros(n)
+        for j, joint in enumerate(profile.joints):
+            ch = profile.joint_channel(joint.name, role)  # type: ignore[arg-type]
+            if ch is None:
+                continue
+            err = ch.sim_error
+            if err is not None:
+                g[j] = 1.0 + err.gain_error
+                o[j] = err.offset + err.drift_per_hour * t_mean / 3600.0
+            cal = chans.get(ch.name)
+            if cal:
+                cg[j], co[j] = float(cal.get("gain", 1.0)), float(cal.get("offset", 0.0))
+        if np.any(g != 1.0) or np.any(o != 0.0) or np.any(cg != 1.0) or np.any(co != 0.0):
+            out[name] = SensorFrame(g, o, cg, co)
+    return out
+
+
 def family_truth(
     profile: Profile,
     columns: Mapping[str, Any],

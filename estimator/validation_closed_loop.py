@@ -77,6 +77,38 @@ NOMINAL_OIL_C = 40.0
 
 
 @dataclass(frozen=True)
+class SensorFrame:
+    """One feedback field's transducers as they really are, per joint (the simulator's truth:
+    `estimator.sim_truth.true_sensors`, for the truth's own validation only): the declared
+    reading is (1 + g)·true + o, which the converter quantises and the calibration in force
+    corrects, (declared − cal_offset)/cal_gain. An identified model lives in the measured frame
+    and needs none; the true plant lives in the true one, and without its sensors its closed
+    loop holds another operating point than the rig's (a resolver offset) and its spool is
+    compared with an LVDT whose zero is elsewhere (an LVDT null, or a valve-null calibration)."""
+
+    gain: np.ndarray
+    offset: np.ndarray
+    cal_gain: np.ndarray
+    cal_offset: np.ndarray
+
+    def error(self, y: np.ndarray) -> None:
+        y *= self.gain
+        y += self.offset
+
+    def correct(self, y: np.ndarray) -> None:
+        y -= self.cal_offset
+        y /= self.cal_gain
+
+    def read(self, x: np.ndarray) -> np.ndarray:
+        """True values (…, n) → the readings, without the converter's step."""
+        return np.asarray((x * self.gain + self.offset - self.cal_offset) / self.cal_gain)
+
+    def true(self, r: np.ndarray) -> np.ndarray:
+        """`read`'s inverse: the true values behind readings."""
+        return np.asarray((r * self.cal_gain + self.cal_offset - self.offset) / self.gain)
+
+
+@dataclass(frozen=True)
 class ControlSetup:
     """What drove the validation run: the experiment, the gains and limits the service built,
     the parameters its model-based segments used, and the valve outputs' bounds and D/A step."""
@@ -92,6 +124,14 @@ class ControlSetup:
     #: converters' resolution (`Resolution`).
     sensing: Mapping[str, Resolution] = field(default_factory=dict)
     controller_params: PlantParams | None = None
+    #: Per feedback field: the transducers' true errors and calibration (`SensorFrame`); none
+    #: for an identified model, which lives in the measured frame.
+    sensors: Mapping[str, SensorFrame] = field(default_factory=dict)
+
+    def read(self, name: str, x: np.ndarray) -> np.ndarray:
+        """Simulated true values of feedback field `name` as its channels read them."""
+        frame = self.sensors.get(name)
+        return x if frame is None else frame.read(x)
 
     def runner(self, period: float) -> ExperimentRunner:
         """A fresh runner, built as the service builds it for `run` (checked there already)."""
@@ -140,6 +180,7 @@ def simulate_closed_loop(
     runner = setup.runner(period)
 
     noise = [(getattr(fb, name), e) for name, e in (sensor_noise or {}).items()]
+    frames = [(getattr(fb, name), f) for name, f in setup.sensors.items()]
     resolutions = [
         (getattr(fb, name), res)
         for name, res in setup.sensing.items()
@@ -154,10 +195,14 @@ def simulate_closed_loop(
         fb.spool[:] = x[4 * n : 5 * n]
         for j in range(n):
             fb.piston[j], _ = dynamics.piston(P, j, x[j])
+        for arr, f in frames:
+            f.error(arr)
         for arr, e in noise:
             arr += e[k]
         for arr, res in resolutions:
             res.apply(arr)
+        for arr, f in frames:
+            f.correct(arr)
 
     sense(0)
     runner.enable(fb)
@@ -199,20 +244,29 @@ def validate_closed_loop(
     # step is the one the live controller saw too); the velocity from `initial_velocity`.
     if qd0 is None:
         qd0 = initial_velocity(m.q, 0, period)
-    x0 = np.concatenate([m.q[0], qd0, m.p_cap[0], m.p_rod[0], m.spool[0]])
+
+    def true(name: str, r: np.ndarray) -> np.ndarray:
+        frame = setup.sensors.get(name)
+        return r if frame is None else frame.true(r)
+
+    x0 = np.concatenate(
+        [true("q", m.q[0]), qd0, true("p_cap", m.p_cap[0]), true("p_rod", m.p_rod[0]),
+         true("spool", m.spool[0])]
+    )  # fmt: skip
     window = min(settle_s, VELOCITY_WINDOW_S)
     x0[n : 2 * n] = fit_initial_velocity(params, period, m, setup, x0, effects, oil_c, window)
     states, refs, _ = simulate_closed_loop(params, period, x0, setup, m.q.shape[0], effects, oil_c)
     measured = {"q": m.q, "u": m.spool, "p_cap": m.p_cap, "p_rod": m.p_rod}
     simulated = {
-        "q": states[:, :n],
-        "u": states[:, 4 * n : 5 * n],
-        "p_cap": states[:, 2 * n : 3 * n],
-        "p_rod": states[:, 3 * n : 4 * n],
+        "q": setup.read("q", states[:, :n]),
+        "u": setup.read("spool", states[:, 4 * n : 5 * n]),
+        "p_cap": setup.read("p_cap", states[:, 2 * n : 3 * n]),
+        "p_rod": setup.read("p_rod", states[:, 3 * n : 4 * n]),
     }
     if m.piston is not None:
         measured["s"] = m.piston
-        simulated["s"], _ = dynamics.cylinder(params, simulated["q"])
+        s_true, _ = dynamics.cylinder(params, states[:, :n])
+        simulated["s"] = setup.read("piston", s_true)
     fit, notes = fit_ratios(measured, simulated, n, min(round(settle_s / period), len(m.q) - 2))
     return ClosedLoopResult(m.t, measured, simulated, fit, refs, notes)
 
@@ -279,9 +333,9 @@ def fit_initial_velocity(
             st, _, _ = simulate_closed_loop(params, period, x, setup, k, effects, oil_c)
         yh = np.concatenate(
             [
-                st[:, :n] / ANGLE_SCALE,
-                st[:, 2 * n : 3 * n] / PRESSURE_SCALE,
-                st[:, 3 * n : 4 * n] / PRESSURE_SCALE,
+                setup.read("q", st[:, :n]) / ANGLE_SCALE,
+                setup.read("p_cap", st[:, 2 * n : 3 * n]) / PRESSURE_SCALE,
+                setup.read("p_rod", st[:, 3 * n : 4 * n]) / PRESSURE_SCALE,
             ],
             axis=1,
         )

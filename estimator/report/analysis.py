@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -245,10 +245,12 @@ def _velocity_before(rd: RunData) -> np.ndarray | None:
 
 
 def run_closed_loop_validation(
-    rd: RunData, plant: Plant, label: str, notes: list[str]
+    rd: RunData, plant: Plant, label: str, notes: list[str], true_sensors: bool = False
 ) -> ClosedLoopResult | None:
     """Closed-loop validation (`estimator.validation_closed_loop`) of `plant` on the validation
-    run, with the experiment and gains the run recorded; None (and a note) where it cannot."""
+    run, with the experiment and gains the run recorded; None (and a note) where it cannot.
+    `true_sensors`: the plant is the simulator's own, read through its transducers' true errors
+    and the run's calibration (`estimator.sim_truth.true_sensors`)."""
     event = recorded_experiment(rd)
     if event is None:
         notes.append(
@@ -264,6 +266,12 @@ def run_closed_loop_validation(
         oil_c = float(rd.columns[f"eng.{temp.name}"][0])
     try:
         setup = control_setup(rd.profile, event["experiment"], event.get("gains"))
+        if true_sensors:
+            from estimator.sim_truth import true_sensors as sensors_of
+
+            cal = rd.run.meta.get("calibration")
+            frames = sensors_of(rd.profile, rd.columns, cal if isinstance(cal, dict) else None)
+            setup = replace(setup, sensors=frames)
         qd0 = _velocity_before(rd)
         with np.errstate(all="ignore"):  # a poor estimate may diverge: FIT shows it, no crash
             return validate_closed_loop(params, rd.period, m, setup, effects, oil_c, qd0)

@@ -188,9 +188,10 @@ def build_report(
             r = run_validation(valid, params, label, notes)
             if r is not None:
                 data.validation[label] = r
-            if label == "truth":  # closed loop: the simulator's whole plant, every effect on
+            truth_plant = label == "truth"
+            if truth_plant:  # closed loop: the simulator's whole plant and sensors, every effect on
                 params = sim_plant(valid.profile)
-            cl = run_closed_loop_validation(valid, params, label, notes)
+            cl = run_closed_loop_validation(valid, params, label, notes, truth_plant)
             if cl is not None:
                 data.closed_loop[label] = cl
             prog.step(f"validation ({label} θ)", 1)
