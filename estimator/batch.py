@@ -293,6 +293,8 @@ def identify_run(
                 fit.warnings += combine(fit, prop, prior)
         fit.warnings += fit_warnings(fit, still, nj)
         fit.warnings += list(mdl.caveats)
+        for nm in mdl.shapes:  # a shape, not a measurement: never printed as one
+            fit.identifiable[list(fit.names).index(nm)] = False
         fits.append(fit)
         used.append((fc, nd))
     periodic = _periodic(

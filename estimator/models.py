@@ -110,6 +110,9 @@ class LinearModel:
     #: Sentences every fit of this model carries as warnings: parameters the model's own
     #: construction biases beyond what their σ says (e.g. estimator.models_lin's stiction bumps).
     caveats: tuple[str, ...] = field(default=(), compare=False)
+    #: Parameters the model fits as a shape, not a measurement (a caveat says why): every
+    #: fit flags them not identifiable and keeps their value for the model's own use.
+    shapes: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         for attr in ("truth", "prior"):

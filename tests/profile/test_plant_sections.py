@@ -192,6 +192,11 @@ def test_the_oil_law_refers_parameters_from_the_measured_temperature(tmp_path: P
     assert len(said) == 1
     for name in [f"{k}{s}{j}" for k in ("dFs", "Fc") for s in "+-" for j in (1, 2)]:
         assert name in said[0], name
+    # and the bumps flagged in the table, their values kept (the Coulomb forces printed)
+    names = list(res.names)
+    for name in [f"dFs{s}{j}" for s in "+-" for j in (1, 2)]:
+        assert not res.identifiable[names.index(name)], name
+        assert np.isfinite(res.theta[names.index(name)]), name
     blind = profile.model_copy(
         update={"channels": [c for c in profile.channels if c.role != "temperature"]}
     )
