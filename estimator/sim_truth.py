@@ -57,14 +57,26 @@ def true_mean_oil_c(columns: Mapping[str, Any], profile: Profile) -> float | Non
     return float(np.mean(reading[running]))
 
 
+def _mean_t(columns: Mapping[str, Any]) -> float:
+    t = np.asarray(columns.get("t", [0.0]), dtype=float)
+    return float(t.mean()) if t.size else 0.0
+
+
+def _sensor_error(ch: Any, t: float) -> tuple[float, float]:
+    """(1 + gain error, offset at rig time t) of a simulated channel's true transducer."""
+    err = ch.sim_error
+    if err is None:
+        return 1.0, 0.0
+    return 1.0 + err.gain_error, err.offset + err.drift_per_hour * t / 3600.0
+
+
 def null_frame_shift(
     profile: Profile, columns: Mapping[str, Any], calibration: Mapping[str, Any] | None
 ) -> list[float]:
     """Per joint, what moves b₀ from the spool's frame into the LVDT's as calibrated (module
     doc): nonzero only where the run's calibration has the joint's LVDT from `valve_null`."""
     chans = (calibration or {}).get("channels") or {}
-    t = np.asarray(columns.get("t", [0.0]), dtype=float)
-    t_mean = float(t.mean()) if t.size else 0.0
+    t_mean = _mean_t(columns)
     out = []
     for joint in profile.joints:
         ch = profile.joint_channel(joint.name, "lvdt")
@@ -72,10 +84,8 @@ def null_frame_shift(
         if ch is None or not cal or cal.get("method") != "valve_null":
             out.append(0.0)
             continue
-        err = ch.sim_error
-        o_true = 0.0 if err is None else err.offset + err.drift_per_hour * t_mean / 3600.0
-        g_true = 0.0 if err is None else err.gain_error
-        out.append((float(cal["offset"]) - o_true) / (1.0 + g_true))
+        g, o = _sensor_error(ch, t_mean)
+        out.append((float(cal["offset"]) - o) / g)
     return out
 
 
@@ -99,8 +109,7 @@ def true_sensors(
     from estimator.validation_closed_loop import SensorFrame
 
     chans = (calibration or {}).get("channels") or {}
-    t = np.asarray(columns.get("t", [0.0]), dtype=float)
-    t_mean = float(t.mean()) if t.size else 0.0
+    t_mean = _mean_t(columns)
     n = len(profile.joints)
     out: dict[str, Any] = {}
     for name, role in FEEDBACK_ROLES.items():
@@ -109,10 +118,7 @@ def true_sensors(
             ch = profile.joint_channel(joint.name, role)  # type: ignore[arg-type]
             if ch is None:
                 continue
-            err = ch.sim_error
-            if err is not None:
-                g[j] = 1.0 + err.gain_error
-                o[j] = err.offset + err.drift_per_hour * t_mean / 3600.0
+            g[j], o[j] = _sensor_error(ch, t_mean)
             cal = chans.get(ch.name)
             if cal:
                 cg[j], co[j] = float(cal.get("gain", 1.0)), float(cal.get("offset", 0.0))
