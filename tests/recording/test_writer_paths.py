@@ -320,3 +320,46 @@ def test_the_stop_and_the_trailer_are_written_past_an_exhausted_quota(
     run = read_run(path)
     assert run.trailer is not None and run.trailer["error"] == "quota exceeded (test)"
     assert [e["kind"] for e in run.events] == ["recording_stopped"]
+
+
+def test_two_laps_in_one_recording_are_counted_each_on_its_own(
+    tmp_path: Path, layout: SampleLayout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loop laps the writer twice: each `rows_lost` event counts its own gap (not the
+    running total), the total is their sum, and the rows kept are every one not overwritten."""
+    hold, held, release = threading.Event(), threading.Event(), threading.Event()
+    real = Recorder._note_unwritten
+
+    def gate(self: Recorder) -> None:
+        if hold.is_set() and not release.is_set():
+            held.set()
+            release.wait(GENEROUS_S)  # until the test has lapped the writer
+        real(self)
+
+    monkeypatch.setattr(Recorder, "_note_unwritten", gate)
+    ring = SampleRing(64, layout.width)
+    rec = Recorder(
+        ring, layout, tmp_path, meta(), chunk_rows=16, flush_rows=16, fsync_interval_s=3600.0
+    )
+    path = rec.start("two-laps")
+    published = 0
+    for lap in (200, 100):
+        for e in (hold, held, release):
+            e.clear()
+        publish_rows(ring, 16)
+        published += 16
+        assert wait_until(lambda p=published: rec.position == p, GENEROUS_S)
+        hold.set()
+        assert held.wait(GENEROUS_S)  # the writer waits at the start of its next pass
+        publish_rows(ring, lap)  # laps the 64-row ring
+        published += lap
+        release.set()
+        assert wait_until(lambda p=published: rec.position == p, GENEROUS_S)
+    stats = rec.stop()
+    run = read_run(path)
+    counts = [e["count"] for e in run.events if e["kind"] == "rows_lost"]
+    assert counts == [200 - 64, 100 - 64]
+    assert stats.error is None and stats.lost == sum(counts)
+    assert stats.rows_written + stats.lost == published
+    kept = np.r_[np.arange(16), np.arange(152, 232), np.arange(268, 332)]
+    np.testing.assert_array_equal(run.seq, kept)
