@@ -160,7 +160,27 @@ class Channel(Strict):
             )
         if self.role not in RIG_ROLES and self.joint is None:
             raise ValueError(f"a '{self.role}' channel needs a joint")
+        if self.is_output:
+            self._output_checks()
         return self
+
+    def _output_checks(self) -> None:
+        """A valve command is volts at the D/A (the joints' `valve_max_v`, the controllers'
+        gains and `null_volts` are in volts): keys the loop would not act on are refused rather
+        than silently ignored."""
+        sc = self.scaling
+        if not (isinstance(sc, LinearScaling) and sc.gain == 1.0 and sc.offset == 0.0):
+            raise ValueError(
+                f"output channel '{self.name}': scaling must be linear with gain 1 and offset 0 "
+                "(a valve command is volts at the converter; a current-output amplifier's "
+                "scale belongs to its own setting, not to the profile)"
+            )
+        for key in ("sim_noise", "sim_error", "accuracy"):
+            if getattr(self, key):
+                raise ValueError(
+                    f"output channel '{self.name}': '{key}' applies to input channels only "
+                    "(remove it)"
+                )
 
 
 # --------------------------------------------------------------------------- joints

@@ -105,6 +105,23 @@ CASES = [
     ),
     ("wrong joint", 'joint = "j2"', 'joint = "j3"', ["names joint 'j3'"]),
     ("bad bits", "bits = 14", "bits = 40", ["converter.bits", "less than or equal to 24"]),
+    # Keys the loop would not act on (the valve command is volts at the D/A): refused.
+    (
+        "scaled output",
+        'name = "valve_1"\nrole = "valve"\njoint = "j1"\nphysical = "sim"\n'
+        'converter = { bits = 12, min = -10.0, max = 10.0 }\n'
+        'scaling = { kind = "linear", gain = 1.0, offset = 0.0, units = "V" }',
+        'name = "valve_1"\nrole = "valve"\njoint = "j1"\nphysical = "sim"\n'
+        'converter = { bits = 12, min = -10.0, max = 10.0 }\n'
+        'scaling = { kind = "linear", gain = 4.0, offset = 0.0, units = "mA" }',
+        ["channels[11:valve_1]", "scaling must be linear with gain 1 and offset 0"],
+    ),
+    (
+        "noise on an output",
+        'name = "valve_1"\nrole = "valve"',
+        'name = "valve_1"\nsim_noise = 0.001\nrole = "valve"',
+        ["channels[11:valve_1]", "'sim_noise' applies to input channels only"],
+    ),
 ]
 
 
