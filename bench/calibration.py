@@ -13,7 +13,8 @@ of the simulated sensors (`sim_error`), at the loop time it was measured:
   over the span's own σ;
 - potentiometer zero and span: offset within 0.05 mm, 1 + gain_error within 0.1 %;
 - resolver mounting offset (reported);
-- LVDT span (reported) and valve null: the LVDT's reading where the metering edges are
+- LVDT zero and span from the spool's stops (reported), and the valve's hydraulic null
+  (reported by the procedure, not applied): the LVDT's reading where the metering edges are
   centred, o + (1 + g)·(−b(T)) with the valve's null bias b(T) = b₀ + (db/dT)(T − T_ref) at the
   oil temperature of the run, target within 0.5 mV, with the error over its σ; also the valve
   command at the balance.
@@ -99,18 +100,21 @@ def one_seed(base: Profile, seed: int, cal_dir: Path) -> dict[str, Any]:
         out["oil_c"] = oil
         out["valve_null_error_v"], out["lvdt_span_error_rel"] = {}, {}
         out["valve_null_residual_v"], out["valve_null_command_v"] = {}, null.get("valve_null_v")
-        out["valve_null_sigma_v"] = {}
+        out["valve_null_sigma_v"], out["lvdt_zero_error_v"] = {}, {}
         joints = [j.name for j in profile.joints]
-        for n, c in null["channels"].items():
+        for n, h in null["hydraulic_null"].items():
             ch = next(x for x in profile.inputs if x.name == n)
             j = joints.index(str(ch.joint))
             offset, gain = _truth(profile, n, loop.t)
             je = eff.joints[j]
             bias = je.null_bias + je.null_shift_per_k * (oil - eff.reference_c)
-            out["valve_null_error_v"][n] = c["offset"] - (offset - gain * bias)
-            out["lvdt_span_error_rel"][n] = c["gain"] / gain - 1.0
-            out["valve_null_residual_v"][n] = c["residual"]
-            out["valve_null_sigma_v"][n] = c["sigma_offset"]
+            out["valve_null_error_v"][n] = h["reading"] - (offset - gain * bias)
+            out["valve_null_residual_v"][n] = h["residual"]
+            out["valve_null_sigma_v"][n] = h["sigma"]
+            c = null["channels"].get(n)  # the LVDT from the spool's stops, where reached
+            if c is not None:
+                out["lvdt_zero_error_v"][n] = c["offset"] - offset
+                out["lvdt_span_error_rel"][n] = c["gain"] / gain - 1.0
         out["applied"] = {
             "pressure_zero": zero["applied"], "pressure_span": span["applied"],
             "position": pos["applied"],
@@ -146,6 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "pot_span_rel": _worst(results, "pot_span_error_rel"),
         "resolver_offset_rad": _worst(results, "resolver_error_rad"),
         "lvdt_span_rel": _worst(results, "lvdt_span_error_rel"),
+        "lvdt_zero_v": _worst(results, "lvdt_zero_error_v"),
         "valve_null_v": _worst(results, "valve_null_error_v"),
     }
     passed = {k: worst[k] <= v for k, v in TARGETS.items()}

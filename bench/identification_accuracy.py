@@ -465,8 +465,7 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
     prof = load_profile(profile)
     known = known_params(prof)
     run = load_run(result["identification_run"], prof)
-    cal = run.run.meta.get("calibration")
-    truth = family_truth(prof, run.columns, cal if isinstance(cal, dict) else None)
+    truth = family_truth(prof, run.columns)
     spec = None if prof.estimator is None else prof.estimator.model
     online = {p["name"]: p for p in result["parameters"]}
     out: dict[str, Any] = {"models": {}}

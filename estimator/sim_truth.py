@@ -17,15 +17,8 @@ temperature; without one they are the run temperature's, and their truth is the 
 the run's mean *true* oil temperature — the temperature channel's reading with its simulated
 error taken out (the comparison may read the simulator's truth, the estimator may not).
 
-The frame of the null offsets. The family reads the spool through its LVDT, so b₀ (and every
-Q0ₑ = Cfₑ(b₀ − sₑ(d − a_L))) lives in the frame of the LVDT's zero. Without a calibration that
-zero is the declared one (spool centred at 0 V): the truth is the simulator's, in the spool's
-frame, and an LVDT null error is an error of the estimate. A `valve_null` calibration
-(daq/service/procedures.py) *defines* the zero as the hydraulic null — where the metering edges
-are centred at the oil temperature of the procedure — as a station's valve balance does; the
-truth is then in that frame: b₀ + (offset_cal − offset_true)/(1 + gain error_true), with the
-LVDT's true offset at the run's mean time. What is left of b₀ there is the calibration's own
-error and the null's shift with temperature since; the LVDT's span stays a sensor error.
+`true_sensors` gives the true plant's closed-loop validation the transducers as they really are
+(their `sim_error` and the run's calibration), so that the truth is read as the rig read it.
 """
 
 from __future__ import annotations
@@ -70,25 +63,6 @@ def _sensor_error(ch: Any, t: float) -> tuple[float, float]:
     return 1.0 + err.gain_error, err.offset + err.drift_per_hour * t / 3600.0
 
 
-def null_frame_shift(
-    profile: Profile, columns: Mapping[str, Any], calibration: Mapping[str, Any] | None
-) -> list[float]:
-    """Per joint, what moves b₀ from the spool's frame into the LVDT's as calibrated (module
-    doc): nonzero only where the run's calibration has the joint's LVDT from `valve_null`."""
-    chans = (calibration or {}).get("channels") or {}
-    t_mean = _mean_t(columns)
-    out = []
-    for joint in profile.joints:
-        ch = profile.joint_channel(joint.name, "lvdt")
-        cal = None if ch is None else chans.get(ch.name)
-        if ch is None or not cal or cal.get("method") != "valve_null":
-            out.append(0.0)
-            continue
-        g, o = _sensor_error(ch, t_mean)
-        out.append((float(cal["offset"]) - o) / g)
-    return out
-
-
 #: Feedback field → the input role whose channels report it (controller.feedback.Feedback).
 FEEDBACK_ROLES = {
     "q": "resolver",
@@ -127,14 +101,9 @@ def true_sensors(
     return out
 
 
-def family_truth(
-    profile: Profile,
-    columns: Mapping[str, Any],
-    calibration: Mapping[str, Any] | None = None,
-) -> dict[str, float]:
+def family_truth(profile: Profile, columns: Mapping[str, Any]) -> dict[str, float]:
     """Parameter name → the simulator's true value, for the reference models' and the
-    real-rig family's names; empty for a profile whose backend is not the simulator.
-    `calibration`: the run header's (module doc, "The frame of the null offsets")."""
+    real-rig family's names; empty for a profile whose backend is not the simulator."""
     from daq.profile.plant import plant_params, sim_plant
 
     if profile.backend.kind != "sim" or profile.backend.sim is None:
@@ -150,13 +119,12 @@ def family_truth(
     else:
         oil = true_mean_oil_c(columns, profile) if eff.thermal else None
         shift_k = 0.0 if oil is None else oil - eff.reference_c
-    frame = null_frame_shift(profile, columns, calibration)
     truth: dict[str, float] = dict(zip(true.mech_names(), true.theta_mech(), strict=True))
     truth.update(zip(true.fluid_names(), true.theta_fluid(), strict=True))
     for i, j in enumerate(eff.joints, 1):
         cf, b = true.flow_gains[i - 1], true.bulk_modulus
         v0c, v0r = j.dead_volumes(float(true.dead_volume[i - 1]))
-        b0 = j.null_bias + j.null_shift_per_k * shift_k + frame[i - 1]
+        b0 = j.null_bias + j.null_shift_per_k * shift_k
         q0, ql = valve_coefficients(cf, b0, j.lap, j.null_leak_opening)
         beta = j.null_shift_per_k if eff.thermal else 0.0
         if law is not None:

@@ -114,6 +114,13 @@ def show(result: dict[str, Any]) -> None:
     if result.get("valve_null_v"):
         nulls = ", ".join(f"{j} {v * 1e3:+.2f} mV" for j, v in result["valve_null_v"].items())
         print(f"  valve command at the balance: {nulls}")
+    for name, h in (result.get("hydraulic_null") or {}).items():
+        words = "; ".join(h["problems"]) if h["problems"] else "ok"
+        print(
+            f"  hydraulic null on {name}: {h['spool'] * 1e3:+.2f} mV of spool (reading "
+            f"{h['reading'] * 1e3:+.2f} mV, σ {h['sigma'] * 1e3:.2f} mV), reported, not "
+            f"applied: {words}"
+        )
     if result.get("applied"):
         print(f"applied: {result['calibration']['source']}")
     elif result.get("refused"):

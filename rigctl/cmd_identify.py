@@ -580,8 +580,7 @@ def _table_rows(batch: Any, data: Any, online: Any) -> list[ParameterRow]:
         if truth is None:
             from estimator.sim_truth import family_truth  # rigctl's other commands skip it
 
-            cal = data.run.meta.get("calibration")
-            known = family_truth(data.profile, data.columns, cal if isinstance(cal, dict) else None)
+            known = family_truth(data.profile, data.columns)
             truth = np.array([known.get(n, math.nan) for n in batch.names]) if known else None
     return rows_from(
         batch.names,

@@ -19,16 +19,23 @@ publishes, as the recorder does. It starts only from IDLE, and ends disarmed.
   gain = (reading − offset) / reference; residual also the window's settling drift.
 - valve_null: first, power off, each valve commanded to its amplitude limit both ways: where
   that saturates the spool (k_v · valve_max_v ≥ u_max) the LVDT's readings at the spool's two
-  stops (±u_max, the valve datasheet's stroke) give its span; else the span stays declared with
-  its accuracy class as σ. Then at low pressure each piston rests on its retracted stop and its
-  spool is servoed (a slow integral on p_cap − p_rod) until both chambers stand at the same
-  pressure: no flow but the leaks' (the piston cannot move), none across the piston (no
-  pressure difference), so each chamber's supply and tank edges pass the same flow, which with
-  matched edges happens only with the metering edges centred — whatever the load. The LVDT
-  reading there is the null. The edges' mismatch (flow-gain symmetry, 5 % 1σ assumed) shifts
-  that point by up to ±2.5 % of the opening around null, which a ±2 mV step measures from the
-  pressure gain (d(p_cap − p_rod)/dx = 4·p / a): that is the σ beside the noise. Residual: the
-  imbalance left, as spool travel, and the window's settling drift.
+  stops (±u_max, the valve datasheet's stroke) give its offset and span, in the spool's own
+  frame (zero where the command's null puts the spool); else the LVDT keeps its calibration.
+  Then, reported and not applied to the LVDT, the valve's hydraulic null: at low pressure each
+  piston rests on its retracted stop and its spool is servoed (a slow integral on p_cap − p_rod)
+  until both chambers stand at the same pressure: no flow but the leaks' (the piston cannot
+  move), none across the piston (no pressure difference), so each chamber's supply and tank
+  edges pass the same flow, which with matched edges happens only with the metering edges
+  centred — whatever the load. The LVDT reading there (`hydraulic_null`: declared and in spool
+  units) and the command that holds it (`valve_null_v`) are the valve's null. The edges'
+  mismatch (flow-gain symmetry, 5 % 1σ assumed) shifts that point by up to ±2.5 % of the
+  opening around null, which a ±2 mV step measures from the pressure gain
+  (d(p_cap − p_rod)/dx = 4·p / a): that is its σ beside the noise; its residual is the
+  imbalance left, as spool travel, and the window's settling drift. Why the null is not made
+  the LVDT's zero: the model family's spool follows the command (u → k_v·v); an LVDT zeroed at
+  the hydraulic null moves the spool's map from the command by the valve's null bias, and on
+  the realistic plant the closed-loop replay of the family with every true parameter then
+  scored 7 % FIT on joint 2's angle (99 % in the spool's frame).
 - position: power low, push each piston slowly (a small constant valve command) onto one end
   stop and then through its whole stroke onto the other, dwelling at each. The datasheet stroke
   is the length standard: the potentiometer's readings at s = ±L/2 give its offset and gain; the
@@ -253,6 +260,7 @@ class ProcedureRunner:
         }
         if "valve_null_v" in self.status:
             result["valve_null_v"] = self.status.pop("valve_null_v")
+            result["hydraulic_null"] = self.status.pop("hydraulic_null")
         if "span_points" in self.status:
             result["span_points"] = self.status.pop("span_points")
         if apply and ok:
@@ -670,7 +678,7 @@ class ProcedureRunner:
                 hi = window_mean(_settled(x, cmd > 0.99 * vmax[j]))
                 lo = window_mean(_settled(x, cmd < -0.99 * vmax[j]))
                 umax = plant.joints[j].spool_max
-                span[j] = two_point(lo, hi, -umax, umax)
+                span[j] = (two_point(lo, hi, -umax, umax), math.hypot(lo.drift, hi.drift))
         self._power(Power.LOW)
         self._wait_supply(rows, below=None, above=0.95 * stage_pressure(p, Power.LOW))
         self._step("arm")
@@ -713,6 +721,7 @@ class ProcedureRunner:
         oil = self._oil(run)
         findings = []
         self.status["valve_null_v"] = null_cmd = {}
+        self.status["hydraulic_null"] = hydraulic = {}
         for j, joint in enumerate(p.joints):
             lvdt = p.joint_channel(joint.name, "lvdt")
             out = next(c for c in p.outputs if c.joint == joint.name)
@@ -743,7 +752,7 @@ class ProcedureRunner:
                 self._declared(plus, lvdt.name).mean() - self._declared(minus, lvdt.name).mean()
             )
             gain_pa_v = float(dp(plus).mean() - dp(minus).mean()) / dx if dx > 0 else float("nan")
-            no_gain = None
+            problems = []
             if math.isfinite(gain_pa_v) and gain_pa_v > 0:
                 # opening around null from the pressure gain: d(pc − pr)/dx = 4·p_bal / a
                 half_open = 4.0 * p_bal / gain_pa_v
@@ -753,24 +762,37 @@ class ProcedureRunner:
             else:
                 # The piston floats off its stop (the balanced chambers lift it): the steps
                 # move it instead of the pressures, and nothing bounds the edges' share.
-                no_gain = (
+                problems.append(
                     f"no pressure gain around the balance (Δ(p_cap − p_rod) "
                     f"{float(dp(plus).mean() - dp(minus).mean()):.4g} Pa for ΔLVDT {dx:.4g} V: "
-                    "the piston is off its stop); σ is the declared class"
+                    "the piston is off its stop)"
                 )
-                acc_off = lvdt.accuracy.offset if lvdt.accuracy is not None else math.inf
-                sigma, residual = math.hypot(at.sigma, acc_off), at.drift
+                sigma, residual = math.inf, at.drift
             null_cmd[joint.name] = float(bal[:, lay.index(f"cmd.{out.name}")].mean())
+            # The LVDT is calibrated in the spool's own frame: zero at the middle of its stops,
+            # where the command's null puts the spool. The hydraulic null (the edges centred)
+            # is the valve's, not the sensor's: reported, in the declared reading and in spool
+            # units, for the valve's null compensation and the identified b₀ to be checked
+            # against; made the LVDT's zero it would move the spool's map from the command by
+            # b₀, which the model family's spool dynamics (u → k_v·v) do not carry.
             if j in span:
-                gain, sg = float(span[j].gain), float(span[j].sigma_gain)
+                two, drift = span[j]
+                offset, gain = float(two.offset), float(two.gain)
+                f = self._finding(lvdt.name, ChannelCal(
+                    offset, gain, float(two.sigma_offset), float(two.sigma_gain), "valve_null",
+                    now_utc(), oil, drift,
+                ))  # fmt: skip
+                findings.append(f)
             else:
-                gain, sg = self._current(lvdt.name).gain, self._sigma_gain(lvdt.name)
-            f = self._finding(lvdt.name, ChannelCal(
-                at.value, gain, sigma, sg, "valve_null", now_utc(), oil, residual,
-            ))  # fmt: skip
-            if no_gain is not None:
-                f.problems.append(no_gain)
-            findings.append(f)
+                cur = self._current(lvdt.name)
+                offset, gain = cur.offset, cur.gain
+            hydraulic[lvdt.name] = {
+                "reading": at.value,
+                "spool": (at.value - offset) / gain,
+                "sigma": sigma,
+                "residual": residual,
+                "problems": problems,
+            }
         return findings
 
     def _at_stop(self, win: np.ndarray, pot: str, joint: str, which: str) -> Mean:

@@ -79,33 +79,6 @@ def test_without_an_oil_law_the_null_offsets_are_the_runs() -> None:
             assert truth[f"Q0{e}{i}"] == pytest.approx(v, rel=1e-12)
 
 
-def test_a_valve_null_calibration_puts_the_null_offsets_in_its_frame() -> None:
-    """With spool_1 calibrated by `valve_null` at exactly the hydraulic null (the LVDT's true
-    offset minus its span × the valve's bias, at the oil law's reference), joint 1's b₀ is 0 in
-    the calibrated frame: its Q0ₑ are the lap's and leak's alone. Joint 2 (spool_2 from another
-    method) keeps the spool frame's truth."""
-    prof = load_profile(REALISTIC)
-    true, eff = sim_plant(prof)
-    cols = _columns(prof, np.full(1000, 30.0))
-    t_mean = float(cols["t"].mean())
-    lvdt = {c.name: c for c in prof.inputs}
-    e1 = lvdt["spool_1"].sim_error
-    o1 = e1.offset + e1.drift_per_hour * t_mean / 3600.0
-    j1 = eff.joints[0]
-    cal = {"channels": {
-        "spool_1": {"offset": o1 - (1.0 + e1.gain_error) * j1.null_bias, "gain": 1.0,
-                    "method": "valve_null"},
-        "spool_2": {"offset": 0.123, "gain": 1.0, "method": "manual"},
-    }}  # fmt: skip
-    truth = family_truth(prof, cols, cal)
-    plain = family_truth(prof, cols)
-    q0_1, _ = valve_coefficients(true.flow_gains[0], 0.0, j1.lap, j1.null_leak_opening)
-    for e, v in zip(EDGES, q0_1, strict=True):
-        assert truth[f"Q0{e}1"] == pytest.approx(v, rel=1e-9, abs=1e-18)
-        assert truth[f"Q0{e}2"] == plain[f"Q0{e}2"]
-    assert truth["Cf++1"] == plain["Cf++1"]  # the span stays a sensor error
-
-
 def test_no_truth_off_the_simulator() -> None:
     prof = load_profile(PROFILES / "ni-serial-2dof.toml")
     assert family_truth(prof, {}) == {}

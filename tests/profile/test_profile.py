@@ -109,10 +109,10 @@ CASES = [
     (
         "scaled output",
         'name = "valve_1"\nrole = "valve"\njoint = "j1"\nphysical = "sim"\n'
-        'converter = { bits = 12, min = -10.0, max = 10.0 }\n'
+        "converter = { bits = 12, min = -10.0, max = 10.0 }\n"
         'scaling = { kind = "linear", gain = 1.0, offset = 0.0, units = "V" }',
         'name = "valve_1"\nrole = "valve"\njoint = "j1"\nphysical = "sim"\n'
-        'converter = { bits = 12, min = -10.0, max = 10.0 }\n'
+        "converter = { bits = 12, min = -10.0, max = 10.0 }\n"
         'scaling = { kind = "linear", gain = 4.0, offset = 0.0, units = "mA" }',
         ["channels[11:valve_1]", "scaling must be linear with gain 1 and offset 0"],
     ),

@@ -137,9 +137,11 @@ def test_valve_null_finds_the_lvdt_span_at_the_spool_stops_and_the_holding_comma
     chans = result["channels"]
     assert set(chans) == {"spool_1", "spool_2"}
     for name, found in chans.items():
-        _, gain = station.truth(name)
+        offset, gain = station.truth(name)
         assert found["gain"] == pytest.approx(gain, rel=1e-3), name
-        assert found["residual"] is not None and found["sigma_offset"] >= 0.0
+        # the LVDT's zero in the spool's frame: its true offset, from the stops' middle
+        assert found["offset"] == pytest.approx(offset, abs=0.5e-3), name
+        assert 0.0 < found["sigma_offset"] < 0.5e-3 and found["residual"] is not None
     # The valve command that holds each joint still, in volts at the valve (null bias
     # 7 mV / −6 mV of spool and k_v = 0.25 make it tens of mV).
     assert set(result["valve_null_v"]) == {"j1", "j2"}
@@ -175,12 +177,19 @@ def test_valve_null_where_the_chambers_balance_is_within_its_sigma_of_the_centre
     eff = station.sim.true_effects
     oil = station.sim.true_oil_temperature()
     for j, name in enumerate(("spool_1", "spool_2")):
-        found = result["channels"][name]
+        found = result["hydraulic_null"][name]
         offset, gain = station.truth(name)
         je = eff.joints[j]
-        truth = offset - gain * (je.null_bias + je.null_shift_per_k * (oil - eff.reference_c))
+        bias = je.null_bias + je.null_shift_per_k * (oil - eff.reference_c)
+        truth = offset - gain * bias  # the declared reading at the centred edges
         if any("no pressure gain" in p for p in found["problems"]):
-            assert found["sigma_offset"] >= found["accuracy_offset"]  # the class, not applied
+            assert found["sigma"] == float("inf")  # nothing bounds it
             continue
-        assert found["sigma_offset"] < 2e-3, name
-        assert abs(found["offset"] - truth) <= 3.0 * found["sigma_offset"], (name, found, truth)
+        assert found["sigma"] < 2e-3, name
+        assert abs(found["reading"] - truth) <= 3.0 * found["sigma"], (name, found, truth)
+        # in spool units, through the LVDT's calibration from the stops: the bias itself
+        assert abs(found["spool"] + bias) <= 3.0 * found["sigma"] + 0.5e-3, (name, found, bias)
+    # The LVDT's own calibration is the stops' (applied if asked), never the hydraulic null.
+    for name in ("spool_1", "spool_2"):
+        offset, _ = station.truth(name)
+        assert result["channels"][name]["offset"] == pytest.approx(offset, abs=0.5e-3)
