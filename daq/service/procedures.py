@@ -20,7 +20,9 @@ publishes, as the recorder does. It starts only from IDLE, and ends disarmed.
 - valve_null: first, power off, each valve commanded to its amplitude limit both ways: where
   that saturates the spool (k_v · valve_max_v ≥ u_max) the LVDT's readings at the spool's two
   stops (±u_max, the valve datasheet's stroke) give its offset and span, in the spool's own
-  frame (zero where the command's null puts the spool); else the LVDT keeps its calibration.
+  frame (zero where the command's null puts the spool; the stops taken as symmetric about it,
+  as the datasheet's ±stroke states — an asymmetry would be the offset's error, which its σ,
+  from the noise of the two means, does not hold); else the LVDT keeps its calibration.
   Then, reported and not applied to the LVDT, the valve's hydraulic null: at low pressure each
   piston rests on its retracted stop and its spool is servoed (a slow integral on p_cap − p_rod)
   until both chambers stand at the same pressure: no flow but the leaks' (the piston cannot
