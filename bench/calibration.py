@@ -100,7 +100,7 @@ def one_seed(base: Profile, seed: int, cal_dir: Path) -> dict[str, Any]:
         out["oil_c"] = oil
         out["valve_null_error_v"], out["lvdt_span_error_rel"] = {}, {}
         out["valve_null_residual_v"], out["valve_null_command_v"] = {}, null.get("valve_null_v")
-        out["valve_null_sigma_v"], out["lvdt_zero_error_v"] = {}, {}
+        out["valve_null_sigma_v"], out["lvdt_zero_error_v"], out["lvdt_zero_sigma_v"] = {}, {}, {}
         joints = [j.name for j in profile.joints]
         for n, h in null["hydraulic_null"].items():
             ch = next(x for x in profile.inputs if x.name == n)
@@ -114,6 +114,7 @@ def one_seed(base: Profile, seed: int, cal_dir: Path) -> dict[str, Any]:
             c = null["channels"].get(n)  # the LVDT from the spool's stops, where reached
             if c is not None:
                 out["lvdt_zero_error_v"][n] = c["offset"] - offset
+                out["lvdt_zero_sigma_v"][n] = c["sigma_offset"]
                 out["lvdt_span_error_rel"][n] = c["gain"] / gain - 1.0
         out["applied"] = {
             "pressure_zero": zero["applied"], "pressure_span": span["applied"],
@@ -164,6 +165,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "valve_null": max(
             abs(s["valve_null_error_v"][n]) / s["valve_null_sigma_v"][n]
             for s in results for n in s["valve_null_error_v"]
+        ),
+        "lvdt_zero": max(
+            (abs(s["lvdt_zero_error_v"][n]) / s["lvdt_zero_sigma_v"][n]
+             for s in results for n in s["lvdt_zero_error_v"]),
+            default=0.0,
         ),
     }  # fmt: skip
     passed["sigma_covers_3"] = all(z <= 3.0 for z in zmax.values())
