@@ -242,32 +242,47 @@ def test_an_idle_writer_does_not_spin_on_an_empty_ring(
     assert 1 <= seen <= 10 and len(calls) <= seen + 1  # reads only when rows are there
 
 
+class _LappedWriter:
+    """A writer on a 64-row ring (16-row chunks) that the test can lap on purpose: `lap(n)`
+    holds the writer at the start of its next pass, publishes n rows, then lets it go."""
+
+    def __init__(self, tmp_path: Path, layout: SampleLayout, monkeypatch: pytest.MonkeyPatch):
+        self.hold, self.held, self.release = threading.Event(), threading.Event(), threading.Event()
+        real = Recorder._note_unwritten
+
+        def gate(rec: Recorder) -> None:
+            if self.hold.is_set() and not self.release.is_set():
+                self.held.set()
+                self.release.wait(GENEROUS_S)  # until the test has lapped the writer
+            real(rec)
+
+        monkeypatch.setattr(Recorder, "_note_unwritten", gate)
+        self.ring = SampleRing(64, layout.width)
+        self.rec = Recorder(
+            self.ring, layout, tmp_path, meta(), chunk_rows=16, flush_rows=16,
+            fsync_interval_s=3600.0,
+        )  # fmt: skip
+
+    def lap(self, rows: int) -> None:
+        for e in (self.hold, self.held, self.release):
+            e.clear()
+        self.hold.set()
+        assert self.held.wait(GENEROUS_S)  # the writer waits at the start of its next pass
+        publish_rows(self.ring, rows)
+        self.release.set()
+
+
 def test_a_gap_inside_a_partly_filled_chunk_splits_it(
     tmp_path: Path, layout: SampleLayout, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The writer holds 8 rows (under flush_rows) when the loop laps it: those 8 go out as
     their own chunk, the rows after the gap start the next, every row under its own index."""
-    hold, held, release = threading.Event(), threading.Event(), threading.Event()
-    real = Recorder._note_unwritten
-
-    def gate(self: Recorder) -> None:
-        if hold.is_set() and not release.is_set():
-            held.set()
-            release.wait(GENEROUS_S)  # until the test has lapped the writer
-        real(self)
-
-    monkeypatch.setattr(Recorder, "_note_unwritten", gate)
-    ring = SampleRing(64, layout.width)
-    rec = Recorder(
-        ring, layout, tmp_path, meta(), chunk_rows=16, flush_rows=16, fsync_interval_s=3600.0
-    )
+    w = _LappedWriter(tmp_path, layout, monkeypatch)
+    rec = w.rec
     path = rec.start("gap")
-    publish_rows(ring, 8)
+    publish_rows(w.ring, 8)
     assert wait_until(lambda: rec.position == 8, GENEROUS_S)
-    hold.set()
-    assert held.wait(GENEROUS_S)  # the writer waits at the start of its next pass
-    publish_rows(ring, 200)  # laps the 64-row ring: rows 8 … 143 are overwritten
-    release.set()
+    w.lap(200)  # laps the 64-row ring: rows 8 … 143 are overwritten
     stats = rec.stop()
     run = read_run(path)
     assert stats.error is None and stats.lost == 200 - 64
@@ -327,34 +342,21 @@ def test_two_laps_in_one_recording_are_counted_each_on_its_own(
 ) -> None:
     """The loop laps the writer twice: each `rows_lost` event counts its own gap (not the
     running total), the total is their sum, and the rows kept are every one not overwritten."""
-    hold, held, release = threading.Event(), threading.Event(), threading.Event()
-    real = Recorder._note_unwritten
-
-    def gate(self: Recorder) -> None:
-        if hold.is_set() and not release.is_set():
-            held.set()
-            release.wait(GENEROUS_S)  # until the test has lapped the writer
-        real(self)
-
-    monkeypatch.setattr(Recorder, "_note_unwritten", gate)
-    ring = SampleRing(64, layout.width)
-    rec = Recorder(
-        ring, layout, tmp_path, meta(), chunk_rows=16, flush_rows=16, fsync_interval_s=3600.0
-    )
+    w = _LappedWriter(tmp_path, layout, monkeypatch)
+    rec = w.rec
     path = rec.start("two-laps")
+
+    def caught_up(rows: int) -> bool:
+        return wait_until(lambda: rec.position == rows, GENEROUS_S)
+
     published = 0
     for lap in (200, 100):
-        for e in (hold, held, release):
-            e.clear()
-        publish_rows(ring, 16)
+        publish_rows(w.ring, 16)
         published += 16
-        assert wait_until(lambda p=published: rec.position == p, GENEROUS_S)
-        hold.set()
-        assert held.wait(GENEROUS_S)  # the writer waits at the start of its next pass
-        publish_rows(ring, lap)  # laps the 64-row ring
+        assert caught_up(published)
+        w.lap(lap)  # laps the 64-row ring
         published += lap
-        release.set()
-        assert wait_until(lambda p=published: rec.position == p, GENEROUS_S)
+        assert caught_up(published)
     stats = rec.stop()
     run = read_run(path)
     counts = [e["count"] for e in run.events if e["kind"] == "rows_lost"]
