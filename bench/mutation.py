@@ -260,6 +260,25 @@ TARGETS: dict[str, Target] = {
             'RATE_FIELDS = ("pd_cap", "pd_rod")',
         ),
     ),
+    "sensor_sigma": Target(
+        ("estimator/sensor_sigma.py",),
+        ("tests/estimator/test_sensor_sigma.py",),
+        (
+            "estimator/sensor_sigma.py",
+            "unsigned = fit.identifiable & (3.0 * total > np.abs(theta))",
+            "unsigned = fit.identifiable & (3.0 * total > 2.0 * np.abs(theta))",
+        ),
+    ),
+    "station": Target(
+        ("daq/loop/station.py",),
+        ("tests/loop/test_station.py",),
+        (
+            "daq/loop/station.py",
+            "if not supply >= st.supply_arm:",
+            "if not supply >= st.supply_min:",
+        ),
+        timeout_s=120.0,
+    ),
     "fit_warnings": Target(
         ("estimator/fit_warnings.py",),
         ("tests/estimator/test_fit_warning_words.py",),

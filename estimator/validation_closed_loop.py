@@ -133,6 +133,11 @@ class ControlSetup:
         frame = self.sensors.get(name)
         return x if frame is None else frame.read(x)
 
+    def true(self, name: str, r: np.ndarray) -> np.ndarray:
+        """`read`'s inverse: the true values behind readings of field `name`."""
+        frame = self.sensors.get(name)
+        return r if frame is None else frame.true(r)
+
     def runner(self, period: float) -> ExperimentRunner:
         """A fresh runner, built as the service builds it for `run` (checked there already)."""
         return ExperimentRunner(
@@ -245,13 +250,9 @@ def validate_closed_loop(
     if qd0 is None:
         qd0 = initial_velocity(m.q, 0, period)
 
-    def true(name: str, r: np.ndarray) -> np.ndarray:
-        frame = setup.sensors.get(name)
-        return r if frame is None else frame.true(r)
-
     x0 = np.concatenate(
-        [true("q", m.q[0]), qd0, true("p_cap", m.p_cap[0]), true("p_rod", m.p_rod[0]),
-         true("spool", m.spool[0])]
+        [setup.true("q", m.q[0]), qd0, setup.true("p_cap", m.p_cap[0]),
+         setup.true("p_rod", m.p_rod[0]), setup.true("spool", m.spool[0])]
     )  # fmt: skip
     window = min(settle_s, VELOCITY_WINDOW_S)
     x0[n : 2 * n] = fit_initial_velocity(params, period, m, setup, x0, effects, oil_c, window)
