@@ -101,6 +101,66 @@ def true_sensors(
     return out
 
 
+#: Reads the loop makes before its first cycle (`daq.loop.cycle.Loop.warm_up`): the row with
+#: `seq` s was the simulator's (s + WARM_UP_READS)-th read.
+WARM_UP_READS = 1
+
+
+def noise_realization(profile: Profile, columns: Mapping[str, Any]) -> dict[str, np.ndarray] | None:
+    """Input channel name → the noise (engineering units, per row of `columns`) the simulator
+    added to its reading: the run's own realization, regenerated from the backend's seed and
+    the rows' `seq` (`daq.backends.sim.backend.noise_rows`). For the true plant's closed-loop
+    validation only: with it the replay's controller acts on the readings the live one acted
+    on, and what is left between the replay and the run is the validation path's own error.
+    None where it cannot be regenerated: not the planar simulator, no `seq` column, or a
+    recording whose rows are not one service's cycles from its start. (A `noise_burst`
+    fault's scaling is not reproduced.)"""
+    from daq.backends.sim.backend import noise_rows
+
+    sim = profile.backend.sim
+    if profile.backend.kind != "sim" or sim is None or profile.chain is not None:
+        return None
+    if "seq" not in columns:
+        return None
+    seq = np.asarray(columns["seq"], dtype=np.int64)
+    if seq.size == 0 or seq.min() < 0:
+        return None
+    z = noise_rows(sim.seed, len(profile.inputs), seq + WARM_UP_READS)
+    return {c.name: c.sim_noise * z[:, i] for i, c in enumerate(profile.inputs)}
+
+
+def field_noise(profile: Profile, noise: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Per feedback field (`FEEDBACK_ROLES`), the (rows, n) noise of each joint's channel
+    (zero where a joint has none)."""
+    n = len(profile.joints)
+    rows = len(next(iter(noise.values()))) if noise else 0
+    out: dict[str, np.ndarray] = {}
+    for name, role in FEEDBACK_ROLES.items():
+        arr = np.zeros((rows, n))
+        for j, joint in enumerate(profile.joints):
+            ch = profile.joint_channel(joint.name, role)  # type: ignore[arg-type]
+            if ch is not None and ch.name in noise:
+                arr[:, j] = noise[ch.name]
+        out[name] = arr
+    return out
+
+
+def true_oil_c(
+    columns: Mapping[str, Any], profile: Profile, row: int = 0,
+    noise: Mapping[str, np.ndarray] | None = None,
+) -> float | None:  # fmt: skip
+    """The true oil temperature (°C) at `row`: the temperature channel's reading with its
+    simulated error (and, given, the row's noise) taken out; None without the channel."""
+    ch = profile.oil_temperature
+    if ch is None or f"eng.{ch.name}" not in columns:
+        return None
+    reading = float(np.asarray(columns[f"eng.{ch.name}"], dtype=float)[row])
+    if noise is not None and ch.name in noise:
+        reading -= float(noise[ch.name][row])
+    g, o = _sensor_error(ch, float(np.asarray(columns["t"], dtype=float)[row]))
+    return (reading - o) / g
+
+
 def family_truth(profile: Profile, columns: Mapping[str, Any]) -> dict[str, float]:
     """Parameter name → the simulator's true value, for the reference models' and the
     real-rig family's names; empty for a profile whose backend is not the simulator."""

@@ -72,6 +72,8 @@ PRESSURE_SCALE = 1.5e4
 #: The initial-velocity fit: its first step (rad/s) and the rows it follows (s).
 VELOCITY_STEP = 0.05
 VELOCITY_WINDOW_S = 0.25
+#: Feedback field → the compared output it is read as (`validate_closed_loop`).
+FIELD_OUTPUTS = {"q": "q", "spool": "u", "p_cap": "p_cap", "p_rod": "p_rod", "piston": "s"}
 #: Nominal oil temperature (°C) when the run measured none: the effects' own reference.
 NOMINAL_OIL_C = 40.0
 
@@ -153,6 +155,8 @@ class ClosedLoopResult:
     fit: dict[str, float]
     reference: np.ndarray
     notes: list[str] = field(default_factory=list)
+    #: The true plant's FIT without the run's own noise (`run_closed_loop_validation`).
+    noise_free_fit: dict[str, float] | None = None
 
     @property
     def worst(self) -> tuple[str, float]:
@@ -169,9 +173,13 @@ def simulate_closed_loop(
     effects: PlantEffects | None = None,
     oil_c: float | None = None,
     sensor_noise: Mapping[str, np.ndarray] | None = None,
+    seen: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """States (steps, 5n) [q, q̇, p⁺, p⁻, u], references (steps, n) and valve volts (steps, n):
-    row k is the state the loop read at cycle k and what it commanded from it."""
+    row k is the state the loop read at cycle k and what it commanded from it.
+    `sensor_noise`: per feedback field, (≥ steps, n) added to the readings (after the true
+    sensors' error, before the converter, as the simulator adds its noise); `seen`: per
+    feedback field, a (steps, n) array filled with what the controller read."""
     n = params.n
     P = params.pack()
     E = None if effects is None else effects.pack(params)
@@ -186,11 +194,7 @@ def simulate_closed_loop(
 
     noise = [(getattr(fb, name), e) for name, e in (sensor_noise or {}).items()]
     frames = [(getattr(fb, name), f) for name, f in setup.sensors.items()]
-    resolutions = [
-        (getattr(fb, name), res)
-        for name, res in setup.sensing.items()
-        if name not in (sensor_noise or {})  # the measured residual holds the resolution's error
-    ]
+    resolutions = [(getattr(fb, name), res) for name, res in setup.sensing.items()]
 
     def sense(k: int) -> None:
         fb.t = k * period
@@ -209,12 +213,15 @@ def simulate_closed_loop(
         for arr, f in frames:
             f.correct(arr)
 
+    logged = [(getattr(fb, name), out) for name, out in (seen or {}).items()]
     sense(0)
     runner.enable(fb)
     for k in range(steps):
         states[k] = x[: 5 * n]
         if k:
             sense(k)
+        for arr, out in logged:
+            out[k] = arr
         runner.step(fb, ref, volts)
         np.clip(volts, setup.v_lo, setup.v_hi, out=volts)
         # The D/A writes whole codes (the simulator's write(), the profile's converter).
@@ -239,35 +246,55 @@ def validate_closed_loop(
     oil_c: float | None = None,
     qd0: np.ndarray | None = None,
     settle_s: float = SETTLE_S,
+    sensor_noise: Mapping[str, np.ndarray] | None = None,
 ) -> ClosedLoopResult:
     """Simulate `params` in closed loop from the first measured state with the run's controller
     and compare with the measured outputs (FIT per output and joint). `qd0`: the joints'
     velocity at the first row, where the caller has rows before it (`initial_velocity`);
-    `settle_s`: the first seconds left out of the FIT (`SETTLE_S`)."""
+    `settle_s`: the first seconds left out of the FIT (`SETTLE_S`). `sensor_noise`: per
+    feedback field, the run's own noise realization (rows, n) — the simulator's truth only
+    (`estimator.sim_truth.noise_realization`): the initial state is read with it taken out,
+    the replay's controller reads with it, and the compared outputs are the replay's readings
+    (noise and converter step included), so that only the path's own error is left."""
     n = params.n
-    # The initial state: angle, pressures and spool as the channels read them (their converter
-    # step is the one the live controller saw too); the velocity from `initial_velocity`.
     if qd0 is None:
         qd0 = initial_velocity(m.q, 0, period)
+    zero = np.zeros(n)
+
+    def first(name: str, y: np.ndarray) -> np.ndarray:
+        # The initial state: as the channels read it (their converter step is the one the
+        # live controller saw too), less the noise where the run's own is known.
+        e = zero if sensor_noise is None else sensor_noise[name][0]
+        return setup.true(name, y[0] - e)
 
     x0 = np.concatenate(
-        [setup.true("q", m.q[0]), qd0, setup.true("p_cap", m.p_cap[0]),
-         setup.true("p_rod", m.p_rod[0]), setup.true("spool", m.spool[0])]
+        [first("q", m.q), qd0, first("p_cap", m.p_cap), first("p_rod", m.p_rod),
+         first("spool", m.spool)]
     )  # fmt: skip
     window = min(settle_s, VELOCITY_WINDOW_S)
-    x0[n : 2 * n] = fit_initial_velocity(params, period, m, setup, x0, effects, oil_c, window)
-    states, refs, _ = simulate_closed_loop(params, period, x0, setup, m.q.shape[0], effects, oil_c)
+    x0[n : 2 * n] = fit_initial_velocity(
+        params, period, m, setup, x0, effects, oil_c, window, sensor_noise
+    )
+    steps = m.q.shape[0]
+    seen = None if sensor_noise is None else {f: np.empty((steps, n)) for f in FIELD_OUTPUTS}
+    states, refs, _ = simulate_closed_loop(
+        params, period, x0, setup, steps, effects, oil_c, sensor_noise, seen
+    )
     measured = {"q": m.q, "u": m.spool, "p_cap": m.p_cap, "p_rod": m.p_rod}
-    simulated = {
-        "q": setup.read("q", states[:, :n]),
-        "u": setup.read("spool", states[:, 4 * n : 5 * n]),
-        "p_cap": setup.read("p_cap", states[:, 2 * n : 3 * n]),
-        "p_rod": setup.read("p_rod", states[:, 3 * n : 4 * n]),
-    }
     if m.piston is not None:
         measured["s"] = m.piston
-        s_true, _ = dynamics.cylinder(params, states[:, :n])
-        simulated["s"] = setup.read("piston", s_true)
+    if seen is not None:
+        simulated = {out: seen[f] for f, out in FIELD_OUTPUTS.items() if out in measured}
+    else:
+        simulated = {
+            "q": setup.read("q", states[:, :n]),
+            "u": setup.read("spool", states[:, 4 * n : 5 * n]),
+            "p_cap": setup.read("p_cap", states[:, 2 * n : 3 * n]),
+            "p_rod": setup.read("p_rod", states[:, 3 * n : 4 * n]),
+        }
+        if m.piston is not None:
+            s_true, _ = dynamics.cylinder(params, states[:, :n])
+            simulated["s"] = setup.read("piston", s_true)
     fit, notes = fit_ratios(measured, simulated, n, min(round(settle_s / period), len(m.q) - 2))
     return ClosedLoopResult(m.t, measured, simulated, fit, refs, notes)
 
@@ -314,32 +341,36 @@ def fit_initial_velocity(
     effects: PlantEffects | None,
     oil_c: float | None,
     window_s: float,
+    sensor_noise: Mapping[str, np.ndarray] | None = None,
 ) -> np.ndarray:
     """The initial velocities that make the replay follow the measured angles and pressures
     best over the first `window_s` (the rows the FIT then leaves out): the initial condition
     estimated as a nuisance parameter, as an output-error comparison does. One row gives the
     velocity only to ~0.01 rad/s (a resolver step over 50 ms), and a stiction or cavitating
     plant carries the pressure error that follows for seconds. Starts from `x0`'s velocities;
-    Nelder–Mead over n values, each cost a replay of `window_s`."""
+    Nelder–Mead over n values, each cost a replay of `window_s`. `sensor_noise`: as in
+    `validate_closed_loop`, the replay's readings compared."""
     n = params.n
     k = max(2, min(round(window_s / period), m.q.shape[0]))
     y = np.concatenate(
         [m.q[:k] / ANGLE_SCALE, m.p_cap[:k] / PRESSURE_SCALE, m.p_rod[:k] / PRESSURE_SCALE], axis=1
     )
     x = x0.copy()
+    seen = None if sensor_noise is None else {f: np.empty((k, n)) for f in ("q", "p_cap", "p_rod")}
 
     def cost(qd: np.ndarray) -> float:
         x[n : 2 * n] = qd
         with np.errstate(all="ignore"):
-            st, _, _ = simulate_closed_loop(params, period, x, setup, k, effects, oil_c)
-        yh = np.concatenate(
-            [
-                setup.read("q", st[:, :n]) / ANGLE_SCALE,
-                setup.read("p_cap", st[:, 2 * n : 3 * n]) / PRESSURE_SCALE,
-                setup.read("p_rod", st[:, 3 * n : 4 * n]) / PRESSURE_SCALE,
-            ],
-            axis=1,
-        )
+            st, _, _ = simulate_closed_loop(
+                params, period, x, setup, k, effects, oil_c, sensor_noise, seen
+            )
+        if seen is not None:
+            q, pc, pr = seen["q"], seen["p_cap"], seen["p_rod"]
+        else:
+            q = setup.read("q", st[:, :n])
+            pc = setup.read("p_cap", st[:, 2 * n : 3 * n])
+            pr = setup.read("p_rod", st[:, 3 * n : 4 * n])
+        yh = np.concatenate([q / ANGLE_SCALE, pc / PRESSURE_SCALE, pr / PRESSURE_SCALE], axis=1)
         c = float(np.mean((y - yh) ** 2))
         return c if np.isfinite(c) else np.inf
 

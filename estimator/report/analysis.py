@@ -250,7 +250,10 @@ def run_closed_loop_validation(
     """Closed-loop validation (`estimator.validation_closed_loop`) of `plant` on the validation
     run, with the experiment and gains the run recorded; None (and a note) where it cannot.
     `true_sensors`: the plant is the simulator's own, read through its transducers' true errors
-    and the run's calibration (`estimator.sim_truth.true_sensors`)."""
+    and the run's calibration (`estimator.sim_truth.true_sensors`), from the true oil
+    temperature, and with the run's own sensor noise where it can be regenerated
+    (`sim_truth.noise_realization`): the check of the validation path. Its FIT without that
+    noise, what a perfect model scores against the run's noise, is kept as `noise_free_fit`."""
     event = recorded_experiment(rd)
     if event is None:
         notes.append(
@@ -266,15 +269,29 @@ def run_closed_loop_validation(
         oil_c = float(rd.columns[f"eng.{temp.name}"][0])
     try:
         setup = control_setup(rd.profile, event["experiment"], event.get("gains"))
+        noise = None
         if true_sensors:
-            from estimator.sim_truth import true_sensors as sensors_of
+            from estimator import sim_truth
 
             cal = rd.run.meta.get("calibration")
-            frames = sensors_of(rd.profile, rd.columns, cal if isinstance(cal, dict) else None)
+            frames = sim_truth.true_sensors(
+                rd.profile, rd.columns, cal if isinstance(cal, dict) else None
+            )
             setup = replace(setup, sensors=frames)
+            raw = sim_truth.noise_realization(rd.profile, rd.columns)
+            if raw is not None:
+                noise = sim_truth.field_noise(rd.profile, raw)
+            if oil_c is not None:
+                oil_c = sim_truth.true_oil_c(rd.columns, rd.profile, 0, raw)
         qd0 = _velocity_before(rd)
         with np.errstate(all="ignore"):  # a poor estimate may diverge: FIT shows it, no crash
-            return validate_closed_loop(params, rd.period, m, setup, effects, oil_c, qd0)
+            result = validate_closed_loop(
+                params, rd.period, m, setup, effects, oil_c, qd0, sensor_noise=noise
+            )
+            if noise is not None:
+                free = validate_closed_loop(params, rd.period, m, setup, effects, oil_c, qd0)
+                result.noise_free_fit = free.fit
+        return result
     except (ValueError, TypeError, KeyError, FloatingPointError) as exc:
         notes.append(f"closed-loop validation with the {label} parameters failed: {exc}")
         return None
@@ -333,6 +350,8 @@ def fit_table(data: ReportData) -> list[dict[str, Any]]:
         for s in sets:
             found = data.closed_loop.get(s)
             row[s] = None if found is None else found.fit.get(k)
+            if found is not None and found.noise_free_fit is not None:
+                row[f"{s}_noise_free"] = found.noise_free_fit.get(k)
         rows.append(row)
     nj = len(data.valid.profile.joints)
     for i in range(nj):

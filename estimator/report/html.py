@@ -87,15 +87,23 @@ def param_section(rows: list[dict[str, Any]], truth: bool) -> str:
 
 
 def fit_section(rows: list[dict[str, Any]], sets: list[str]) -> str:
-    names = {"batch": "batch-identified θ", "online": "online θ", "truth": "true θ (simulator)"}
-    headers = ["output", "measure"] + [escape(names.get(s, s)) for s in sets]
+    names = {
+        "batch": "batch-identified θ",
+        "online": "online θ",
+        "truth": "true θ (simulator)",
+        "truth_noise_free": "true θ, without the run's noise",
+    }
+    # The true plant's closed-loop row without the run's own sensor noise: what a perfect
+    # model scores against that noise (estimator.report.analysis.run_closed_loop_validation).
+    cols = sets + [f"{s}_noise_free" for s in sets if any(f"{s}_noise_free" in r for r in rows)]
+    headers = ["output", "measure"] + [escape(names.get(s, s)) for s in cols]
     cells = []
     for r in rows:
         lab = r["output"].rstrip("0123456789")
         title = OUTPUT_INFO[lab][0] + " " + r["output"][len(lab) :] if lab in OUTPUT_INFO else ""
         out = escape(r["output"]) + (f" <small>({escape(title)})</small>" if title else "")
         spec = ".1f" if r["kind"].startswith("FIT") else ".3g"
-        cells.append([out, escape(r["kind"])] + [fmt(r[s], spec) for s in sets])
+        cells.append([out, escape(r["kind"])] + [fmt(r.get(s), spec) for s in cols])
     return table(headers, cells, left=2)
 
 
@@ -234,6 +242,16 @@ def render(
             f"{escape(vd.path.name)}, driven by the measured spool positions; FIT = "
             "100 (1 − ‖y − ŷ‖ / ‖y − mean y‖).</p>"
         )
+        if data.closed_loop:
+            p.append(
+                "<p>FIT % closed loop: each model simulated with the run's own controller, "
+                "gains and reference from the measured initial state (DIDIM). On the "
+                "simulator the true plant's row replays the run's own sensor noise through "
+                "its true transducers: it checks the validation path itself (a perfect "
+                "path scores 100 %). Its row without that noise is what a perfect model "
+                "can score against the run's noise, the floor the identified models are "
+                "judged against.</p>"
+            )
         p.append(fit_section(fits, list(data.validation)))
         for lab in OUTPUT_INFO:
             if f"validation_{lab}" in figs:

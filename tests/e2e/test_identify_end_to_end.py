@@ -94,12 +94,21 @@ def test_report_written_with_fit_table(identified: tuple[dict[str, Any], Path]) 
     # batch's own: 1/b 0.06 %, M1 0.12 %) the loss was ≤ 5.5 points in 99 % of 30 draws (max
     # 6.2); the identified models lost 0.9 points at most over 10 runs. Before the estimator's
     # sampled-data spool (1/b −0.2 % biased, σ 0.2 %) the losses ran to 4.3 and once 10.8.
+    # The floor is the true plant's FIT without the run's own noise. Its row with that noise
+    # (regenerated from the simulator's seed and the rows' seq) checks the path itself:
+    # measured 99.4 % on the spools, ≥ 99.8 % on angles and pistons; with the realization one
+    # read off the spools score 88 %, without it 91 %. The pressures, 97.7–99.3 % over two
+    # runs, are not held to 99 here: a reading a converter step off flips a D/A code now and
+    # then (1 row in 130) and the nominal plant's oil column rings after it.
     closed = {r["output"]: r for r in result["fit"] if r["kind"] == "FIT % closed loop"}
     assert set(closed) == set(fit) | {"u1", "u2"}
     for key, row in closed.items():
+        if key[0] in "uqs":
+            assert row["truth"] >= 99.0, (key, row)
+        assert row["truth"] > row["truth_noise_free"], (key, row)
         near = FIT_FROM_FLOOR if key[0] in "qs" else CLOSED_LOOP_PRESSURE_POINTS
         for est in ("online", "batch"):
-            assert abs(row[est] - row["truth"]) < near, (key, est, row)
+            assert abs(row[est] - row["truth_noise_free"]) < near, (key, est, row)
     for out, row in fit.items():
         # The true parameters set the noise floor of the FIT (measured ≥ 95 % on the nominal
         # simulator, bench/identification_accuracy.py); identified parameters that deserve

@@ -139,3 +139,40 @@ def test_the_loop_warms_its_backend_up(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(b, "warm_up", lambda: calls.append("warm_up"))
     Loop(PROFILE, b, virtual_time=True).warm_up()
     assert calls == ["warm_up"]
+
+
+def _quiet(profile):  # type: ignore[no-untyped-def]
+    data = profile.model_dump(mode="python", exclude_none=True)
+    for c in data["channels"]:
+        c["sim_noise"] = 0.0
+    return parse_profile(data)
+
+
+def test_noise_rows_regenerate_what_each_read_added() -> None:
+    """`noise_rows` (the run's noise realization, for the simulator's truth only) gives the
+    normals the k-th read drew, across the draw blocks: the noisy backend's readings less the
+    same backend's without noise are σ times them, to a converter step."""
+    from daq.backends.sim.backend import NOISE_BLOCK, noise_rows
+
+    reads = 2 * NOISE_BLOCK + 300
+    noisy, quiet = SimBackend.from_profile(PROFILE), SimBackend.from_profile(_quiet(PROFILE))
+    noisy.open()
+    quiet.open()
+    rn, rq = _read_many(noisy, reads), _read_many(quiet, reads)
+    i = [c.name for c in PROFILE.inputs].index("p_cap_1")
+    ch = PROFILE.inputs[i]
+    diff = np.array(
+        [
+            counts_to_eng(ch, a) - counts_to_eng(ch, b)
+            for a, b in zip(rn[:, i], rq[:, i], strict=True)
+        ]
+    )
+    lsb = abs(counts_to_eng(ch, 1.0) - counts_to_eng(ch, 0.0))
+    k = np.arange(reads)
+    z = noise_rows(PROFILE.backend.sim.seed, len(PROFILE.inputs), k)[:, i]  # type: ignore[union-attr]
+    assert np.abs(diff - ch.sim_noise * z).max() <= 1.01 * lsb
+    # One read off is another realization altogether.
+    off = noise_rows(PROFILE.backend.sim.seed, len(PROFILE.inputs), k + 1)[:, i]  # type: ignore[union-attr]
+    assert abs(np.corrcoef(diff, off)[0, 1]) < 0.1
+    with pytest.raises(ValueError, match="negative"):
+        noise_rows(0, 3, np.array([-1]))

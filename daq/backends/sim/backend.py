@@ -42,7 +42,29 @@ ROLE_CODES = {
 #: Role code of a piston position the plant gives per joint (the chain's jacks).
 PISTON_GIVEN = 7
 SUBSTEPS = 4  # RK4 substeps per 1 ms: see tests/sim/test_accuracy.py for the error it buys
+#: The sensors' noise: one row of standard normals (one per input channel) per `read`, drawn
+#: NOISE_BLOCK rows at a time from `default_rng(seed)`; `noise_rows` regenerates them.
 NOISE_BLOCK = 1024
+
+
+def noise_rows(seed: int, n_inputs: int, reads: np.ndarray) -> np.ndarray:
+    """The standard normals (len(reads), n_inputs) the simulator added to its `reads`-th
+    reads (0 = the first `read` after construction; `sim_noise` scales them per channel): the
+    noise realization of a run, for the simulator's truth only (`estimator.sim_truth`). The
+    stream is drawn in blocks as `read` draws it, keeping only the rows asked for."""
+    reads = np.asarray(reads, dtype=np.int64)
+    out = np.empty((reads.size, n_inputs))
+    if reads.size == 0:
+        return out
+    if reads.min() < 0:
+        raise ValueError(f"read index {int(reads.min())} is negative")
+    rng = np.random.default_rng(seed)
+    block = np.empty((NOISE_BLOCK, n_inputs))
+    for start in range(0, int(reads.max()) + 1, NOISE_BLOCK):
+        rng.standard_normal(out=block)
+        hit = (reads >= start) & (reads < start + NOISE_BLOCK)
+        out[hit] = block[reads[hit] - start]
+    return out
 
 
 @njit
