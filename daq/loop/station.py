@@ -93,9 +93,18 @@ class LoopStation:
         self.calibration = ""  # identity of the calibration the scaler applies ("" = none)
         #: Shunt relays closed, a bit per `daq.station.shunt.shunt_channels` entry.
         self.shunt = 0
-        self.shunt_names = [c.name for c in shunt_channels(profile)]
+        chans = shunt_channels(profile)
+        self.shunt_names = [c.name for c in chans]
         self._shunt_inputs = [names.index(n) for n in self.shunt_names]
         self._n_inputs = len(names)
+        # What a closed relay adds to a reading, and the highest reading no interlock trips on
+        # (the channel's valid_max; a chamber's pressure limit when that is lower).
+        limit = {j.name: j.limits.max_pressure_pa for j in profile.joints}
+        self.shunt_equivalent = [c.shunt.equivalent_pa for c in chans if c.shunt is not None]
+        self.shunt_limit = [
+            min(c.valid_max, limit[c.joint] if c.joint and c.role != "supply" else math.inf)
+            for c in chans
+        ]
 
     def shunt_mask(self, bits: int) -> np.ndarray:
         """`bits` as the backend's boolean per input channel (rare path: allocates)."""
@@ -103,6 +112,19 @@ class LoopStation:
         for k, i in enumerate(self._shunt_inputs):
             mask[i] = bool(bits >> k & 1)
         return mask
+
+    def shunt_overrange(self, bits: int, eng: np.ndarray) -> str | None:
+        """Why closing the relays in `bits` would trip an interlock (a channel not at zero
+        load: its reading plus the shunt's equivalent above its limit), or None."""
+        for k, name in enumerate(self.shunt_names):
+            reading = float(eng[self._shunt_inputs[k]])
+            if bits >> k & 1 and not reading + self.shunt_equivalent[k] < self.shunt_limit[k]:
+                return (
+                    f"{name} reads {reading / 1e6:.3g} MPa: shunted it would read above its "
+                    f"limit {self.shunt_limit[k] / 1e6:.3g} MPa (a shunt calibration is made at "
+                    "zero load: drain the chambers first)"
+                )
+        return None
 
     def shunted(self, bits: int | None = None) -> list[str]:
         bits = self.shunt if bits is None else bits
@@ -375,6 +397,10 @@ class StationCommands(LoopCommands):
                     "calibration reads the transducers at zero load (power off, let the supply "
                     "decay)", code="rejected",
                 )  # fmt: skip
+                return
+            reason = st.shunt_overrange(bits & ~st.shunt, self.eng_now)
+            if reason is not None:
+                req.finish(False, f"{what} refused: {reason}", code="rejected")
                 return
         new = st.shunt | bits if on else st.shunt & ~bits
         if not self._set_shunt(new):
