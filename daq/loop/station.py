@@ -220,10 +220,8 @@ class StationCommands(LoopCommands):
         return ok
 
     def _drop_power(self) -> None:
-        """E-stop: shunt relays open, power off (a station without [hydraulics] has no power
-        lines to switch)."""
-        if self.station.shunt:
-            self._set_shunt(0)
+        """E-stop: power off (a station without [hydraulics] has no lines to switch). The
+        shunt relays, closed only in IDLE, open with the state change to ESTOP."""
         if self.station.hydraulics is not None:
             self._set_power(Power.OFF)
 

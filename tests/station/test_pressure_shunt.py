@@ -184,3 +184,25 @@ def _drain_runner(st: Station, seconds: float) -> object:
         [Phase("drain", seconds, (2.0,) * len(p.joints), square_s=0.5)],
         joint_gains(p), joint_limits(p), p.period,
     )  # fmt: skip
+
+
+def test_the_shunt_state_crosses_to_the_service_with_the_loop_in_its_own_process(
+    tmp_path: Path,
+) -> None:
+    from daq.service import Service
+    from tests.loop.conftest import with_changes
+
+    profile = with_changes(station_profile(REALISTIC), overrun_limit=0)
+    service = Service(profile, None, loop_process=True, network=False, run_dir=tmp_path / "runs")
+    service.start()
+    try:
+        api = service.api
+        assert service.status()["station"]["shunt"] == []
+        api.handle("shunt", {"state": "on", "channels": ["p_supply"]})
+        assert wait_until(lambda: service.status()["station"]["shunt"] == ["p_supply"])
+        with pytest.raises(CommandError, match="relay closed on p_supply"):
+            api.handle("arm", {})
+        api.handle("estop", {"reason": "test"})
+        assert wait_until(lambda: service.status()["station"]["shunt"] == [])
+    finally:
+        assert service.shutdown() == 0
