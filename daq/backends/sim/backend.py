@@ -45,8 +45,6 @@ ROLE_CODES = {
 PISTON_GIVEN = 7
 SUBSTEPS = 4  # RK4 substeps per 1 ms: see tests/sim/test_accuracy.py for the error it buys
 NOISE_BLOCK = 1024
-#: The random stream of the shunts' true equivalents, apart from the sensor noise's.
-SHUNT_STREAM = 0x5A
 
 
 @njit
@@ -330,6 +328,9 @@ class SimBackend(Backend):
             self.supply.switch(level)
         return BackendStatus.OK
 
+    #: The random stream of the shunts' true equivalents, apart from the sensor noise's.
+    SHUNT_STREAM = 0x5A
+
     @functools.cached_property
     def _shunt_true(self) -> np.ndarray:
         """Per input channel, its shunt's true equivalent (0 without a shunt): the
@@ -342,7 +343,9 @@ class SimBackend(Backend):
                 continue
             err = sh.sim_error
             if err is None:
-                rng = np.random.default_rng([self._seed, SHUNT_STREAM, zlib.crc32(c.name.encode())])
+                rng = np.random.default_rng(
+                    [self._seed, self.SHUNT_STREAM, zlib.crc32(c.name.encode())]
+                )
                 err = sh.sigma * float(rng.standard_normal())
             out[i] = sh.equivalent_pa * (1.0 + err)
         return out
