@@ -17,7 +17,10 @@ of the simulated sensors (`sim_error`), at the loop time it was measured:
   (reported by the procedure, not applied): the LVDT's reading where the metering edges are
   centred, o + (1 + g)·(−b(T)) with the valve's null bias b(T) = b₀ + (db/dT)(T − T_ref) at the
   oil temperature of the run, target within 0.5 mV, with the error over its σ; also the valve
-  command at the balance.
+  command at the balance;
+- pressure gains from the shunt resistors (pressure_shunt, last, not applied: the chain above
+  is unchanged by it): 1 + gain_error, reported with the error over the procedure's σ, beside
+  the simulated resistor's own error against its certificate (which the σ must cover).
 
 JSON on the last line (per seed, worst over seeds, targets, pass flags); progress on stderr.
 """
@@ -116,6 +119,15 @@ def one_seed(base: Profile, seed: int, cal_dir: Path) -> dict[str, Any]:
                 out["lvdt_zero_error_v"][n] = c["offset"] - offset
                 out["lvdt_zero_sigma_v"][n] = c["sigma_offset"]
                 out["lvdt_span_error_rel"][n] = c["gain"] / gain - 1.0
+        shunt = run_procedure(api, "pressure_shunt")
+        out["pressure_shunt_error_rel"], out["pressure_shunt_sigma_rel"] = {}, {}
+        out["shunt_certificate_error_rel"] = {}
+        for n, c in shunt["channels"].items():
+            _, gain = _truth(profile, n, loop.t)
+            out["pressure_shunt_error_rel"][n] = c["gain"] / gain - 1.0
+            out["pressure_shunt_sigma_rel"][n] = c["sigma_gain"] / gain
+            eq = shunt["shunt_points"][n]["equivalent_pa"]
+            out["shunt_certificate_error_rel"][n] = sim.true_shunt_equivalent(n) / eq - 1.0
         out["applied"] = {
             "pressure_zero": zero["applied"], "pressure_span": span["applied"],
             "position": pos["applied"],
@@ -147,6 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     worst = {
         "pressure_offset_pa": _worst(results, "pressure_offset_error_pa"),
         "pressure_span_rel": _worst(results, "pressure_span_error_rel"),
+        "pressure_shunt_rel": _worst(results, "pressure_shunt_error_rel"),
         "pot_zero_m": _worst(results, "pot_zero_error_m"),
         "pot_span_rel": _worst(results, "pot_span_error_rel"),
         "resolver_offset_rad": _worst(results, "resolver_error_rad"),
@@ -161,6 +174,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "pressure_span": max(
             abs(s["pressure_span_error_rel"][n]) / s["pressure_span_sigma_rel"][n]
             for s in results for n in s["pressure_span_error_rel"]
+        ),
+        "pressure_shunt": max(
+            abs(s["pressure_shunt_error_rel"][n]) / s["pressure_shunt_sigma_rel"][n]
+            for s in results for n in s["pressure_shunt_error_rel"]
         ),
         "valve_null": max(
             abs(s["valve_null_error_v"][n]) / s["valve_null_sigma_v"][n]

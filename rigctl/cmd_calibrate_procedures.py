@@ -1,5 +1,6 @@
-"""`rigctl calibrate pressure-zero | position | valve-null [--apply]`: start a procedure in the
-service, follow its steps, print what it found against each sensor's declared accuracy."""
+"""`rigctl calibrate pressure-zero | pressure-span | pressure-shunt | position | valve-null
+[--apply]` (or with underscores, as the service names them): start a procedure in the service,
+follow its steps, print what it found against each sensor's declared accuracy."""
 
 from __future__ import annotations
 
@@ -19,6 +20,11 @@ PROCEDURES = {
         "after the zero: each chamber deadheaded at the supply (low and high stage), its gain "
         "against the supply channel or a gauge reading (--reference-pa)",
     ),
+    "pressure-shunt": (
+        "pressure_shunt",
+        "after the zero, power off: each transducer's gain from its shunt resistor's step "
+        "against the equivalent its certificate states (channels with a shunt in the profile)",
+    ),
     "position": (
         "position",
         "potentiometer on the cylinder's stops, resolver through the kinematics, sweep residual",
@@ -33,13 +39,18 @@ POLL_S = 0.2
 
 def register(sub: Any, common: Any) -> None:
     for cli_name, (_name, what) in PROCEDURES.items():
-        p = sub.add_parser(cli_name, help=what, description=what)
+        p = sub.add_parser(cli_name, help=what, description=what, aliases=[_name])
         p.add_argument(
             "--apply", action="store_true",
             help="apply the result if every residual is within the declared accuracy",
         )  # fmt: skip
         p.add_argument("--valve-volts", type=float, default=None, help="procedure's valve command")
         p.add_argument("--wait", type=float, default=1800.0, help="give up after this many s")
+        if cli_name == "pressure-shunt":
+            p.add_argument("--window", type=float, default=None, help="each window, s (default 2)")
+            p.add_argument(
+                "--settle", type=float, default=None, help="settling after a switch, s (0.5)"
+            )
         if cli_name == "pressure-span":
             p.add_argument(
                 "--reference-pa", type=float, default=None,
@@ -62,6 +73,9 @@ def _run(args: argparse.Namespace) -> int:
     for key in ("reference_pa", "reference_sigma_pa"):
         if getattr(args, key, None) is not None:
             cmd[key] = getattr(args, key)
+    for key, attr in (("window_s", "window"), ("settle_s", "settle")):
+        if getattr(args, attr, None) is not None:
+            cmd[key] = getattr(args, attr)
     try:
         with CommandClient(args.endpoint, timeout=args.timeout, keys=client_keys(args)) as c:
             started = c.request("calibrate", cmd)
@@ -120,6 +134,12 @@ def show(result: dict[str, Any]) -> None:
             f"  hydraulic null on {name}: {h['spool'] * 1e3:+.2f} mV of spool (reading "
             f"{h['reading'] * 1e3:+.2f} mV, σ {h['sigma'] * 1e3:.2f} mV), reported, not "
             f"applied: {words}"
+        )
+    for name, q in (result.get("shunt_points") or {}).items():
+        print(
+            f"  shunt on {name}: step {q['step']:.6g} (σ {q['sigma_step']:.3g}) for the "
+            f"certificate's {q['equivalent_pa']:.6g} (σ {100 * q['sigma_equivalent_rel']:.2g} %); "
+            f"unshunted {q['unshunted_before']:.6g} before, {q['unshunted_after']:.6g} after"
         )
     if result.get("applied"):
         print(f"applied: {result['calibration']['source']}")

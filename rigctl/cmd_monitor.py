@@ -213,6 +213,8 @@ class View:
             t.append(
                 f"  power {station['power']}" + (" (jogging)" if station.get("jogging") else "")
             )
+        if station.get("shunt"):
+            t.append(f"  SHUNTED {', '.join(station['shunt'])}", style="bold yellow")
         fault = self.status.get("fault")
         if fault:
             t.append(f"\nfault: {fault_text(fault)}", style="bold red")

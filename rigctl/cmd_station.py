@@ -1,5 +1,6 @@
-"""`rigctl power off|low|high` and `rigctl jog JOINT TARGET_DEG`: the station's hydraulic power
-and jogging a joint at low pressure (docs/operations.md, "Hydraulic power" and "Jog")."""
+"""`rigctl power off|low|high`, `rigctl shunt on|off [CHANNEL …]` and `rigctl jog JOINT
+TARGET_DEG`: the station's hydraulic power, the pressure transducers' shunt relays and jogging a
+joint at low pressure (docs/operations.md, "Hydraulic power", "Shunt calibration" and "Jog")."""
 
 from __future__ import annotations
 
@@ -22,6 +23,20 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=lambda args: call(args, "power", {"level": args.level}))
 
     p = subparsers.add_parser(
+        "shunt",
+        help="close or open pressure transducers' shunt calibration relays",
+        description="on: in IDLE with the power off only; the shunted channels read their "
+        "shunt equivalent over the pressure (status shows them under station.shunt, and arm "
+        "is refused while any is closed). off: open them. Every state or power change and "
+        "estop opens them all. Without CHANNEL: every channel with a shunt in the profile.",
+    )
+    p.add_argument("state", choices=("on", "off"))
+    p.add_argument("channels", nargs="*", metavar="CHANNEL", help="channel names (default all)")
+    add_connection_options(p)
+    add_json_option(p)
+    p.set_defaults(func=_shunt)
+
+    p = subparsers.add_parser(
         "jog",
         help="move one joint slowly to a target at low pressure (also back into its soft range)",
         description="Needs power low. The other joints hold; the target must lie inside the "
@@ -42,3 +57,10 @@ def _jog(args: argparse.Namespace) -> int:
     if args.velocity is not None:
         cmd["velocity_deg_s"] = args.velocity
     return call(args, "jog", cmd)
+
+
+def _shunt(args: argparse.Namespace) -> int:
+    cmd: dict[str, Any] = {"state": args.state}
+    if args.channels:
+        cmd["channels"] = list(args.channels)
+    return call(args, "shunt", cmd)

@@ -35,7 +35,7 @@ SUBCOMMAND_MODULES = (
     "rigctl.cmd_identify",
     "rigctl.cmd_report",
     "rigctl.cmd_params",
-    "rigctl.cmd_station",  # power, jog
+    "rigctl.cmd_station",  # power, shunt, jog
     "rigctl.cmd_calibrate",
 )
 

@@ -68,6 +68,15 @@ class Backend(ABC):
         ([hydraulics] absent, or not on this device) has nothing to switch: OK."""
         return BackendStatus.OK
 
+    def write_shunt(self, mask: np.ndarray) -> BackendStatus:
+        """Switch the pressure transducers' shunt calibration relays (`Channel.shunt`): `mask`
+        holds a bool per input channel of this backend, in the caller's order, True = relay
+        closed. Called on the rare cycle that changes them (a `shunt` command, and every state
+        change, power change or e-stop, which open them all), never per cycle. A backend with
+        nothing to switch answers OK to an all-off mask and ERROR to a request it cannot
+        carry out."""
+        return BackendStatus.ERROR if np.any(mask) else BackendStatus.OK
+
     @abstractmethod
     def close(self) -> None:
         """Outputs to null, then release devices. Idempotent."""

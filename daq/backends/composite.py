@@ -160,6 +160,19 @@ class CompositeBackend(Backend):
                 status = BackendStatus.ERROR
         return status
 
+    def write_shunt(self, mask: np.ndarray) -> BackendStatus:
+        """Every device its own inputs' share of `mask` (the one with the relays' lines
+        switches them; the others get an all-off share and answer OK)."""
+        status = BackendStatus.OK
+        for p in self.parts:
+            try:
+                s = p.backend.write_shunt(np.take(mask, p.in_idx))
+            except Exception:  # contained: the caller reports the failure
+                s = BackendStatus.ERROR
+            if s != BackendStatus.OK:
+                status = BackendStatus.ERROR
+        return status
+
     def null_outputs_after_crash(self) -> str:
         """Each device in turn, every one attempted whatever the others did."""
         done = []

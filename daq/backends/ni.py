@@ -102,6 +102,11 @@ class NiBackend(Backend):
         self.rig_id = profile.rig.id
         #: The station's power lines on this card ([hydraulics]; docs/ni.md): pump[, high].
         self.power_lines = power_lines(profile, "ni")
+        #: The shunt calibration relays of this card's pressure channels (`Channel.shunt`):
+        #: (index among this backend's inputs, digital line).
+        self.shunt_lines = [
+            (i, c.shunt.line) for i, c in enumerate(self.inputs) if c.shunt is not None
+        ]
         self._check_channels()
         if cfg.watchdog_timeout_s < 5 * self.period:
             raise BackendError(
@@ -128,6 +133,8 @@ class NiBackend(Backend):
         self._volts_out = np.zeros(self.n_outputs)
         self._period_ns = round(self.period * 1e9)
         self._power_state = np.zeros(len(self.power_lines), dtype=bool)
+        self._shunt_index = np.array([i for i, _ in self.shunt_lines], dtype=np.intp)
+        self._shunt_state = np.zeros(len(self.shunt_lines), dtype=bool)
         # Driver objects; all None while closed.
         self._nidaqmx: Any = None
         self._ai: Any = None
@@ -135,6 +142,8 @@ class NiBackend(Backend):
         self._wd: Any = None
         self._do: Any = None
         self._do_writer: Any = None
+        self._shunt_do: Any = None
+        self._shunt_writer: Any = None
         self._reader: Any = None
         self._writer: Any = None
         self._waiter: ni_waitclock.SampleClockWaiter | None = None
@@ -167,6 +176,17 @@ class NiBackend(Backend):
                     f"hydraulics: power line '{line}' is not a digital line of NI device "
                     f"'{self.device}' (expected '{self.device}/portN/lineM')"
                 )
+        taken = {line: "a hydraulics power line" for line in self.power_lines}
+        for i, line in self.shunt_lines:
+            name = self.inputs[i].name
+            if not re.fullmatch(rf"{dev}/port\d+/line\d+", line):
+                raise BackendError(
+                    f"channel '{name}': shunt line '{line}' is not a digital line of NI device "
+                    f"'{self.device}' (expected '{self.device}/portN/lineM')"
+                )
+            if line in taken:
+                raise BackendError(f"channel '{name}': shunt line '{line}' is also {taken[line]}")
+            taken[line] = f"channel '{name}''s shunt line"
         seen: dict[str, str] = {}
         for c in (*self.inputs, *self.outputs):
             if c.physical in seen:
@@ -231,10 +251,40 @@ class NiBackend(Backend):
             self._configure_outputs(nidaqmx, c)
         if self.power_lines:
             self._configure_power(nidaqmx, c)
+        if self.shunt_lines:
+            self._configure_shunt(nidaqmx, c)
+        do_lines = self.power_lines + [line for _, line in self.shunt_lines]
+        if self._wd is not None and do_lines:
+            self._stage = "set the watchdog's DO expiration states (power off, shunts open)"
+            self._wd.cfg_watchdog_do_expir_states(
+                [
+                    nidaqmx.types.DOExpirationState(
+                        physical_channel=line, expiration_state=c.Level.LOW
+                    )
+                    for line in do_lines
+                ]
+            )
+
+    def _configure_shunt(self, nidaqmx: Any, c: Any) -> None:
+        """An on-demand DO task over the shunt relays' lines, written open (low) now."""
+        self._stage = "create the shunt DO task"
+        self._shunt_do = nidaqmx.Task(f"{self.rig_id}_shunt")
+        for _, line in self.shunt_lines:
+            self._stage = f"add DO line {line}"
+            self._shunt_do.do_channels.add_do_chan(line, line_grouping=c.LineGrouping.CHAN_PER_LINE)
+        self._shunt_writer = nidaqmx.stream_writers.DigitalMultiChannelWriter(
+            self._shunt_do.out_stream, auto_start=True
+        )
+        self._shunt_writer.verify_array_shape = False
+        self._stage = "open the shunt relays"
+        self._shunt_state[:] = False
+        self._shunt_writer.write_one_sample_one_line(
+            self._shunt_state, timeout=_CLOSE_WRITE_TIMEOUT_S
+        )
 
     def _configure_power(self, nidaqmx: Any, c: Any) -> None:
         """An on-demand DO task over the power lines, written off now; with a watchdog the
-        lines also expire low (pump off) when the loop stops refreshing it."""
+        lines also expire low (pump off) when the loop stops refreshing it (`_configure`)."""
         self._stage = "create the power DO task"
         self._do = nidaqmx.Task(f"{self.rig_id}_power")
         for line in self.power_lines:
@@ -247,16 +297,6 @@ class NiBackend(Backend):
         self._stage = "switch the power lines off"
         self._power_state[:] = False
         self._do_writer.write_one_sample_one_line(self._power_state, timeout=_CLOSE_WRITE_TIMEOUT_S)
-        if self._wd is not None:
-            self._stage = "set the watchdog's DO expiration states (power off)"
-            self._wd.cfg_watchdog_do_expir_states(
-                [
-                    nidaqmx.types.DOExpirationState(
-                        physical_channel=line, expiration_state=c.Level.LOW
-                    )
-                    for line in self.power_lines
-                ]
-            )
 
     def _configure_outputs(self, nidaqmx: Any, c: Any) -> None:
         self._stage = "create the AO task"
@@ -410,6 +450,26 @@ class NiBackend(Backend):
             return BackendStatus.ERROR
         return BackendStatus.OK
 
+    def write_shunt(self, mask: np.ndarray) -> BackendStatus:
+        on = np.asarray(mask, dtype=bool)
+        if not self.shunt_lines:
+            return BackendStatus.ERROR if on.any() else BackendStatus.OK
+        if self._shunt_writer is None:
+            return BackendStatus.ERROR
+        served = np.zeros(len(on), dtype=bool)
+        served[self._shunt_index] = True
+        if np.any(on & ~served):
+            return BackendStatus.ERROR  # a channel without a shunt line
+        np.take(on, self._shunt_index, out=self._shunt_state)
+        try:
+            self._shunt_writer.write_one_sample_one_line(
+                self._shunt_state, timeout=self.cfg.clock_timeout_s
+            )
+        except Exception as exc:
+            self.last_error_code = getattr(exc, "error_code", -1)
+            return BackendStatus.ERROR
+        return BackendStatus.OK
+
     def null_outputs_after_crash(self) -> str:
         """An on-demand AO task over the output channels, one null write, cleared. The dead
         process's tasks are released by the driver when it exits; its hardware watchdog
@@ -452,12 +512,17 @@ class NiBackend(Backend):
     def _shutdown(self) -> None:
         ai, ao, wd, writer = self._ai, self._ao, self._wd, self._writer
         do, do_writer = self._do, self._do_writer
+        shunt, shunt_writer = self._shunt_do, self._shunt_writer
         self._ai = self._ao = self._wd = self._do = self._do_writer = None
+        self._shunt_do = self._shunt_writer = None
         self._reader = self._writer = self._waiter = None
         self._running = False
-        if ai is None and ao is None and wd is None and do is None:
+        if ai is None and ao is None and wd is None and do is None and shunt is None:
             return
         steps: list[tuple[str, Any]] = []
+        if shunt_writer is not None:
+            # Shunt relays open: a transducer left shunted reads a false pressure.
+            steps.append(("open the shunt relays", lambda: self._shunts_open(shunt_writer)))
         if do_writer is not None:
             # 0. Pump off first: a station whose service stops drops its hydraulic power.
             steps.append(("switch the power lines off", lambda: self._power_off(do_writer)))
@@ -476,6 +541,7 @@ class NiBackend(Backend):
             (ai, "AI task"),
             (ao, "AO task"),
             (do, "power DO task"),
+            (shunt, "shunt DO task"),
             (wd, "watchdog"),
         ):
             if task is not None:
@@ -495,6 +561,10 @@ class NiBackend(Backend):
     def _power_off(self, writer: Any) -> None:
         self._power_state[:] = False
         writer.write_one_sample_one_line(self._power_state, timeout=_CLOSE_WRITE_TIMEOUT_S)
+
+    def _shunts_open(self, writer: Any) -> None:
+        self._shunt_state[:] = False
+        writer.write_one_sample_one_line(self._shunt_state, timeout=_CLOSE_WRITE_TIMEOUT_S)
 
     def _write_null(self, writer: Any) -> None:
         writer.write_one_sample(self._null, timeout=self.cfg.clock_timeout_s)

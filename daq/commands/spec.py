@@ -89,6 +89,17 @@ def _power_level(v: Any) -> str | None:
     return None if v in ("off", "low", "high") else _got(v)
 
 
+def _on_off(v: Any) -> str | None:
+    return None if v in ("on", "off") else _got(v)
+
+
+def _names(v: Any) -> str | None:
+    if not isinstance(v, list) or not v or len(v) > 64:
+        return _got(v)
+    bad = next((x for x in v if _short_str(x) is not None), None)
+    return None if bad is None else f"got element {_short(bad)}"
+
+
 def _bool(v: Any) -> str | None:
     return None if isinstance(v, bool) else _got(v)
 
@@ -194,6 +205,19 @@ COMMANDS: dict[str, Command] = {
         False,
         "switch the station's hydraulic power ([hydraulics]); estop also drops it",
     ),
+    "shunt": Command(
+        {
+            "state": Arg("str: on | off", _on_off),
+            "channels": Arg(
+                "non-empty list of channel names (default: every shunted channel)",
+                _names,
+                required=False,
+            ),
+        },
+        False,
+        "close (on) or open (off) pressure transducers' shunt calibration relays; on in IDLE "
+        "with the power off only; every state or power change and estop opens them",
+    ),
     "jog": Command(
         {
             "joint": STR,
@@ -216,6 +240,7 @@ COMMANDS: dict[str, Command] = {
             "apply": Arg("bool", _bool, required=False),
             "drain_s": Arg("finite number > 0 (s)", _number, required=False),
             "window_s": Arg("finite number > 0 (s)", _number, required=False),
+            "settle_s": Arg("finite number > 0 (s)", _number, required=False),
             "valve_volts": Arg("finite number (V)", _number, required=False),
             "push_s": Arg("finite number > 0 (s)", _number, required=False),
             "reference_pa": Arg(
@@ -228,8 +253,8 @@ COMMANDS: dict[str, Command] = {
             ),
         },
         False,
-        "start a calibration procedure (pressure_zero, pressure_span, position, valve_null) "
-        "from IDLE",
+        "start a calibration procedure (pressure_zero, pressure_span, pressure_shunt, "
+        "position, valve_null) from IDLE",
     ),
     "calibrate_status": Command({}, True, "the procedure's step and, at its end, its result"),
 }

@@ -112,7 +112,7 @@ class LoopCommands:
         req.finish(False, f"unknown loop command '{req.kind}'", code="internal")
 
     def _handle(self, req: Request) -> None:
-        if req.kind in ("power", "jog", "calibration", "drain"):
+        if req.kind in ("power", "jog", "calibration", "drain", "shunt"):
             self._handle_station(req)
             return
         try:

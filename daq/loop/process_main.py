@@ -143,6 +143,7 @@ class LinkWriter:
         st[S.COMPUTE_MAX_NS] = tm.compute_max_ns
         st[S.POWER] = loop.station.power
         st[S.JOGGING] = loop.station.jogging
+        st[S.SHUNT] = loop.station.shunt
         runner = loop.active
         if runner is not self._runner:
             self._new_runner(runner)

@@ -94,10 +94,12 @@ class S(enum.IntEnum):
     TIME_IN_SEGMENT = 19
     SEGMENT_DURATION = 20
     SEGMENT_REPEATS = 21
-    # The station (daq.loop.station): hydraulic power level, 1 while a jog is active.
+    # The station (daq.loop.station): hydraulic power level, 1 while a jog is active, the
+    # shunt relays closed (a bit per daq.station.shunt.shunt_channels entry).
     POWER = 30
     JOGGING = 31
-    N = 32
+    SHUNT = 32
+    N = 33
 
 
 #: Runner attributes mirrored into `status` each cycle (those that are numbers).

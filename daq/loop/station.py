@@ -15,7 +15,10 @@ Rules (docs/operations.md, "Hydraulic power"):
 - `power off` is refused while the valves are live (disarm first), `power` changes while
   RUNNING are refused (stop first), `power high` while a jog moves is refused;
 - a jog runs at low pressure only; it may start outside the soft limits and move *toward* them:
-  the soft limits are widened to where each joint stands and narrowed again as it comes in.
+  the soft limits are widened to where each joint stands and narrowed again as it comes in;
+- a pressure transducer's shunt relay (`shunt`) closes only in IDLE with the power off; every
+  state change, power change and e-stop opens them all, and `arm` is refused while one is
+  closed: a shunted channel reads a false pressure, which no interlock may act on.
 """
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ from daq.loop.mailbox import Request
 from daq.loop.states import LATCHED_STATES, LIVE_STATES, State
 from daq.profile.schema import Profile
 from daq.station.power import Power, initial, stage_pressure
+from daq.station.shunt import shunt_channels
 
 #: A jog's soft limits start this far beyond where the joint stands (sensor noise, sag).
 JOG_MARGIN_RAD = math.radians(0.5)
-STATION_COMMANDS = frozenset({"power", "jog", "calibration", "drain"})
+STATION_COMMANDS = frozenset({"power", "jog", "calibration", "drain", "shunt"})
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,44 @@ class LoopStation:
         #: (the valves can only let the arm down to rest) and no supply check.
         self.draining = False
         self.calibration = ""  # identity of the calibration the scaler applies ("" = none)
+        #: Shunt relays closed, a bit per `daq.station.shunt.shunt_channels` entry.
+        self.shunt = 0
+        chans = shunt_channels(profile)
+        self.shunt_names = [c.name for c in chans]
+        self._shunt_inputs = [names.index(n) for n in self.shunt_names]
+        self._n_inputs = len(names)
+        # What a closed relay adds to a reading, and the highest reading no interlock trips on
+        # (the channel's valid_max; a chamber's pressure limit when that is lower).
+        limit = {j.name: j.limits.max_pressure_pa for j in profile.joints}
+        self.shunt_equivalent = [c.shunt.equivalent_pa for c in chans if c.shunt is not None]
+        self.shunt_limit = [
+            min(c.valid_max, limit[c.joint] if c.joint and c.role != "supply" else math.inf)
+            for c in chans
+        ]
+
+    def shunt_mask(self, bits: int) -> np.ndarray:
+        """`bits` as the backend's boolean per input channel (rare path: allocates)."""
+        mask = np.zeros(self._n_inputs, dtype=bool)
+        for k, i in enumerate(self._shunt_inputs):
+            mask[i] = bool(bits >> k & 1)
+        return mask
+
+    def shunt_overrange(self, bits: int, eng: np.ndarray) -> str | None:
+        """Why closing the relays in `bits` would trip an interlock (a channel not at zero
+        load: its reading plus the shunt's equivalent above its limit), or None."""
+        for k, name in enumerate(self.shunt_names):
+            reading = float(eng[self._shunt_inputs[k]])
+            if bits >> k & 1 and not reading + self.shunt_equivalent[k] < self.shunt_limit[k]:
+                return (
+                    f"{name} reads {reading / 1e6:.3g} MPa: shunted it would read above its "
+                    f"limit {self.shunt_limit[k] / 1e6:.3g} MPa (a shunt calibration is made at "
+                    "zero load: drain the chambers first)"
+                )
+        return None
+
+    def shunted(self, bits: int | None = None) -> list[str]:
+        bits = self.shunt if bits is None else bits
+        return [n for k, n in enumerate(self.shunt_names) if bits >> k & 1]
 
     def supply_low(self, eng: np.ndarray) -> bool:
         """The supply below its limit (or NaN) in this cycle's scaled inputs."""
@@ -118,12 +160,13 @@ class LoopStation:
         self.jog_runner = None
 
     def to_dict(self) -> dict[str, Any]:
-        return station_dict(self.power, self.jogging)
+        return station_dict(self.power, self.jogging, self.shunted())
 
 
-def station_dict(power: int, jogging: bool) -> dict[str, Any]:
-    """What `status` shows of the station (the loop thread's and the loop process's alike)."""
-    return {"power": Power(power).name, "jogging": bool(jogging)}
+def station_dict(power: int, jogging: bool, shunted: list[str] | None = None) -> dict[str, Any]:
+    """What `status` shows of the station (the loop thread's and the loop process's alike):
+    `shunt`, the channels whose shunt relay is closed (their readings are not pressures)."""
+    return {"power": Power(power).name, "jogging": bool(jogging), "shunt": list(shunted or [])}
 
 
 class StationCommands(LoopCommands):
@@ -148,8 +191,28 @@ class StationCommands(LoopCommands):
         elif st.jogging or st.draining:
             st.restore(self.interlocks)
 
+    def _set_state(self, new: State) -> None:
+        """Every state change (arm, drain, jog, fault, e-stop, …) opens the shunt relays
+        first: the readings a live or latched rig acts on must be pressures."""
+        if new != self.state and self.station.shunt:
+            self._set_shunt(0)
+        super()._set_state(new)
+
+    def _set_shunt(self, bits: int) -> bool:
+        """Switch the shunt relays to `bits`; False if the backend could not (the state kept
+        is then the one before, so that `arm` stays refused while a relay may be closed)."""
+        st = self.station
+        ok = self.backend.write_shunt(st.shunt_mask(bits)) == BackendStatus.OK
+        if ok and bits != st.shunt:
+            previous, st.shunt = st.shunt, bits
+            self._event("shunt", on=st.shunted(bits), previous=st.shunted(previous))
+        return ok
+
     def _set_power(self, level: Power) -> bool:
-        """Switch the lines; False if the backend could not."""
+        """Switch the lines; False if the backend could not. A level change opens the shunt
+        relays first (they close only with the power off)."""
+        if level != self.station.power and self.station.shunt:
+            self._set_shunt(0)
         ok = self.backend.write_power(int(level)) == BackendStatus.OK
         if ok and level != self.station.power:
             previous, self.station.power = self.station.power, level
@@ -157,12 +220,20 @@ class StationCommands(LoopCommands):
         return ok
 
     def _drop_power(self) -> None:
-        """E-stop: power off (a station without [hydraulics] has no lines to switch)."""
+        """E-stop: power off (a station without [hydraulics] has no lines to switch). The
+        shunt relays, closed only in IDLE, open with the state change to ESTOP."""
         if self.station.hydraulics is not None:
             self._set_power(Power.OFF)
 
     def _station_refusal(self) -> str | None:
-        """Why `arm` is refused by the station (power off, supply not built), or None."""
+        """Why `arm` is refused by the station (a shunt closed, power off, supply not built),
+        or None."""
+        if self.station.shunt:
+            on = ", ".join(self.station.shunted())
+            return (
+                f"arm refused: shunt calibration relay closed on {on}: a shunted channel reads "
+                "a false pressure; open it first (shunt off)"
+            )
         if self.station.power == Power.OFF:
             return "arm refused: hydraulic power is off; switch it on first (power low|high)"
         return self._supply_refusal(self.eng_now)
@@ -187,6 +258,8 @@ class StationCommands(LoopCommands):
             self._jog_command(req)
         elif kind == "drain":
             self._drain_command(req)
+        elif kind == "shunt":
+            self._shunt_command(req)
         else:
             self._calibration_command(req)
 
@@ -299,6 +372,42 @@ class StationCommands(LoopCommands):
         self._set_state(State.ARMED)
         self._event("drain")
         req.finish(True, "", state=self.state.name, seq=self.seq)
+
+    def _shunt_command(self, req: Request) -> None:
+        """Payload (on, bits): close (on) or open the relays of the channels in `bits`."""
+        on, bits = bool(req.payload[0]), int(req.payload[1])
+        st = self.station
+        what = f"shunt {'on' if on else 'off'}"
+        if on:
+            if self.state != State.IDLE:
+                req.finish(
+                    False, f"{what} refused in {self.state.name}: a shunt closes in IDLE only, "
+                    "with the hydraulic power off (disarm and power off first)",
+                    code="invalid_state",
+                )  # fmt: skip
+                return
+            if st.power != Power.OFF:
+                why = "" if st.hydraulics is not None else (
+                    " (the profile has no [hydraulics]: power is implicitly on)"
+                )  # fmt: skip
+                req.finish(
+                    False, f"{what} refused: hydraulic power is {st.power.name}{why}; a shunt "
+                    "calibration reads the transducers at zero load (power off, let the supply "
+                    "decay)", code="rejected",
+                )  # fmt: skip
+                return
+            reason = st.shunt_overrange(bits & ~st.shunt, self.eng_now)
+            if reason is not None:
+                req.finish(False, f"{what} refused: {reason}", code="rejected")
+                return
+        new = st.shunt | bits if on else st.shunt & ~bits
+        if not self._set_shunt(new):
+            self._set_shunt(0)
+            req.finish(
+                False, f"{what}: the backend could not switch the shunt relays", code="rejected"
+            )
+            return
+        req.finish(True, "", state=self.state.name, seq=self.seq, shunt=st.shunted())
 
     def _calibration_command(self, req: Request) -> None:
         swap: CalibrationSwap = req.payload

@@ -122,6 +122,36 @@ class Accuracy(Strict):
     gain: Annotated[float, Field(ge=0.0, le=0.2)] = 0.0
 
 
+#: Roles whose transducer may carry a shunt calibration resistor (`Channel.shunt`).
+SHUNT_ROLES: tuple[Role, ...] = ("pressure_cap", "pressure_rod", "supply")
+#: Largest certificate 1σ (relative) a shunt may declare, and a simulated shunt's error.
+SHUNT_SIGMA_MAX = 0.02
+SHUNT_SIM_ERROR_MAX = 0.05
+#: A chamber's shunt equivalent may reach this fraction of its joint's max_pressure_pa.
+SHUNT_PRESSURE_FRACTION = 0.9
+
+
+class Shunt(Strict):
+    """A bridge transducer's shunt calibration (docs/operations.md, "Shunt calibration"): with
+    the sensor at zero load the conditioner switches a precision resistor across one bridge
+    arm, and the output steps by what the calibration certificate states as the shunt's
+    equivalent pressure."""
+
+    #: The certificate's shunt equivalent, in the channel's engineering units (Pa); > 0 and
+    #: below the channel's valid_max (checked by `Channel`).
+    equivalent_pa: Positive
+    #: The certificate's relative 1σ of that equivalent (0.001 = 0.1 %), 0–0.02.
+    sigma: Annotated[float, Field(ge=0.0, le=SHUNT_SIGMA_MAX)] = 0.001
+    #: Digital line that closes the shunt relay, on the channel's device, named like the
+    #: [hydraulics] power lines: "Dev1/port0/line2" on an NI card, "sim" on the simulator.
+    line: Annotated[str, Field(min_length=1)]
+    #: Simulator only: the true equivalent's relative difference from the certificate's
+    #: (absent: drawn from N(0, sigma) by the simulator's seed and the channel's name).
+    sim_error: Annotated[float, Field(ge=-SHUNT_SIM_ERROR_MAX, le=SHUNT_SIM_ERROR_MAX)] | None = (
+        None
+    )
+
+
 class Channel(Strict):
     name: Identifier
     role: Role
@@ -147,6 +177,8 @@ class Channel(Strict):
     #: The sensor's datasheet accuracy class, until a calibration replaces it
     #: (daq/calibration): 1σ offset in engineering units and 1σ relative gain error.
     accuracy: Accuracy | None = None
+    #: A pressure transducer's shunt calibration resistor (`Shunt`; pressure roles only).
+    shunt: Shunt | None = None
 
     @property
     def is_output(self) -> bool:
@@ -162,7 +194,22 @@ class Channel(Strict):
             raise ValueError(f"a '{self.role}' channel needs a joint")
         if self.is_output:
             self._output_checks()
+        if self.shunt is not None:
+            self._shunt_checks(self.shunt)
         return self
+
+    def _shunt_checks(self, shunt: Shunt) -> None:
+        if self.role not in SHUNT_ROLES:
+            raise ValueError(
+                f"channel '{self.name}': shunt applies to pressure transducers only (roles "
+                f"{', '.join(SHUNT_ROLES)}), not to a '{self.role}' channel (remove it)"
+            )
+        if not 0.0 < shunt.equivalent_pa < self.valid_max:
+            raise ValueError(
+                f"channel '{self.name}': shunt.equivalent_pa {shunt.equivalent_pa:g} is outside "
+                f"the allowed range 0 < equivalent_pa < valid_max ({self.valid_max:g}): the "
+                "shunted reading must stay inside the channel's valid range"
+            )
 
     def _output_checks(self) -> None:
         """A valve command is volts at the D/A (the joints' `valve_max_v`, the controllers'
@@ -855,12 +902,46 @@ class Profile(Strict):
                         f"backend.sim.plant.joints[{i}].valve.null_bias_v ({bias}) must be "
                         f"inside the spool travel ±{pj.spool_max} V"
                     )
+        self._check_shunts()
         for jt in self.joints:
             if jt.pid.dp > 0.0 and self.dp_areas(jt.name) is None:
                 raise ValueError(
                     f"joints '{jt.name}'.pid.dp = {jt.pid.dp}: {self.dp_refusal(jt.name)}"
                 )
         return self
+
+    def _check_shunts(self) -> None:
+        """A chamber's shunted reading stays below its pressure interlock; a relay line is
+        driven for one purpose (one shunt, not a power line) on a hardware device."""
+        limits = {j.name: j.limits.max_pressure_pa for j in self.joints}
+        used: dict[tuple[str, str], str] = {}
+        hyd = self.hydraulics
+        if hyd is not None:
+            owner = hyd.device or self.backend.kind
+            for what in ("pump_line", "high_line"):
+                if getattr(hyd, what):
+                    used[(owner, getattr(hyd, what))] = f"hydraulics.{what}"
+        for c in self.channels:
+            if c.shunt is None:
+                continue
+            if c.joint is not None and c.role != "supply":
+                top = SHUNT_PRESSURE_FRACTION * limits[c.joint]
+                if c.shunt.equivalent_pa > top:
+                    raise ValueError(
+                        f"channel '{c.name}': shunt.equivalent_pa {c.shunt.equivalent_pa:g} is "
+                        f"above {SHUNT_PRESSURE_FRACTION:g} × joint '{c.joint}''s max_pressure_pa "
+                        f"({top:g}): the shunted reading would trip the pressure interlock"
+                    )
+            device = c.device or self.backend.kind
+            if device == "sim":
+                continue
+            key = (device, c.shunt.line)
+            if key in used:
+                raise ValueError(
+                    f"channel '{c.name}': shunt.line '{c.shunt.line}' is also {used[key]}: "
+                    "each shunt relay needs a digital line of its own"
+                )
+            used[key] = f"channel '{c.name}''s shunt.line"
 
     def channel_device(self, c: Channel) -> DeviceName:
         if c.device is not None:

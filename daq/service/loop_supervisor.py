@@ -50,6 +50,7 @@ from daq.profile.schema import Profile
 from daq.ring import SampleRing
 from daq.sample_layout import SampleLayout
 from daq.station.power import initial
+from daq.station.shunt import names as shunt_names
 
 log = logging.getLogger("daq.service")
 
@@ -498,7 +499,9 @@ class LoopProcess:
             self.timing,
         )
         out["station"] = station_dict(
-            _int_or(st[S.POWER], initial(self.profile)), st[S.JOGGING] == 1.0
+            _int_or(st[S.POWER], initial(self.profile)),
+            st[S.JOGGING] == 1.0,
+            shunt_names(self.profile, _int_or(st[S.SHUNT], 0)),
         )
         out["loop_process"] = self.process_status()
         return out

@@ -44,6 +44,8 @@ publishes, as the recorder does. It starts only from IDLE, and ends disarmed.
   resolver's readings at the two stops, through the cylinder kinematics (DESIGN §1.1), give its
   mounting offset; the residual is the RMS disagreement of the two sensors over the sweep
   between the stops, as piston displacement.
+- pressure_shunt (daq.service.procedure_shunt): after the zero, each pressure transducer with
+  a `shunt` in the profile spanned by its shunt calibration resistor, without hydraulic power.
 
 Each result is checked against the channel's declared accuracy (`accuracy`, 1σ offset and
 gain): a residual above it, or an estimate farther than 5 σ of the class from the declared
@@ -70,9 +72,9 @@ from daq.station.power import Power, stage_pressure
 
 log = logging.getLogger(__name__)
 
-PROCEDURES = ("pressure_zero", "pressure_span", "position", "valve_null")
-#: Where a pressure channel's offset in force comes from: the span keeps it (zero before span).
-ZEROED = ("pressure_zero", "pressure_span")
+PROCEDURES = ("pressure_zero", "pressure_span", "pressure_shunt", "position", "valve_null")
+#: Where a pressure channel's offset in force comes from: the spans keep it (zero before span).
+ZEROED = ("pressure_zero", "pressure_span", "pressure_shunt")
 #: Loop-time limits (s) of the waits, so a stuck procedure ends with a reason.
 WAIT_LIMIT_S = 600.0
 
@@ -263,8 +265,9 @@ class ProcedureRunner:
         if "valve_null_v" in self.status:
             result["valve_null_v"] = self.status.pop("valve_null_v")
             result["hydraulic_null"] = self.status.pop("hydraulic_null")
-        if "span_points" in self.status:
-            result["span_points"] = self.status.pop("span_points")
+        for key in ("span_points", "shunt_points"):
+            if key in self.status:
+                result[key] = self.status.pop(key)
         if apply and ok:
             self._step("applying")
             state = self.api.calibration
@@ -360,15 +363,18 @@ class ProcedureRunner:
 
     # -------------------------------------------------------------- pressure zero
 
-    def _pressure_zero(self, args: dict[str, Any]) -> list[Finding]:
+    def _drain(self, rows: Rows, args: dict[str, Any], window_s: float) -> float:
+        """Power off, wait for the supply to decay, then open the valves both ways (a square
+        wave) so that both chambers drain to tank and the arm settles to rest; returns once
+        `drain_s` has passed, the valves still draining for `window_s` more (the caller
+        averages them or disarms). The valve command's amplitude, V."""
         from controller.station_runner import Phase, PhaseRunner
         from daq.service.control_api import joint_gains, joint_limits
 
         p = self.profile
-        rows = Rows(self.api.loop)
         self._power(Power.OFF)
         self._wait_supply(rows, below=0.01 * stage_pressure(p, Power.HIGH), above=None)
-        drain_s, window_s = float(args.get("drain_s", 4.0)), float(args.get("window_s", 4.0))
+        drain_s = float(args.get("drain_s", 4.0))
         volts = float(args.get("valve_volts", 2.0))
         n = len(p.joints)
         runner = PhaseRunner(
@@ -379,6 +385,13 @@ class ProcedureRunner:
         rows.restart()
         self._call("drain", runner)
         rows.seconds(drain_s)
+        return volts
+
+    def _pressure_zero(self, args: dict[str, Any]) -> list[Finding]:
+        p = self.profile
+        rows = Rows(self.api.loop)
+        window_s = float(args.get("window_s", 4.0))
+        volts = self._drain(rows, args, window_s)
         self._step(f"averaging over {window_s:g} s")
         win = rows.seconds(window_s)
         self._call("disarm")
@@ -545,6 +558,11 @@ class ProcedureRunner:
             )  # fmt: skip
             findings.append(self._finding(c.name, cal))
         return findings
+
+    def _pressure_shunt(self, args: dict[str, Any]) -> list[Finding]:
+        from daq.service.procedure_shunt import pressure_shunt
+
+        return pressure_shunt(self, args)
 
     # -------------------------------------------------------------- position
 

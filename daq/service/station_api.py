@@ -1,4 +1,5 @@
-"""Command semantics of the station: `power` and `jog` (docs/protocol.md, docs/operations.md).
+"""Command semantics of the station: `power`, `jog` and `shunt` (docs/protocol.md,
+docs/operations.md).
 
 Like `daq.service.control_api`, everything here runs on the command server's thread: argument
 checks against the profile, the jog runner's construction. The loop only takes the finished
@@ -14,6 +15,7 @@ from typing import Any
 from daq.commands.errors import CommandError
 from daq.loop.station import JogRequest
 from daq.station.power import parse
+from daq.station.shunt import bits_of, names
 
 #: Jog acceleration: a jog reaches its velocity in this long (a gentle start at low pressure).
 JOG_RAMP_S = 0.5
@@ -22,7 +24,7 @@ Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
 def station_handlers(api: Any) -> dict[str, Handler]:
-    """`power` and `jog` for a `ControlApi` (its loop, profile, gains, `_call_loop`)."""
+    """`power`, `jog` and `shunt` for a `ControlApi` (its loop, profile, gains, `_call_loop`)."""
 
     def power(args: dict[str, Any], client: Any) -> dict[str, Any]:
         try:
@@ -42,7 +44,21 @@ def station_handlers(api: Any) -> dict[str, Handler]:
     def jog(args: dict[str, Any], client: Any) -> dict[str, Any]:
         return api._call_loop("jog", jog_request(api, args))
 
-    return {"power": power, "jog": jog}
+    def shunt(args: dict[str, Any], client: Any) -> dict[str, Any]:
+        on = args["state"] == "on"
+        chans = args.get("channels")
+        try:
+            bits = bits_of(api.profile, chans)
+        except ValueError as exc:
+            raise CommandError("bad_args", f"shunt: {exc}") from None
+        if not bits:
+            raise CommandError("rejected", "shunt: no channel of this profile has a shunt")
+        out: dict[str, Any] = api._call_loop("shunt", (on, bits))
+        out["shunt"] = args["state"]
+        out["channels"] = names(api.profile, bits)
+        return out
+
+    return {"power": power, "jog": jog, "shunt": shunt}
 
 
 def jog_request(api: Any, args: dict[str, Any]) -> JogRequest:

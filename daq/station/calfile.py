@@ -48,7 +48,9 @@ FILE_KEYS = {"rig", "created_utc", "note", "channels"}
 CHANNEL_KEYS = {
     "offset", "gain", "sigma_offset", "sigma_gain", "method", "time_utc", "oil_c", "residual",
 }  # fmt: skip
-METHODS = ("pressure_zero", "pressure_span", "position", "valve_null", "manual")
+METHODS = (
+    "pressure_zero", "pressure_span", "pressure_shunt", "position", "valve_null", "manual",
+)  # fmt: skip
 
 
 class CalibrationError(ValueError):

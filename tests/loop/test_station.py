@@ -73,7 +73,7 @@ def make_rig() -> Iterator[Any]:
 
 def test_power_levels_build_and_drop_the_supply_and_show_in_status(make_rig: Any) -> None:
     rig = make_rig()
-    assert rig("status")["station"] == {"power": "OFF", "jogging": False}
+    assert rig("status")["station"] == {"power": "OFF", "jogging": False, "shunt": []}
     assert rig.col("eng.p_supply") < 0.1e6
     assert rig("power", level="low")["power"] == "LOW"
     rig.supply_at(LOW)

@@ -29,6 +29,7 @@ AI_HANDLE = ctypes.c_void_p(0xA1)
 AO_HANDLE = ctypes.c_void_p(0xA0)
 WD_HANDLE = ctypes.c_void_p(0xD0)
 DO_HANDLE = ctypes.c_void_p(0xD1)
+SHUNT_HANDLE = ctypes.c_void_p(0xD2)
 
 
 @dataclass
@@ -73,7 +74,7 @@ def interpreter(fake_lib: FakeDaqmxLib) -> Any:
     """An autospecced interpreter behind every nidaqmx object, with just enough state for
     nidaqmx's own bookkeeping (task names, channel counts)."""
     interp = mock.create_autospec(BaseInterpreter, instance=True)
-    handles = {"_ai": AI_HANDLE, "_ao": AO_HANDLE, "_power": DO_HANDLE}
+    handles = {"_ai": AI_HANDLE, "_ao": AO_HANDLE, "_power": DO_HANDLE, "_shunt": SHUNT_HANDLE}
     names: dict[int | None, str] = {}
     chans: dict[int | None, int] = {}
 

@@ -241,3 +241,25 @@ def test_power_passes_through_to_the_device_with_the_lines_and_not_the_serial_bo
     on_serial = Profile.model_validate(data)
     with pytest.raises(BackendError, match="no digital outputs for \\[hydraulics\\]"):
         CompositeBackend(on_serial, make_device=factory)
+
+
+def test_write_shunt_gives_each_device_its_inputs_share(prof: Profile) -> None:
+    """The composite passes each device the mask of its own inputs; a device with no relays
+    (the serial board) gets an all-off share and answers OK through the default."""
+    masks: dict[str, list[bool]] = {}
+
+    class Relays(Fake):
+        def write_shunt(self, mask: np.ndarray) -> BackendStatus:
+            masks[self.device] = mask.tolist()
+            return BackendStatus.OK
+
+    def factory(p: Profile, dev: str, ins: list[Channel], outs: list[Channel]) -> Backend:
+        return Fake(dev, ins, outs) if dev == "serial" else Relays(dev, ins, outs)
+
+    comp = CompositeBackend(prof, make_device=factory)
+    names = [c.name for c in prof.inputs]
+    mask = np.array([n == "p_rod_1" for n in names])
+    assert comp.write_shunt(mask) == BackendStatus.OK
+    sim = [c.name for c in Fake.instances["sim"].inputs]
+    assert masks == {"sim": [n == "p_rod_1" for n in sim]}
+    assert comp.write_shunt(np.array([n == "q_1" for n in names])) == BackendStatus.ERROR

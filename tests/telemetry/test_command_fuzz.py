@@ -75,6 +75,13 @@ DOC_COMMANDS: dict[str, dict[str, tuple[bool, Callable[[Any], bool]]]] = {
     "load_params": {"text": (True, _param_text), "source": (False, _str256)},
     "params": {},
     "power": {"level": (True, lambda v: v in ("off", "low", "high"))},
+    "shunt": {
+        "state": (True, lambda v: v in ("on", "off")),
+        "channels": (
+            False,
+            lambda v: isinstance(v, list) and 0 < len(v) <= 64 and all(_str256(x) for x in v),
+        ),
+    },
     "jog": {
         "joint": (True, _str256),
         "target_deg": (True, _number),
@@ -88,6 +95,7 @@ DOC_COMMANDS: dict[str, dict[str, tuple[bool, Callable[[Any], bool]]]] = {
         "apply": (False, lambda v: isinstance(v, bool)),
         "drain_s": (False, _number),
         "window_s": (False, _number),
+        "settle_s": (False, _number),
         "valve_volts": (False, _number),
         "push_s": (False, _number),
         "reference_pa": (False, _number),

@@ -71,6 +71,17 @@ def test_power_levels(level: str, ok: bool) -> None:
     assert (refusal("power", {"level": level}) is None) == ok
 
 
+@pytest.mark.parametrize(
+    ("args", "ok"),
+    [({"state": "on"}, True), ({"state": "off", "channels": ["p_cap_1"]}, True),
+     ({"state": "open"}, False), ({}, False), ({"state": "on", "channels": []}, False),
+     ({"state": "on", "channels": "p_cap_1"}, False), ({"state": "on", "channels": [3]}, False),
+     ({"state": "on", "channels": ["x"] * 65}, False)],
+)  # fmt: skip
+def test_shunt_arguments(args: dict[str, Any], ok: bool) -> None:
+    assert (refusal("shunt", args) is None) == ok
+
+
 def test_bools_maps_and_gains() -> None:
     assert refusal("calibrate", {"procedure": "position", "apply": True}) is None
     assert refusal("calibrate", {"procedure": "position", "apply": 1}).endswith("got int 1")

@@ -201,6 +201,7 @@ VALID_ARGS: dict[str, dict[str, Any]] = {
     "load_params": {"text": "[rig]\n"},
     "params": {},
     "power": {"level": "low"},
+    "shunt": {"state": "off"},
     "jog": {"joint": "j1", "target_deg": 35.0},
     "calibration": {},
     "calibration_apply": {"text": 'rig = "x"\n'},

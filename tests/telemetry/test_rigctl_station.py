@@ -71,3 +71,26 @@ def test_calibrate_power_and_jog_from_the_command_line(
     )
     assert main(["calibrate", "position", *opts]) == 1  # ARMED: refused
     assert "refused in ARMED" in capsys.readouterr().err
+
+
+def test_shunt_and_the_shunt_calibration_from_the_command_line(
+    endpoint: tuple[str, Loop], capsys: Any
+) -> None:
+    ep, loop = endpoint
+    opts = ["--endpoint", ep, "--timeout", "30"]
+    # The supply, off from the start, is at zero load; the chambers still hold the arm.
+    assert main(["shunt", "on", "p_supply", *opts]) == 0
+    assert loop.station.shunted() == ["p_supply"]
+    assert main(["status", *opts]) == 0
+    status = capsys.readouterr().out.splitlines()
+    assert any(line.split() == ["station.shunt", "['p_supply']"] for line in status), status
+    assert main(["arm", *opts]) == 1
+    assert "relay closed on p_supply" in capsys.readouterr().err
+    assert main(["shunt", "off", *opts]) == 0
+    assert loop.station.shunted() == []
+    assert main(["calibrate", "pressure_zero", "--apply", *opts]) == 0
+    capsys.readouterr()
+    assert main(["calibrate", "pressure_shunt", "--apply", *opts]) == 0
+    out = capsys.readouterr().out
+    assert "pressure_shunt: oil" in out and "shunt on p_rod_2: step" in out and "applied:" in out
+    assert loop.station.shunted() == [] and loop.state.name == "IDLE"

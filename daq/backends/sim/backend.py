@@ -11,9 +11,11 @@ ground truth; nothing in the service reads them.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
+import zlib
 
 import numpy as np
 
@@ -93,10 +95,13 @@ def _sense(
     eng,
     out,
     piston,
+    shunt,
 ):
     """True channel values → noisy engineering values → converter counts (linear channels).
     `piston`: per joint, the piston position a plant other than the planar one computed
-    (role code 7, `PISTON_GIVEN`); the planar plant's potentiometers (code 3) do not read it."""
+    (role code 7, `PISTON_GIVEN`); the planar plant's potentiometers (code 3) do not read it.
+    `shunt`: per channel, the true input a closed shunt relay adds (its true equivalent; 0
+    while open), before the sensor's own gain as a bridge's sensitivity applies to it."""
     for c in range(role.shape[0]):
         j = joint[c]
         r = role[c]
@@ -117,7 +122,7 @@ def _sense(
         else:
             y = P[G_PS]  # the station's supply pressure (daq.backends.sim.supply)
         # The true sensor: its own gain, offset and drift (the declared scaling ignores them).
-        y = y * (1.0 + err_gain[c]) + err_offset[c] + err_drift[c] * t
+        y = (y + shunt[c]) * (1.0 + err_gain[c]) + err_offset[c] + err_drift[c] * t
         k = sigma[c] * (burst[c] if mode[c] == F.NOISE_BURST else 1.0)
         y += k * noise[c]
         eng[c] = y
@@ -321,6 +326,7 @@ class SimBackend(Backend):
             self._eng,
             raw_out,
             self._piston,
+            self._shunt_input,
         )
         self._noise_row += 1
         for i in self._nonlinear:
@@ -343,6 +349,44 @@ class SimBackend(Backend):
         if self.supply is not None:
             self.supply.switch(level)
         return BackendStatus.OK
+
+    #: The random stream of the shunts' true equivalents, apart from the sensor noise's.
+    SHUNT_STREAM = 0x5A
+
+    @functools.cached_property
+    def _shunt_true(self) -> np.ndarray:
+        """Per input channel, its shunt's true equivalent (0 without a shunt): the
+        certificate's times (1 + error), the error `shunt.sim_error` or else drawn from
+        N(0, shunt.sigma) by the simulator's seed and the channel's name."""
+        out = np.zeros(len(self.inputs))
+        for i, c in enumerate(self.inputs):
+            sh = c.shunt
+            if sh is None:
+                continue
+            err = sh.sim_error
+            if err is None:
+                rng = np.random.default_rng(
+                    [self._seed, self.SHUNT_STREAM, zlib.crc32(c.name.encode())]
+                )
+                err = sh.sigma * float(rng.standard_normal())
+            out[i] = sh.equivalent_pa * (1.0 + err)
+        return out
+
+    @functools.cached_property
+    def _shunt_input(self) -> np.ndarray:
+        """Per input channel, what its closed shunt relay adds to the true input now."""
+        return np.zeros(len(self.inputs))
+
+    def write_shunt(self, mask: np.ndarray) -> BackendStatus:
+        on = np.asarray(mask, dtype=bool)
+        if np.any(on & (self._shunt_true == 0.0)):
+            return BackendStatus.ERROR  # a channel without a shunt resistor
+        np.multiply(self._shunt_true, on, out=self._shunt_input)
+        return BackendStatus.OK
+
+    def true_shunt_equivalent(self, name: str) -> float:
+        """A channel's shunt's true equivalent, Pa (tests and benchmarks only)."""
+        return float(self._shunt_true[[c.name for c in self.inputs].index(name)])
 
     def precharge(self, level: int) -> None:
         """Power at `level` with the accumulator already charged to it (a rig stepped without
