@@ -554,6 +554,16 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
             (abs(r["online_error_pct"]) for r in prof_rows if "online_error_pct" in r),
             default=None,
         ),
+        # Over the parameters the batch measured (a flagged one shows the batch's value, the
+        # prior, in both columns: its error is the batch's, not the online estimator's).
+        "online_max_error_measured_pct": max(
+            (
+                abs(r["online_error_pct"])
+                for r in prof_rows
+                if r["identifiable"] and r.get("online_error_pct") is not None
+            ),
+            default=None,
+        ),
         "batch_within_3sigma": int(sum(r["batch_within_3sigma"] for r in prof_rows)),
         "batch_within_3sigma_noise_only": int(
             sum(r["batch_within_3sigma_noise"] for r in prof_rows)
@@ -594,6 +604,13 @@ def judge(case: str, runs: list[dict[str, Any]]) -> dict[str, bool]:
                 for x in h
             ),
             "reference_flagged": all(x["reference_warnings"] > 0 for x in h),
+            # The online estimator within twice the batch's error on what the batch measured.
+            "online_within_twice_batch": all(
+                x["online_max_error_measured_pct"] is not None
+                and x["batch_max_error_measured_pct"] is not None
+                and x["online_max_error_measured_pct"] <= 2.0 * x["batch_max_error_measured_pct"]
+                for x in h
+            ),
         }
     if case == "nomotion":
         r = runs[0]

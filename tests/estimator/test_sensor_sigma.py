@@ -116,3 +116,131 @@ def test_a_parameter_whose_3_sigma_spans_zero_is_flagged_whatever_the_share() ->
     assert warnings[0].startswith("b not identifiable once the sensors'")
     assert warnings[1].startswith("d not identifiable: ±3σ") and "spans zero" in warnings[1]
     assert "largest spool_1.offset" in warnings[1]
+
+
+def _realistic():  # type: ignore[no-untyped-def]
+    from daq.profile.loader import load_profile
+    from tests.estimator.conftest import ROOT
+
+    return load_profile(ROOT / "hw_profiles" / "sim-2dof-realistic.toml")
+
+
+def test_channels_without_any_sigma_are_left_out_and_the_rest_still_listed() -> None:
+    """A channel with no class and no calibration, or a calibration of zero σ, carries no
+    uncertainty, and the channels after it still do; a σ on either term is enough."""
+    from daq.profile import parse_profile
+
+    data = _realistic().model_dump(mode="python", exclude_none=True)
+    first = data["channels"][0]["name"]
+    data["channels"][0].pop("accuracy", None)
+    profile = parse_profile(data)
+    cal = {"channels": {
+        "p_rod_1": {"sigma_offset": 0.0, "sigma_gain": 0.0},
+        "p_cap_2": {"sigma_offset": 0.0, "sigma_gain": 0.002},
+        "p_rod_2": {"sigma_offset": 90.0, "sigma_gain": 0.0},
+    }}  # fmt: skip
+    unc = channel_uncertainty(profile, cal)
+    assert first not in unc
+    assert "p_rod_1" not in unc
+    assert unc["p_cap_2"] == ChannelUncertainty(0.0, 0.002, "calibration")
+    assert unc["p_rod_2"] == ChannelUncertainty(90.0, 0.0, "calibration")
+    assert unc["q_2"].source == "datasheet"  # a channel after the first
+
+
+def test_the_channels_the_batch_reads_and_the_oil_one_only_with_an_oil_law() -> None:
+    import dataclasses
+
+    from daq.profile.plant import plant_params
+    from estimator.sensor_sigma import used_channels
+
+    profile = _realistic()
+    params = plant_params(profile)
+    assert params.oil is not None
+    oil = profile.oil_temperature
+    assert oil is not None
+    with_law = used_channels(profile, params)
+    roles = {c.name: c.role for c in profile.inputs}
+    assert oil.name in with_law
+    assert all(roles[n] != "supply" for n in with_law)
+    without = used_channels(profile, dataclasses.replace(params, oil=None))
+    assert without == [n for n in with_law if n != oil.name]
+    # A supply transducer tied to a joint is still not a signal the batch reads.
+    data = profile.model_dump(mode="python", exclude_none=True)
+    for c in data["channels"]:
+        if c["role"] == "supply":
+            c["joint"] = data["joints"][0]["name"]
+    from daq.profile import parse_profile
+
+    assert used_channels(parse_profile(data), params) == with_law
+    assert {roles[n] for n in without} == {
+        "resolver", "potentiometer", "pressure_cap", "pressure_rod", "lvdt"
+    }  # fmt: skip
+
+
+def test_each_channel_is_moved_by_its_own_sigma_and_only_by_a_nonzero_one() -> None:
+    from estimator.sensor_sigma import perturbed
+
+    col = np.array([1.0, 2.0, -4.0])
+    cols = {"eng.a": col, "eng.b": col, "eng.c": col, "t": col}
+    unc = {
+        "b": ChannelUncertainty(0.0, 0.01, "calibration"),
+        "c": ChannelUncertainty(0.5, 0.0, "datasheet"),
+    }
+    out = dict(perturbed(cols, unc, ["a", "b", "c", "missing"]))
+    assert list(out) == ["b.gain", "c.offset"]
+    np.testing.assert_allclose(out["b.gain"]["eng.b"], col * 1.01)
+    np.testing.assert_allclose(out["c.offset"]["eng.c"], col + 0.5)
+    np.testing.assert_array_equal(out["b.gain"]["eng.c"], col)  # one channel at a time
+
+
+def test_a_failed_refit_is_skipped_and_the_others_still_counted() -> None:
+    from estimator.sensor_sigma import propagate
+
+    cols = {"eng.a": np.zeros(3), "eng.b": np.zeros(3)}
+    unc = {n: ChannelUncertainty(1.0, 0.0, "datasheet") for n in ("a", "b")}
+
+    def refit(c):  # type: ignore[no-untyped-def]
+        if c["eng.a"][0] == 1.0:
+            return None  # a's refit fails
+        return np.array([10.0 + 3.0 * c["eng.b"][0], 5.0])
+
+    prop = propagate(refit, cols, unc, ["a", "b"])
+    assert prop is not None
+    assert list(prop.shares) == ["b.offset"]
+    np.testing.assert_allclose(prop.sigma, [3.0, 0.0])
+
+
+def test_the_largest_share_in_words_and_none_without_a_sigma() -> None:
+    from estimator.sensor_sigma import Propagated
+
+    prop = Propagated(np.array([5.0, 0.0]), {"x.offset": np.array([3.0, 0.0]),
+                                              "y.gain": np.array([4.0, 0.0])})  # fmt: skip
+    assert prop.largest(0, ["p", "q"]) == "y.gain 64 %"
+    assert prop.largest(1, ["p", "q"]) == ""
+    assert Propagated(np.array([1.0]), {}).largest(0, ["p"]) == ""
+
+
+def test_an_lvdt_gain_sigma_alone_adds_no_null_flow_share() -> None:
+    from estimator.sensor_sigma import Propagated, null_position_shares
+
+    profile = _realistic()
+    names = ["Cf++1", "Q0++1"]
+    prop = Propagated(np.zeros(2), {})
+    unc = {"spool_1": ChannelUncertainty(0.0, 0.01, "calibration")}
+    null_position_shares(prop, names, np.array([2.0, 0.01]), profile, unc)
+    assert "spool_1.offset" not in prop.shares
+    np.testing.assert_array_equal(prop.sigma, 0.0)
+
+
+def test_the_warnings_give_each_sigma_as_a_percentage_of_the_value() -> None:
+    from types import SimpleNamespace
+
+    from estimator.sensor_sigma import Propagated, combine
+
+    theta = np.array([2.0, -4.0])
+    cal = np.array([0.1, 2.0])  # 5 % of a (sensors push 3σ over 5 %); 50 % of b (spans zero)
+    fit = SimpleNamespace(names=["a", "b"], theta=theta, sigma_pct=np.array([0.0, 0.0]),
+                          identifiable=np.ones(2, dtype=bool))  # fmt: skip
+    warnings = combine(fit, Propagated(cal, {"p.offset": cal}))
+    assert "a: σ 5.0 % of which sensors 5.0 % (largest p.offset 100 %)" in warnings[0]
+    assert "b: σ 50.0 % of which sensors 50.0 %" in warnings[1]
