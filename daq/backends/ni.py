@@ -265,17 +265,21 @@ class NiBackend(Backend):
                 ]
             )
 
+    def _do_task(self, nidaqmx: Any, c: Any, what: str, lines: list[str]) -> tuple[Any, Any]:
+        """An on-demand DO task over `lines`, one channel per line, and its writer."""
+        self._stage = f"create the {what} DO task"
+        task = nidaqmx.Task(f"{self.rig_id}_{what}")
+        for line in lines:
+            self._stage = f"add DO line {line}"
+            task.do_channels.add_do_chan(line, line_grouping=c.LineGrouping.CHAN_PER_LINE)
+        writer = nidaqmx.stream_writers.DigitalMultiChannelWriter(task.out_stream, auto_start=True)
+        writer.verify_array_shape = False
+        return task, writer
+
     def _configure_shunt(self, nidaqmx: Any, c: Any) -> None:
         """An on-demand DO task over the shunt relays' lines, written open (low) now."""
-        self._stage = "create the shunt DO task"
-        self._shunt_do = nidaqmx.Task(f"{self.rig_id}_shunt")
-        for _, line in self.shunt_lines:
-            self._stage = f"add DO line {line}"
-            self._shunt_do.do_channels.add_do_chan(line, line_grouping=c.LineGrouping.CHAN_PER_LINE)
-        self._shunt_writer = nidaqmx.stream_writers.DigitalMultiChannelWriter(
-            self._shunt_do.out_stream, auto_start=True
-        )
-        self._shunt_writer.verify_array_shape = False
+        lines = [line for _, line in self.shunt_lines]
+        self._shunt_do, self._shunt_writer = self._do_task(nidaqmx, c, "shunt", lines)
         self._stage = "open the shunt relays"
         self._shunt_state[:] = False
         self._shunt_writer.write_one_sample_one_line(
@@ -285,15 +289,7 @@ class NiBackend(Backend):
     def _configure_power(self, nidaqmx: Any, c: Any) -> None:
         """An on-demand DO task over the power lines, written off now; with a watchdog the
         lines also expire low (pump off) when the loop stops refreshing it (`_configure`)."""
-        self._stage = "create the power DO task"
-        self._do = nidaqmx.Task(f"{self.rig_id}_power")
-        for line in self.power_lines:
-            self._stage = f"add DO line {line}"
-            self._do.do_channels.add_do_chan(line, line_grouping=c.LineGrouping.CHAN_PER_LINE)
-        self._do_writer = nidaqmx.stream_writers.DigitalMultiChannelWriter(
-            self._do.out_stream, auto_start=True
-        )
-        self._do_writer.verify_array_shape = False
+        self._do, self._do_writer = self._do_task(nidaqmx, c, "power", list(self.power_lines))
         self._stage = "switch the power lines off"
         self._power_state[:] = False
         self._do_writer.write_one_sample_one_line(self._power_state, timeout=_CLOSE_WRITE_TIMEOUT_S)
@@ -441,14 +437,7 @@ class NiBackend(Backend):
         self._power_state[0] = pump
         if len(self._power_state) > 1:
             self._power_state[1] = high
-        try:
-            self._do_writer.write_one_sample_one_line(
-                self._power_state, timeout=self.cfg.clock_timeout_s
-            )
-        except Exception as exc:
-            self.last_error_code = getattr(exc, "error_code", -1)
-            return BackendStatus.ERROR
-        return BackendStatus.OK
+        return self._write_lines(self._do_writer, self._power_state)
 
     def write_shunt(self, mask: np.ndarray) -> BackendStatus:
         on = np.asarray(mask, dtype=bool)
@@ -461,10 +450,13 @@ class NiBackend(Backend):
         if np.any(on & ~served):
             return BackendStatus.ERROR  # a channel without a shunt line
         np.take(on, self._shunt_index, out=self._shunt_state)
+        return self._write_lines(self._shunt_writer, self._shunt_state)
+
+    def _write_lines(self, writer: Any, state: np.ndarray) -> BackendStatus:
+        """One sample of a DO task's lines (rare: a power or shunt change); ERROR and the
+        driver's code if it refuses."""
         try:
-            self._shunt_writer.write_one_sample_one_line(
-                self._shunt_state, timeout=self.cfg.clock_timeout_s
-            )
+            writer.write_one_sample_one_line(state, timeout=self.cfg.clock_timeout_s)
         except Exception as exc:
             self.last_error_code = getattr(exc, "error_code", -1)
             return BackendStatus.ERROR

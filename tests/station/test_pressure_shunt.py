@@ -6,7 +6,6 @@ power change and e-stop opens them all."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -16,18 +15,9 @@ from daq.service.control_api import CommandError, ControlApi
 from daq.service.procedures import Rows
 from tests.conditions import wait_until
 from tests.loop.station_profile import station_profile
-from tests.station.test_pressure_span import _error
-from tests.station.test_procedures import REALISTIC, Station
+from tests.station.station_rig import REALISTIC, Station, arms
 
 SHUNTED = ("p_cap_1", "p_rod_1", "p_cap_2", "p_rod_2", "p_supply")
-
-
-@pytest.fixture
-def station(tmp_path: Path) -> Iterator[Station]:
-    st = Station(station_profile(REALISTIC), tmp_path / "cal")
-    yield st
-    st.loop.stop()
-    assert st.loop.join(10.0) and st.loop.error is None
 
 
 def _shunted(api: ControlApi) -> list[str]:
@@ -41,16 +31,8 @@ def _mean(st: Station, name: str, seconds: float = 0.5) -> float:
     return float(rows[50:, st.loop.layout.index(f"eng.{name}")].mean())
 
 
-def _arms(api: ControlApi) -> bool:
-    try:
-        api.handle("arm", {})
-    except CommandError:
-        return False
-    return True
-
-
 def test_shunt_finds_each_true_gain_within_3_sigma(station: Station) -> None:
-    assert "run pressure_zero" in _error(station, "pressure_shunt")  # the zero comes first
+    assert "run pressure_zero" in station.error("pressure_shunt")  # the zero comes first
     zero = station.calibrate("pressure_zero", apply=True)
     station.loop.drain_events()
     result = station.calibrate("pressure_shunt", apply=True)
@@ -85,7 +67,7 @@ def test_a_shunt_closes_only_in_idle_with_the_power_off(station: Station) -> Non
     with pytest.raises(CommandError, match="shunt on refused: hydraulic power is LOW") as err:
         api.handle("shunt", {"state": "on"})
     assert err.value.code == "rejected"
-    assert wait_until(lambda: _arms(api))
+    assert wait_until(lambda: arms(api))
     with pytest.raises(CommandError, match="shunt on refused in ARMED") as err:
         api.handle("shunt", {"state": "on", "channels": ["p_cap_1"]})
     assert err.value.code == "invalid_state"

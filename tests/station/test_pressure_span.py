@@ -5,43 +5,23 @@ truth, applied only when every residual is within the declared accuracy."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from daq.commands.errors import CommandError
 from daq.commands.spec import validate
 from daq.profile.schema import Profile
-from tests.conditions import wait_until
 from tests.loop.station_profile import station_profile
-from tests.station.test_procedures import REALISTIC, Station
+from tests.station.station_rig import REALISTIC, Station
 
 CHAMBERS = ("p_cap_1", "p_rod_1", "p_cap_2", "p_rod_2")
-
-
-def _error(st: Station, procedure: str, **args: Any) -> str:
-    """Start a procedure that must end in an error; that error."""
-    st.api.handle("calibrate", {"procedure": procedure, **args})
-    assert wait_until(lambda: not st.api.handle("calibrate_status", {})["running"], 300.0)
-    report = st.api.handle("calibrate_status", {})
-    assert report["result"] is None
-    return str(report["error"])
-
-
-@pytest.fixture
-def station(tmp_path: Path) -> Iterator[Station]:
-    st = Station(station_profile(REALISTIC), tmp_path / "cal")
-    yield st
-    st.loop.stop()
-    assert st.loop.join(10.0) and st.loop.error is None
 
 
 def test_span_against_the_supply_channel_finds_each_gain_within_its_sigma(
     station: Station,
 ) -> None:
-    assert "run pressure_zero" in _error(station, "pressure_span")  # the zero comes first
+    assert "run pressure_zero" in station.error("pressure_span")  # the zero comes first
     assert station.api.handle("calibration", {})["calibration"] is None
     zero = station.calibrate("pressure_zero", apply=True)
     result = station.calibrate("pressure_span", apply=True)
@@ -120,19 +100,19 @@ def test_span_without_a_supply_channel_needs_a_gauge_reading(tmp_path: Path) -> 
     data["channels"] = [c for c in data["channels"] if c["role"] != "supply"]
     st = Station(Profile.model_validate(data), tmp_path / "cal")
     try:
-        assert "no supply channel" in _error(st, "pressure_span")
-        assert "reference_pa 100 Pa is not the high stage's supply" in _error(
-            st, "pressure_span", reference_pa=100.0
+        assert "no supply channel" in st.error("pressure_span")
+        assert "reference_pa 100 Pa is not the high stage's supply" in st.error(
+            "pressure_span", reference_pa=100.0
         )
-        assert "reference_sigma_pa -1 must be ≥ 0" in _error(
-            st, "pressure_span", reference_pa=7.0e6, reference_sigma_pa=-1.0
+        assert "reference_sigma_pa -1 must be ≥ 0" in st.error(
+            "pressure_span", reference_pa=7.0e6, reference_sigma_pa=-1.0
         )
         # the command server's check (daq.commands.spec) refuses a non-finite reading
         with pytest.raises(CommandError, match="reference_pa") as err:
             validate("calibrate", {"procedure": "pressure_span", "reference_pa": math.nan})
         assert err.value.code == "bad_args"
-        assert "reference_pa nan Pa is not the high stage's supply" in _error(
-            st, "pressure_span", reference_pa=math.nan
+        assert "reference_pa nan Pa is not the high stage's supply" in st.error(
+            "pressure_span", reference_pa=math.nan
         )
         assert st.api.handle("calibration", {})["calibration"] is None  # nothing applied
     finally:

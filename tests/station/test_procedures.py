@@ -4,55 +4,15 @@ the declared accuracy, refusing to start outside IDLE."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from daq.backends.sim import SimBackend
-from daq.loop import Loop
 from daq.profile.schema import Profile
-from daq.service.control_api import CommandError, ControlApi, joint_gains, make_hold_runner
+from daq.service.control_api import CommandError
 from tests.conditions import wait_until
 from tests.loop.station_profile import station_profile
-
-REALISTIC = "sim-2dof-realistic.toml"
-
-
-class Station:
-    def __init__(self, profile: Profile, cal_dir: Path) -> None:
-        self.profile = profile
-        self.sim = SimBackend.from_profile(profile)
-        self.sim.open()
-        hold = make_hold_runner(profile, joint_gains(profile))
-        self.loop = Loop(profile, self.sim, hold=hold, virtual_time=True, ring_capacity=1 << 14)
-        self.loop.warm_up()
-        self.api = ControlApi(self.loop, calibration_dir=cal_dir)
-        self.loop.start()
-
-    def calibrate(self, procedure: str, **args: Any) -> dict[str, Any]:
-        self.api.handle("calibrate", {"procedure": procedure, **args})
-        assert wait_until(lambda: not self.api.handle("calibrate_status", {})["running"], 300.0)
-        report = self.api.handle("calibrate_status", {})
-        assert report["error"] is None, report["error"]
-        return dict(report["result"])
-
-    def truth(self, name: str) -> tuple[float, float]:
-        """(offset at this loop time, 1 + gain error) of the simulated sensor."""
-        ch = next(c for c in self.profile.inputs if c.name == name)
-        e = ch.sim_error
-        if e is None:
-            return 0.0, 1.0
-        return e.offset + e.drift_per_hour * self.loop.t / 3600.0, 1.0 + e.gain_error
-
-
-@pytest.fixture
-def station(tmp_path: Path) -> Iterator[Station]:
-    st = Station(station_profile(REALISTIC), tmp_path / "cal")
-    yield st
-    st.loop.stop()
-    assert st.loop.join(10.0) and st.loop.error is None
+from tests.station.station_rig import REALISTIC, Station, arms
 
 
 def test_pressure_zero_finds_each_offset_within_2_kpa_and_applies_it(station: Station) -> None:
@@ -109,7 +69,7 @@ def test_a_result_beyond_the_declared_accuracy_is_not_applied(tmp_path: Path) ->
 def test_a_procedure_is_refused_unless_idle(station: Station) -> None:
     api = station.api
     api.handle("power", {"level": "low"})
-    assert wait_until(lambda: _arms(api))
+    assert wait_until(lambda: arms(api))
     with pytest.raises(CommandError, match="calibrate position refused in ARMED") as err:
         api.handle("calibrate", {"procedure": "position"})
     assert err.value.code == "invalid_state"
@@ -119,14 +79,6 @@ def test_a_procedure_is_refused_unless_idle(station: Station) -> None:
     assert station.loop.state.name == "RUNNING" and station.loop.station.power.name == "LOW"
     with pytest.raises(CommandError, match="unknown procedure 'span'"):
         api.handle("calibrate", {"procedure": "span"})
-
-
-def _arms(api: ControlApi) -> bool:
-    try:
-        api.handle("arm", {})
-    except CommandError:
-        return False
-    return True
 
 
 def test_valve_null_finds_the_lvdt_span_at_the_spool_stops_and_the_holding_command(
