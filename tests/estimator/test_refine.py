@@ -14,7 +14,7 @@ import pytest
 
 from estimator.models import LinearModel, Sample
 from estimator.refine import choose, predicted_rates, rate_channels
-from tests.estimator.chamber import AREA, FS, MODEL, THETA, chamber_run, fit
+from tests.estimator.chamber import AREA, FS, MODEL, THETA, V, chamber_run, fit
 
 
 def test_refinement_removes_the_errors_in_variables_bias() -> None:
@@ -45,11 +45,10 @@ def test_low_noise_keeps_least_squares_when_they_agree() -> None:
     assert got.method == "WLS" and not notes and not got.warnings
 
 
-def test_predicted_rates_are_the_true_rates_on_exact_data() -> None:
-    raw = chamber_run(5.0, p_noise=0.0, seed=0)
-    N = raw.shape[0]
-    z = np.zeros((N, 1))
-    x = Sample(
+def _exact_sample(raw: np.ndarray) -> Sample:
+    """The chamber run's samples as measured, every rate zero (what predicted_rates fills)."""
+    z = np.zeros((raw.shape[0], 1))
+    return Sample(
         q=raw[:, :1],
         qd=z,
         qdd=z,
@@ -61,11 +60,21 @@ def test_predicted_rates_are_the_true_rates_on_exact_data() -> None:
         pd_rod=z,
         u=raw[:, 4:5],
     )
+
+
+def _assert_true_pressure_rate(xp: Sample, raw: np.ndarray) -> None:
+    fd = np.gradient(raw[:, 2], 1 / FS)
+    inner = slice(10, raw.shape[0] - 10)
+    np.testing.assert_allclose(xp.pd_cap[inner, 0], fd[inner], atol=1e-3 * np.ptp(fd))
+
+
+def test_predicted_rates_are_the_true_rates_on_exact_data() -> None:
+    raw = chamber_run(5.0, p_noise=0.0, seed=0)
+    N = raw.shape[0]
+    x = _exact_sample(raw)
     assert rate_channels(MODEL, x) == [("pd_cap", 0)]
     xp = predicted_rates(MODEL, x, np.zeros((N, 1, 3)), np.zeros((N, 1)), THETA, [("pd_cap", 0)])
-    fd = np.gradient(raw[:, 2], 1 / FS)
-    inner = slice(10, N - 10)
-    np.testing.assert_allclose(xp.pd_cap[inner, 0], fd[inner], atol=1e-3 * np.ptp(fd))
+    _assert_true_pressure_rate(xp, raw)
     # A model without a pressure rate has nothing to refine.
     still = LinearModel(
         name="static",
@@ -103,6 +112,32 @@ def test_table_widens_online_by_its_distance_to_the_refined_value() -> None:
     assert d["batch_ls_error_pct"] == pytest.approx(-27.9)
     table = format_table(rows, online=True)
     assert "batch LS" in table and " IV " in table
+
+
+def test_predicted_rates_with_the_rate_in_the_output() -> None:
+    """A model may carry a rate in its output rather than its regressor — here the chamber
+    with a known compressibility, u·Cf − p·CL = A·ṡ + V·ṗ·(1/b): the equation error
+    e(ṗ) = Φθ − y(ṗ) is affine in ṗ all the same (with the opposite sign), and the predicted
+    rate is again the true one."""
+    raw = chamber_run(5.0, p_noise=0.0, seed=0)
+    N = raw.shape[0]
+    x = _exact_sample(raw)
+    known_b = LinearModel(
+        name="known b",
+        names=("Cf", "CL"),
+        n_outputs=1,
+        regressor=lambda x: (
+            np.stack([x.u[:, 0], -x.p_cap[:, 0]], axis=1)[:, None, :],
+            (AREA * x.sd[:, 0] + V * THETA[0] * x.pd_cap[:, 0])[:, None],
+        ),
+        param_scale=THETA[1:].copy(),
+        output_scale=np.array([1.0e-7]),
+    )
+    assert rate_channels(known_b, x) == [("pd_cap", 0)]
+    xp = predicted_rates(
+        known_b, x, np.zeros((N, 1, 2)), np.zeros((N, 1)), THETA[1:], [("pd_cap", 0)]
+    )
+    _assert_true_pressure_rate(xp, raw)
 
 
 @dataclass
