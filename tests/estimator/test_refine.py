@@ -13,7 +13,16 @@ import numpy as np
 import pytest
 
 from estimator.models import LinearModel, Sample
-from estimator.refine import choose, predicted_rates, rate_channels
+from estimator.refine import (
+    MAX_ITERATIONS,
+    SETTLE_SIGMA,
+    choose,
+    iv_solve,
+    predicted_rates,
+    rate_channels,
+    refine,
+    settled,
+)
 from tests.estimator.chamber import AREA, FS, MODEL, THETA, V, chamber_run, fit
 
 
@@ -238,3 +247,103 @@ def test_mechanical_model_predicts_the_joint_acceleration_on_exact_data() -> Non
         mech, x, np.zeros((n, m, k)), np.zeros((n, m)), params.theta_mech(), [("qdd", 0)]
     )
     np.testing.assert_allclose(xp.qdd[:, 0], qdd, rtol=0, atol=1e-9 * np.ptp(qdd))
+
+
+def test_iv_with_the_regressor_as_its_own_instrument_is_least_squares() -> None:
+    """Z = W: θ = (WᵀW)⁻¹WᵀY, σ² the residual sum of squares over N − n degrees of freedom
+    (as least squares in estimator.wls), covariance σ²(WᵀW)⁻¹. Few rows, so the degrees of
+    freedom show."""
+    rng = np.random.default_rng(5)
+    N, n = 12, 3
+    W = rng.normal(size=(N, n))
+    Y = W @ np.array([1.0, -2.0, 0.5]) + rng.normal(0.0, 0.1, N)
+    theta, s2, cov = iv_solve(W, W, Y)
+    th_ls = np.linalg.lstsq(W, Y, rcond=None)[0]
+    res = Y - W @ th_ls
+    np.testing.assert_allclose(theta, th_ls, rtol=1e-10)
+    assert s2 == pytest.approx(res @ res / (N - n), rel=1e-10)
+    np.testing.assert_allclose(cov, s2 * np.linalg.inv(W.T @ W), rtol=1e-8)
+
+
+_THETA2 = np.array([4.3e-9, 6.3e-7])  # 1/b and a flow gain: the sizes σ is measured against
+
+
+def test_settled_bounds_every_free_parameter_by_its_own_sigma() -> None:
+    """Settled: no free parameter moved by more than SETTLE_SIGMA of its σ; a parameter
+    that is not free (fixed at its prior) does not hold the refinement back."""
+    sigma = 1e-3 * _THETA2
+    both = np.ones(2, dtype=bool)
+    below, above = 0.8 * SETTLE_SIGMA, 1.2 * SETTLE_SIGMA
+    assert settled(_THETA2, _THETA2 + np.array([below, -below]) * sigma, sigma, both)
+    assert not settled(_THETA2, _THETA2 + np.array([above, 0.0]) * sigma, sigma, both)
+    assert not settled(_THETA2, _THETA2 - np.array([0.0, above]) * sigma, sigma, both)
+    first = np.array([True, False])
+    assert settled(_THETA2, _THETA2 + np.array([below, 10.0]) * sigma, sigma, first)
+
+
+@dataclass
+class _Step:
+    """What `refine` reads and writes of an IV fit (σ 0.1 % of every parameter)."""
+
+    theta: np.ndarray
+    iterations: int = 0
+    settled: bool = False
+
+    def __post_init__(self) -> None:
+        self.sigma_pct = np.full(self.theta.shape, 0.1)
+        self.identifiable = np.ones(self.theta.shape, dtype=bool)
+
+
+class _Iteration:
+    """instruments(θ) carries θ; fit(Z) moves it to TRUTH + gain·(θ − TRUTH): a gain in
+    (0, 1) converges like the refinement from a biased start, −1 swings forever. Counts calls."""
+
+    def __init__(self, gain: float) -> None:
+        self.gain = gain
+        self.built = 0
+        self.fitted = 0
+
+    def instruments(self, theta: np.ndarray) -> np.ndarray | None:
+        self.built += 1
+        return theta.copy()
+
+    def fit(self, Z: np.ndarray) -> _Step:
+        assert np.all(np.isfinite(Z)), "fitted on non-finite instruments"
+        self.fitted += 1
+        return _Step(_THETA2 + self.gain * (Z - _THETA2))
+
+
+def test_refine_iterates_until_no_parameter_moves_a_twentieth_of_its_sigma() -> None:
+    """From 40σ off, each step leaves 1/20 of the distance: moves of 38σ, 1.9σ, 0.095σ (still
+    more than SETTLE_SIGMA), then 0.005σ — settled at the 4th solution, and no further
+    instruments are built."""
+    it = _Iteration(gain=0.05)
+    got = refine(_Step(_THETA2 * 1.04), it.instruments, it.fit)
+    assert got is not None and got.settled
+    assert got.iterations == 4 and it.built == 4 and it.fitted == 4
+    np.testing.assert_allclose(got.theta, _THETA2, rtol=1e-5)
+
+
+def test_refine_that_never_settles_stops_after_max_iterations() -> None:
+    """A refinement swinging ±1σ about the value is given MAX_ITERATIONS solutions and
+    returned unsettled (refine.choose then keeps least squares)."""
+    it = _Iteration(gain=-1.0)
+    got = refine(_Step(_THETA2 * 1.001), it.instruments, it.fit)
+    assert got is not None and not got.settled
+    assert got.iterations == MAX_ITERATIONS and it.built == MAX_ITERATIONS
+
+
+def test_refine_without_instruments_or_with_broken_ones() -> None:
+    """No instruments (no rate in the regressor): None, nothing fitted. Instruments that turn
+    non-finite (the prediction blew up) are never fitted: the last good iterate is returned."""
+    it = _Iteration(gain=0.05)
+    assert refine(_Step(_THETA2.copy()), lambda th: None, it.fit) is None
+    assert it.fitted == 0
+
+    def breaks_second(theta: np.ndarray) -> np.ndarray | None:
+        Z = it.instruments(theta)
+        return Z if it.built == 1 else np.full_like(theta, np.nan)
+
+    got = refine(_Step(_THETA2 * 1.04), breaks_second, it.fit)
+    assert got is not None and got.iterations == 1 and not got.settled
+    assert it.fitted == 1
