@@ -17,6 +17,7 @@ from estimator.refine import (
     MAX_ITERATIONS,
     SETTLE_SIGMA,
     choose,
+    hausman_z,
     iv_solve,
     predicted_rates,
     rate_channels,
@@ -211,6 +212,64 @@ def test_untrusted_refinement_warns_only_when_it_differs_materially(
     assert "1/b" in (warnings or notes)[0]
     sigma = chosen.sigma_pct[0] / 100.0
     assert abs(ls.theta[0] / truth[0] - 1.0) <= 3 * sigma
+
+
+def test_a_parameter_least_squares_did_not_measure_is_not_compared() -> None:
+    """LS left Cf at its prior (not identifiable: σ NaN, no variance); an untrusted refinement
+    (its equations disagree 7σ) measures it 5 % away. The Hausman test has nothing to compare
+    there: LS is printed as it is, without a warning or a widening."""
+    truth = np.array([4.3e-9, 6.3e-7])
+    ls = _Fit(truth.copy(), 0.0005)
+    ls.identifiable = np.array([True, False])
+    ls.sigma_pct[1] = np.nan
+    ls.cov[1, 1] = ls.cov_plain[1, 1] = 0.0
+    iv = _Fit(truth * np.array([1.0, 1.05]), 0.0005)
+    iv.disagreement_z = np.array([7.0, 0.5])
+    assert hausman_z(ls, iv)[1] == 0.0
+    chosen, notes, warnings = choose(ls, iv)
+    assert chosen is ls and not notes and not warnings
+    assert chosen.sigma_pct[0] == pytest.approx(0.05) and np.isnan(chosen.sigma_pct[1])
+
+
+@pytest.mark.parametrize(("iv_sigma_frac", "printed"), [(0.01, "IV"), (0.03, "LS")])
+def test_refinement_is_printed_only_where_it_resolves_every_parameter(
+    iv_sigma_frac: float, printed: str
+) -> None:
+    """LS 15 % off on 1/b by the Hausman test, the refinement's equations agree: with 1/b's σ
+    1 % (3σ within RESOLVE_FRACTION, 5 %) the refinement is printed; with 3 % (3σ = 9 %) it
+    does not resolve a parameter it measures, so LS stays and the difference is a warning."""
+    truth = np.array([4.3e-9, 6.3e-7])
+    ls = _Fit(truth.copy(), 0.0005)
+    iv = _Fit(truth * np.array([1.15, 1.0]), 0.0005)
+    iv.sigma_pct[0] = 100.0 * iv_sigma_frac
+    iv.cov[0, 0] = iv.cov_plain[0, 0] = (iv_sigma_frac * iv.theta[0]) ** 2
+    assert hausman_z(ls, iv)[0] > 3.0
+    chosen, notes, warnings = choose(ls, iv)
+    if printed == "IV":
+        assert chosen is iv and notes and not warnings
+    else:
+        assert chosen is ls and warnings and not notes
+        assert "1/b" in warnings[0]
+
+
+def test_least_squares_kept_is_widened_by_half_the_difference() -> None:
+    """An untrusted refinement 3 % off on 1/b: LS printed, the variance of its 1/b grown by
+    (d/2)², and Cf's, correlated with 1/b at ρ = 0.6, by (ρ·σ_Cf/σ_1/b · d/2)² (the regression
+    of Cf on 1/b carries the same bias; as estimator.wls.fit_model widens for disagreeing
+    equations)."""
+    truth = np.array([4.3e-9, 6.3e-7])
+    sig = 0.0005 * truth
+    rho = 0.6
+    ls = _Fit(truth.copy(), 0.0005)
+    ls.cov = np.array([[sig[0] ** 2, rho * sig[0] * sig[1]], [rho * sig[0] * sig[1], sig[1] ** 2]])
+    ls.cov_plain = ls.cov.copy()
+    iv = _Fit(truth * np.array([1.03, 1.0]), 0.0005)
+    iv.disagreement_z = np.array([7.0, 0.5])
+    chosen, notes, warnings = choose(ls, iv)
+    assert chosen is ls and warnings and not notes
+    half = 0.5 * 0.03 * truth[0]
+    widened = np.sqrt(sig**2 + np.array([half, rho * sig[1] / sig[0] * half]) ** 2)
+    np.testing.assert_allclose(chosen.sigma_pct, 100.0 * widened / truth, rtol=1e-12)
 
 
 def test_mechanical_model_predicts_the_joint_acceleration_on_exact_data() -> None:
