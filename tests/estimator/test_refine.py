@@ -13,8 +13,18 @@ import numpy as np
 import pytest
 
 from estimator.models import LinearModel, Sample
-from estimator.refine import choose, predicted_rates, rate_channels
-from tests.estimator.chamber import AREA, FS, MODEL, THETA, chamber_run, fit
+from estimator.refine import (
+    MAX_ITERATIONS,
+    SETTLE_SIGMA,
+    choose,
+    hausman_z,
+    iv_solve,
+    predicted_rates,
+    rate_channels,
+    refine,
+    settled,
+)
+from tests.estimator.chamber import AREA, FS, MODEL, THETA, V, chamber_run, fit
 
 
 def test_refinement_removes_the_errors_in_variables_bias() -> None:
@@ -45,11 +55,10 @@ def test_low_noise_keeps_least_squares_when_they_agree() -> None:
     assert got.method == "WLS" and not notes and not got.warnings
 
 
-def test_predicted_rates_are_the_true_rates_on_exact_data() -> None:
-    raw = chamber_run(5.0, p_noise=0.0, seed=0)
-    N = raw.shape[0]
-    z = np.zeros((N, 1))
-    x = Sample(
+def _exact_sample(raw: np.ndarray) -> Sample:
+    """The chamber run's samples as measured, every rate zero (what predicted_rates fills)."""
+    z = np.zeros((raw.shape[0], 1))
+    return Sample(
         q=raw[:, :1],
         qd=z,
         qdd=z,
@@ -61,11 +70,21 @@ def test_predicted_rates_are_the_true_rates_on_exact_data() -> None:
         pd_rod=z,
         u=raw[:, 4:5],
     )
+
+
+def _assert_true_pressure_rate(xp: Sample, raw: np.ndarray) -> None:
+    fd = np.gradient(raw[:, 2], 1 / FS)
+    inner = slice(10, raw.shape[0] - 10)
+    np.testing.assert_allclose(xp.pd_cap[inner, 0], fd[inner], atol=1e-3 * np.ptp(fd))
+
+
+def test_predicted_rates_are_the_true_rates_on_exact_data() -> None:
+    raw = chamber_run(5.0, p_noise=0.0, seed=0)
+    N = raw.shape[0]
+    x = _exact_sample(raw)
     assert rate_channels(MODEL, x) == [("pd_cap", 0)]
     xp = predicted_rates(MODEL, x, np.zeros((N, 1, 3)), np.zeros((N, 1)), THETA, [("pd_cap", 0)])
-    fd = np.gradient(raw[:, 2], 1 / FS)
-    inner = slice(10, N - 10)
-    np.testing.assert_allclose(xp.pd_cap[inner, 0], fd[inner], atol=1e-3 * np.ptp(fd))
+    _assert_true_pressure_rate(xp, raw)
     # A model without a pressure rate has nothing to refine.
     still = LinearModel(
         name="static",
@@ -103,6 +122,32 @@ def test_table_widens_online_by_its_distance_to_the_refined_value() -> None:
     assert d["batch_ls_error_pct"] == pytest.approx(-27.9)
     table = format_table(rows, online=True)
     assert "batch LS" in table and " IV " in table
+
+
+def test_predicted_rates_with_the_rate_in_the_output() -> None:
+    """A model may carry a rate in its output rather than its regressor — here the chamber
+    with a known compressibility, u·Cf − p·CL = A·ṡ + V·ṗ·(1/b): the equation error
+    e(ṗ) = Φθ − y(ṗ) is affine in ṗ all the same (with the opposite sign), and the predicted
+    rate is again the true one."""
+    raw = chamber_run(5.0, p_noise=0.0, seed=0)
+    N = raw.shape[0]
+    x = _exact_sample(raw)
+    known_b = LinearModel(
+        name="known b",
+        names=("Cf", "CL"),
+        n_outputs=1,
+        regressor=lambda x: (
+            np.stack([x.u[:, 0], -x.p_cap[:, 0]], axis=1)[:, None, :],
+            (AREA * x.sd[:, 0] + V * THETA[0] * x.pd_cap[:, 0])[:, None],
+        ),
+        param_scale=THETA[1:].copy(),
+        output_scale=np.array([1.0e-7]),
+    )
+    assert rate_channels(known_b, x) == [("pd_cap", 0)]
+    xp = predicted_rates(
+        known_b, x, np.zeros((N, 1, 2)), np.zeros((N, 1)), THETA[1:], [("pd_cap", 0)]
+    )
+    _assert_true_pressure_rate(xp, raw)
 
 
 @dataclass
@@ -169,6 +214,64 @@ def test_untrusted_refinement_warns_only_when_it_differs_materially(
     assert abs(ls.theta[0] / truth[0] - 1.0) <= 3 * sigma
 
 
+def test_a_parameter_least_squares_did_not_measure_is_not_compared() -> None:
+    """LS left Cf at its prior (not identifiable: σ NaN, no variance); an untrusted refinement
+    (its equations disagree 7σ) measures it 5 % away. The Hausman test has nothing to compare
+    there: LS is printed as it is, without a warning or a widening."""
+    truth = np.array([4.3e-9, 6.3e-7])
+    ls = _Fit(truth.copy(), 0.0005)
+    ls.identifiable = np.array([True, False])
+    ls.sigma_pct[1] = np.nan
+    ls.cov[1, 1] = ls.cov_plain[1, 1] = 0.0
+    iv = _Fit(truth * np.array([1.0, 1.05]), 0.0005)
+    iv.disagreement_z = np.array([7.0, 0.5])
+    assert hausman_z(ls, iv)[1] == 0.0
+    chosen, notes, warnings = choose(ls, iv)
+    assert chosen is ls and not notes and not warnings
+    assert chosen.sigma_pct[0] == pytest.approx(0.05) and np.isnan(chosen.sigma_pct[1])
+
+
+@pytest.mark.parametrize(("iv_sigma_frac", "printed"), [(0.01, "IV"), (0.03, "LS")])
+def test_refinement_is_printed_only_where_it_resolves_every_parameter(
+    iv_sigma_frac: float, printed: str
+) -> None:
+    """LS 15 % off on 1/b by the Hausman test, the refinement's equations agree: with 1/b's σ
+    1 % (3σ within RESOLVE_FRACTION, 5 %) the refinement is printed; with 3 % (3σ = 9 %) it
+    does not resolve a parameter it measures, so LS stays and the difference is a warning."""
+    truth = np.array([4.3e-9, 6.3e-7])
+    ls = _Fit(truth.copy(), 0.0005)
+    iv = _Fit(truth * np.array([1.15, 1.0]), 0.0005)
+    iv.sigma_pct[0] = 100.0 * iv_sigma_frac
+    iv.cov[0, 0] = iv.cov_plain[0, 0] = (iv_sigma_frac * iv.theta[0]) ** 2
+    assert hausman_z(ls, iv)[0] > 3.0
+    chosen, notes, warnings = choose(ls, iv)
+    if printed == "IV":
+        assert chosen is iv and notes and not warnings
+    else:
+        assert chosen is ls and warnings and not notes
+        assert "1/b" in warnings[0]
+
+
+def test_least_squares_kept_is_widened_by_half_the_difference() -> None:
+    """An untrusted refinement 3 % off on 1/b: LS printed, the variance of its 1/b grown by
+    (d/2)², and Cf's, correlated with 1/b at ρ = 0.6, by (ρ·σ_Cf/σ_1/b · d/2)² (the regression
+    of Cf on 1/b carries the same bias; as estimator.wls.fit_model widens for disagreeing
+    equations)."""
+    truth = np.array([4.3e-9, 6.3e-7])
+    sig = 0.0005 * truth
+    rho = 0.6
+    ls = _Fit(truth.copy(), 0.0005)
+    ls.cov = np.array([[sig[0] ** 2, rho * sig[0] * sig[1]], [rho * sig[0] * sig[1], sig[1] ** 2]])
+    ls.cov_plain = ls.cov.copy()
+    iv = _Fit(truth * np.array([1.03, 1.0]), 0.0005)
+    iv.disagreement_z = np.array([7.0, 0.5])
+    chosen, notes, warnings = choose(ls, iv)
+    assert chosen is ls and warnings and not notes
+    half = 0.5 * 0.03 * truth[0]
+    widened = np.sqrt(sig**2 + np.array([half, rho * sig[1] / sig[0] * half]) ** 2)
+    np.testing.assert_allclose(chosen.sigma_pct, 100.0 * widened / truth, rtol=1e-12)
+
+
 def test_mechanical_model_predicts_the_joint_acceleration_on_exact_data() -> None:
     """The refinement also solves a mechanical model for q̈ (the angle's second derivative,
     which carries the angle sensors' noise: least squares then sits −0.13 % low on the 1-DOF
@@ -203,3 +306,103 @@ def test_mechanical_model_predicts_the_joint_acceleration_on_exact_data() -> Non
         mech, x, np.zeros((n, m, k)), np.zeros((n, m)), params.theta_mech(), [("qdd", 0)]
     )
     np.testing.assert_allclose(xp.qdd[:, 0], qdd, rtol=0, atol=1e-9 * np.ptp(qdd))
+
+
+def test_iv_with_the_regressor_as_its_own_instrument_is_least_squares() -> None:
+    """Z = W: θ = (WᵀW)⁻¹WᵀY, σ² the residual sum of squares over N − n degrees of freedom
+    (as least squares in estimator.wls), covariance σ²(WᵀW)⁻¹. Few rows, so the degrees of
+    freedom show."""
+    rng = np.random.default_rng(5)
+    N, n = 12, 3
+    W = rng.normal(size=(N, n))
+    Y = W @ np.array([1.0, -2.0, 0.5]) + rng.normal(0.0, 0.1, N)
+    theta, s2, cov = iv_solve(W, W, Y)
+    th_ls = np.linalg.lstsq(W, Y, rcond=None)[0]
+    res = Y - W @ th_ls
+    np.testing.assert_allclose(theta, th_ls, rtol=1e-10)
+    assert s2 == pytest.approx(res @ res / (N - n), rel=1e-10)
+    np.testing.assert_allclose(cov, s2 * np.linalg.inv(W.T @ W), rtol=1e-8)
+
+
+_THETA2 = np.array([4.3e-9, 6.3e-7])  # 1/b and a flow gain: the sizes σ is measured against
+
+
+def test_settled_bounds_every_free_parameter_by_its_own_sigma() -> None:
+    """Settled: no free parameter moved by more than SETTLE_SIGMA of its σ; a parameter
+    that is not free (fixed at its prior) does not hold the refinement back."""
+    sigma = 1e-3 * _THETA2
+    both = np.ones(2, dtype=bool)
+    below, above = 0.8 * SETTLE_SIGMA, 1.2 * SETTLE_SIGMA
+    assert settled(_THETA2, _THETA2 + np.array([below, -below]) * sigma, sigma, both)
+    assert not settled(_THETA2, _THETA2 + np.array([above, 0.0]) * sigma, sigma, both)
+    assert not settled(_THETA2, _THETA2 - np.array([0.0, above]) * sigma, sigma, both)
+    first = np.array([True, False])
+    assert settled(_THETA2, _THETA2 + np.array([below, 10.0]) * sigma, sigma, first)
+
+
+@dataclass
+class _Step:
+    """What `refine` reads and writes of an IV fit (σ 0.1 % of every parameter)."""
+
+    theta: np.ndarray
+    iterations: int = 0
+    settled: bool = False
+
+    def __post_init__(self) -> None:
+        self.sigma_pct = np.full(self.theta.shape, 0.1)
+        self.identifiable = np.ones(self.theta.shape, dtype=bool)
+
+
+class _Iteration:
+    """instruments(θ) carries θ; fit(Z) moves it to TRUTH + gain·(θ − TRUTH): a gain in
+    (0, 1) converges like the refinement from a biased start, −1 swings forever. Counts calls."""
+
+    def __init__(self, gain: float) -> None:
+        self.gain = gain
+        self.built = 0
+        self.fitted = 0
+
+    def instruments(self, theta: np.ndarray) -> np.ndarray | None:
+        self.built += 1
+        return theta.copy()
+
+    def fit(self, Z: np.ndarray) -> _Step:
+        assert np.all(np.isfinite(Z)), "fitted on non-finite instruments"
+        self.fitted += 1
+        return _Step(_THETA2 + self.gain * (Z - _THETA2))
+
+
+def test_refine_iterates_until_no_parameter_moves_a_twentieth_of_its_sigma() -> None:
+    """From 40σ off, each step leaves 1/20 of the distance: moves of 38σ, 1.9σ, 0.095σ (still
+    more than SETTLE_SIGMA), then 0.005σ — settled at the 4th solution, and no further
+    instruments are built."""
+    it = _Iteration(gain=0.05)
+    got = refine(_Step(_THETA2 * 1.04), it.instruments, it.fit)
+    assert got is not None and got.settled
+    assert got.iterations == 4 and it.built == 4 and it.fitted == 4
+    np.testing.assert_allclose(got.theta, _THETA2, rtol=1e-5)
+
+
+def test_refine_that_never_settles_stops_after_max_iterations() -> None:
+    """A refinement swinging ±1σ about the value is given MAX_ITERATIONS solutions and
+    returned unsettled (refine.choose then keeps least squares)."""
+    it = _Iteration(gain=-1.0)
+    got = refine(_Step(_THETA2 * 1.001), it.instruments, it.fit)
+    assert got is not None and not got.settled
+    assert got.iterations == MAX_ITERATIONS and it.built == MAX_ITERATIONS
+
+
+def test_refine_without_instruments_or_with_broken_ones() -> None:
+    """No instruments (no rate in the regressor): None, nothing fitted. Instruments that turn
+    non-finite (the prediction blew up) are never fitted: the last good iterate is returned."""
+    it = _Iteration(gain=0.05)
+    assert refine(_Step(_THETA2.copy()), lambda th: None, it.fit) is None
+    assert it.fitted == 0
+
+    def breaks_second(theta: np.ndarray) -> np.ndarray | None:
+        Z = it.instruments(theta)
+        return Z if it.built == 1 else np.full_like(theta, np.nan)
+
+    got = refine(_Step(_THETA2 * 1.04), breaks_second, it.fit)
+    assert got is not None and got.iterations == 1 and not got.settled
+    assert it.fitted == 1
