@@ -112,9 +112,10 @@ def noise_realization(profile: Profile, columns: Mapping[str, Any]) -> dict[str,
     the rows' `seq` (`daq.backends.sim.backend.noise_rows`). For the true plant's closed-loop
     validation only: with it the replay's controller acts on the readings the live one acted
     on, and what is left between the replay and the run is the validation path's own error.
-    None where it cannot be regenerated: not the planar simulator, no `seq` column, or a
-    recording whose rows are not one service's cycles from its start. (A `noise_burst`
-    fault's scaling is not reproduced.)"""
+    None where it cannot be regenerated: not the planar simulator, or no valid `seq` column.
+    Rows not counted from the loop's start (or drawn by another version of the simulator) get
+    another realization, which the FIT shows: the spools then score their noise's ~90 %, not
+    ~99.5 %. (A `noise_burst` fault's scaling is not reproduced.)"""
     from daq.backends.sim.backend import noise_rows
 
     sim = profile.backend.sim
