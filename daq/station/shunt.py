@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import numpy as np
-
 from daq.profile.schema import Channel, Profile
 
 
@@ -39,12 +37,3 @@ def bits_of(profile: Profile, channels: Iterable[str] | None) -> int:
             raise ValueError(f"channel '{name}' has no shunt in the profile (shunted: {have})")
         bits |= 1 << chans.index(name)
     return bits
-
-
-def input_mask(profile: Profile, bits: int) -> np.ndarray:
-    """A boolean per input channel (profile order), True where `bits` switches its shunt on."""
-    inputs = [c.name for c in profile.inputs]
-    mask = np.zeros(len(inputs), dtype=bool)
-    for name in names(profile, bits):
-        mask[inputs.index(name)] = True
-    return mask
