@@ -173,7 +173,7 @@ def test_the_true_plant_replayed_with_its_runs_noise_scores_its_truth(noisy_run:
     """With the run's own noise realization (`daq.backends.sim.backend.noise_rows`, here by
     the rig's read count: one read when the rig is built, one per step, so row k of the run
     is read SETTLE_S/period + k) the replay's controller reads what the run's read, and the
-    compared readings carry it too: FIT ≥ 98.5 % on every output (measured 98.9 % worst,
+    compared readings carry it too: FIT ≥ 98.5 % on every output (measured 99.2 % worst,
     p_cap2: a reading one converter step off where a command sits on a D/A code's edge moves
     a breakaway by a cycle), ≥ 99 % on the spools. Without it the spools' FIT is what their
     noise leaves (~90 %), and with another realization (one read off) it is no better."""
