@@ -18,6 +18,9 @@ from daq.loop.mailbox import Request
 from daq.loop.states import Action, State, TransitionError, next_state
 from daq.loop.timing import LoopTiming
 
+#: Requests the station handles (`daq.loop.station.StationCommands._handle_station`).
+STATION_COMMANDS = frozenset({"power", "jog", "calibration", "drain", "shunt"})
+
 
 class EventSink(Protocol):
     """Where `_event` puts events: a bounded deque, or the shared-memory FIFO of the loop
@@ -112,7 +115,7 @@ class LoopCommands:
         req.finish(False, f"unknown loop command '{req.kind}'", code="internal")
 
     def _handle(self, req: Request) -> None:
-        if req.kind in ("power", "jog", "calibration", "drain", "shunt"):
+        if req.kind in STATION_COMMANDS:
             self._handle_station(req)
             return
         try:

@@ -40,7 +40,6 @@ from daq.station.shunt import shunt_channels
 
 #: A jog's soft limits start this far beyond where the joint stands (sensor noise, sag).
 JOG_MARGIN_RAD = math.radians(0.5)
-STATION_COMMANDS = frozenset({"power", "jog", "calibration", "drain", "shunt"})
 
 
 @dataclass(frozen=True)
