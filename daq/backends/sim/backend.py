@@ -11,7 +11,6 @@ ground truth; nothing in the service reads them.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import time
@@ -205,6 +204,10 @@ class SimBackend(Backend):
         self._rng = np.random.default_rng(self._seed)
         self._noise = np.zeros((NOISE_BLOCK, len(inputs)))
         self._noise_row = NOISE_BLOCK
+        #: Per input channel: its shunt's true equivalent (0 without one), and what its closed
+        #: relay adds to the true input now (`write_shunt`).
+        self._shunt_true = self._true_shunts()
+        self._shunt_input = np.zeros(len(inputs))
         self._t_plant: float | None = None
         self._open = False
 
@@ -353,8 +356,7 @@ class SimBackend(Backend):
     #: The random stream of the shunts' true equivalents, apart from the sensor noise's.
     SHUNT_STREAM = 0x5A
 
-    @functools.cached_property
-    def _shunt_true(self) -> np.ndarray:
+    def _true_shunts(self) -> np.ndarray:
         """Per input channel, its shunt's true equivalent (0 without a shunt): the
         certificate's times (1 + error), the error `shunt.sim_error` or else drawn from
         N(0, shunt.sigma) by the simulator's seed and the channel's name."""
@@ -371,11 +373,6 @@ class SimBackend(Backend):
                 err = sh.sigma * float(rng.standard_normal())
             out[i] = sh.equivalent_pa * (1.0 + err)
         return out
-
-    @functools.cached_property
-    def _shunt_input(self) -> np.ndarray:
-        """Per input channel, what its closed shunt relay adds to the true input now."""
-        return np.zeros(len(self.inputs))
 
     def write_shunt(self, mask: np.ndarray) -> BackendStatus:
         on = np.asarray(mask, dtype=bool)
