@@ -36,18 +36,26 @@ from estimator.models_lin import EDGES, valve_coefficients
 def true_mean_oil_c(columns: Mapping[str, Any], profile: Profile) -> float | None:
     """Mean true oil temperature (°C) over the RUNNING rows; None without a temperature
     channel or RUNNING rows."""
+    true = _true_oil(columns, profile)
+    running = np.asarray(columns["state"]) == STATE_RUNNING
+    if true is None or not running.any():
+        return None
+    return float(np.mean(true[running]))
+
+
+def _true_oil(
+    columns: Mapping[str, Any], profile: Profile, noise: Mapping[str, np.ndarray] | None = None
+) -> np.ndarray | None:
+    """Per row, the true oil temperature (°C): the temperature channel's reading with its
+    simulated error (and, given, its noise) taken out; None without the channel."""
     ch = profile.oil_temperature
     if ch is None or f"eng.{ch.name}" not in columns:
         return None
     reading = np.asarray(columns[f"eng.{ch.name}"], dtype=float)
-    running = np.asarray(columns["state"]) == STATE_RUNNING
-    if not running.any():
-        return None
-    err = ch.sim_error
-    t = np.asarray(columns["t"], dtype=float)
-    if err is not None:
-        reading = (reading - err.offset - err.drift_per_hour * t / 3600.0) / (1.0 + err.gain_error)
-    return float(np.mean(reading[running]))
+    if noise is not None and ch.name in noise:
+        reading = reading - np.asarray(noise[ch.name])
+    g, o = _sensor_error(ch, np.asarray(columns["t"], dtype=float))
+    return np.asarray((reading - o) / g)
 
 
 def _mean_t(columns: Mapping[str, Any]) -> float:
@@ -55,8 +63,9 @@ def _mean_t(columns: Mapping[str, Any]) -> float:
     return float(t.mean()) if t.size else 0.0
 
 
-def _sensor_error(ch: Any, t: float) -> tuple[float, float]:
-    """(1 + gain error, offset at rig time t) of a simulated channel's true transducer."""
+def _sensor_error(ch: Any, t: Any) -> tuple[Any, Any]:
+    """(1 + gain error, offset at rig time t) of a simulated channel's true transducer (t a
+    number or an array of them)."""
     err = ch.sim_error
     if err is None:
         return 1.0, 0.0
@@ -150,16 +159,10 @@ def true_oil_c(
     columns: Mapping[str, Any], profile: Profile, row: int = 0,
     noise: Mapping[str, np.ndarray] | None = None,
 ) -> float | None:  # fmt: skip
-    """The true oil temperature (°C) at `row`: the temperature channel's reading with its
-    simulated error (and, given, the row's noise) taken out; None without the channel."""
-    ch = profile.oil_temperature
-    if ch is None or f"eng.{ch.name}" not in columns:
-        return None
-    reading = float(np.asarray(columns[f"eng.{ch.name}"], dtype=float)[row])
-    if noise is not None and ch.name in noise:
-        reading -= float(noise[ch.name][row])
-    g, o = _sensor_error(ch, float(np.asarray(columns["t"], dtype=float)[row]))
-    return (reading - o) / g
+    """The true oil temperature (°C) at `row` (`_true_oil`: the reading less its simulated
+    error and, given, the run's noise); None without the channel."""
+    true = _true_oil(columns, profile, noise)
+    return None if true is None else float(true[row])
 
 
 def family_truth(profile: Profile, columns: Mapping[str, Any]) -> dict[str, float]:
