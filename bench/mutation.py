@@ -271,7 +271,7 @@ TARGETS: dict[str, Target] = {
     ),
     "station": Target(
         ("daq/loop/station.py",),
-        ("tests/loop/test_station.py",),
+        ("tests/loop/test_station.py", "tests/station/test_pressure_shunt.py"),
         (
             "daq/loop/station.py",
             "if not supply >= st.supply_arm:",
