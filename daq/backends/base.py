@@ -96,6 +96,13 @@ class Backend(ABC):
             self.close()
         return f"{self.n_outputs} output(s) written to null through a fresh {type(self).__name__}"
 
+    def between_cycles(self, t_next: float) -> None:  # noqa: B027 - optional hook
+        """Real time, after a cycle's outputs are written and before the loop waits for the
+        cycle at loop time `t_next`: work that belongs to the rig rather than to the loop. The
+        simulator steps its plant to `t_next` here, as a physical rig moves while the loop
+        sleeps, so that the cycle's read → write time is the loop's own (docs/loop.md, "The
+        cycle's timing"). Hardware backends have nothing to do."""
+
     def advance(self, dt: float) -> None:
         """Virtual time only: move the plant on by `dt` seconds."""
         raise NotImplementedError(f"{type(self).__name__} has no virtual time")

@@ -197,6 +197,10 @@ class CompositeBackend(Backend):
         for p in reversed(self.parts):
             _close_quietly(p.backend)
 
+    def between_cycles(self, t_next: float) -> None:
+        for p in self.parts:
+            p.backend.between_cycles(t_next)
+
     def advance(self, dt: float) -> None:
         if self._sim is None:
             raise NotImplementedError(

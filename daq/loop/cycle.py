@@ -351,7 +351,7 @@ class Loop(StationCommands):
 
     def _run_realtime(self, end_k: int | None) -> None:
         period_ns, timing, spin_ns = self.period_ns, self.timing, self.spin_ns
-        clock, sleep = time.monotonic_ns, time.sleep
+        clock, sleep, between = time.monotonic_ns, time.sleep, self.backend.between_cycles
         start = clock() + period_ns
         k = 0
         while not self._stop.is_set() and (end_k is None or k < end_k):
@@ -369,8 +369,13 @@ class Loop(StationCommands):
             while now < deadline:
                 now = clock()
             timing.record(now - deadline, self._cycle((deadline - start) * 1e-9, now - deadline))
-            end = clock()
             k += 1
+            # The rig's share of the period (the simulated plant's step) after the outputs
+            # are written: it counts towards an overrun, not towards the cycle's compute.
+            b0 = clock()
+            between(k * period_ns * 1e-9)
+            end = clock()
+            timing.record_between(end - b0)
             late = end - (start + k * period_ns)
             if late > 0:
                 missed = late // period_ns + 1
@@ -381,7 +386,7 @@ class Loop(StationCommands):
 
     def _run_hardware(self, end_k: int | None) -> None:
         period_ns, timing, clock = self.period_ns, self.timing, time.monotonic_ns
-        wait = self.backend.wait_next_cycle
+        wait, between = self.backend.wait_next_cycle, self.backend.between_cycles
         k = -1
         first = 0
         while not self._stop.is_set() and (end_k is None or k + 1 < end_k):
@@ -398,6 +403,9 @@ class Loop(StationCommands):
             # between the two is negligible over the statistics window).
             wake = max(0, now - (first + k * period_ns))
             timing.record(wake, self._cycle(k * self.period, wake))
+            b0 = clock()
+            between((k + 1) * self.period)
+            timing.record_between(clock() - b0)
 
     def _overrun(self, missed: int, late_ns: int) -> None:
         """`late_ns`: how long after its own deadline the late cycle ended."""

@@ -141,6 +141,7 @@ class LinkWriter:
         st[S.SKIPPED] = tm.skipped
         st[S.WAKE_MAX_NS] = tm.wake_max_ns
         st[S.COMPUTE_MAX_NS] = tm.compute_max_ns
+        st[S.BETWEEN_MAX_NS] = tm.between_max_ns
         st[S.POWER] = loop.station.power
         st[S.JOGGING] = loop.station.jogging
         st[S.SHUNT] = loop.station.shunt
@@ -290,6 +291,7 @@ def main(spec: LoopSpec) -> None:
     # The timing histograms live in the segment: the service computes percentiles from them.
     loop.timing.wake_hist = link.wake_hist
     loop.timing.compute_hist = link.compute_hist
+    loop.timing.between_hist = link.between_hist
     writer = LinkWriter(loop, link, spec)
     loop.after_cycle = writer
     server.before_reply = writer.write_status

@@ -8,8 +8,8 @@ One `multiprocessing.shared_memory` segment, laid out once, mapped by both proce
 - `status` (float64): what `Loop.status()` reports — state, seq, t, flags, timing counters,
   runner progress — rewritten by the loop at the end of every cycle (scalar stores, nothing
   allocated);
-- `wake_hist`, `compute_hist`: the loop's timing histograms themselves (`LoopTiming` writes
-  into these views, the service computes percentiles from them);
+- `wake_hist`, `compute_hist`, `between_hist`: the loop's timing histograms themselves
+  (`LoopTiming` writes into these views, the service computes percentiles from them);
 - the event FIFO: fixed slots of pickled event dicts (state changes, trips, runner progress
   names), written by the loop only in the cycles that make an event, drained by the service;
 - the mailbox's request and reply areas.
@@ -99,7 +99,8 @@ class S(enum.IntEnum):
     POWER = 30
     JOGGING = 31
     SHUNT = 32
-    N = 33
+    BETWEEN_MAX_NS = 33  # the backend's longest between-cycles work (the simulated plant)
+    N = 34
 
 
 #: Runner attributes mirrored into `status` each cycle (those that are numbers).
@@ -147,6 +148,7 @@ class LoopLink:
         self.status = np.ndarray((S.N,), np.float64, buf, take(8 * S.N))
         self.wake_hist = np.ndarray((bins_us + 1,), np.int64, buf, take(8 * (bins_us + 1)))
         self.compute_hist = np.ndarray((bins_us + 1,), np.int64, buf, take(8 * (bins_us + 1)))
+        self.between_hist = np.ndarray((bins_us + 1,), np.int64, buf, take(8 * (bins_us + 1)))
         self.event_lens = np.ndarray((EVENT_SLOTS,), np.int64, buf, take(8 * EVENT_SLOTS))
         self.events = np.ndarray(
             (EVENT_SLOTS, EVENT_SLOT_BYTES), np.uint8, buf, take(EVENT_SLOTS * EVENT_SLOT_BYTES)
@@ -163,6 +165,7 @@ class LoopLink:
             for n in (
                 8 * W.N,
                 8 * S.N,
+                8 * (bins_us + 1),
                 8 * (bins_us + 1),
                 8 * (bins_us + 1),
                 8 * EVENT_SLOTS,
@@ -183,6 +186,7 @@ class LoopLink:
         link.status[: S.RUNNER_ACTIVE + 1] = 0.0
         link.wake_hist.fill(0)
         link.compute_hist.fill(0)
+        link.between_hist.fill(0)
         return link
 
     @classmethod

@@ -34,6 +34,8 @@ class LoopTiming:
         self.bins = bins_us
         self.wake_hist = np.zeros(bins_us + 1, dtype=np.int64)
         self.compute_hist = np.zeros(bins_us + 1, dtype=np.int64)
+        # The backend's work between cycles (the simulated plant's step): real time only.
+        self.between_hist = np.zeros(bins_us + 1, dtype=np.int64)
         self.cycles = 0
         self.overruns = 0  # cycles that finished after the next deadline
         self.consecutive_overruns = 0
@@ -41,6 +43,7 @@ class LoopTiming:
         self.skipped = 0  # deadlines dropped so that the loop never bunches cycles
         self.wake_max_ns = 0
         self.compute_max_ns = 0
+        self.between_max_ns = 0
 
     def record(self, wake_ns: int, compute_ns: int) -> None:
         """One executed cycle's wake-up latency and compute time, in ns."""
@@ -55,6 +58,13 @@ class LoopTiming:
             self.wake_max_ns = wake_ns
         if compute_ns > self.compute_max_ns:
             self.compute_max_ns = compute_ns
+
+    def record_between(self, between_ns: int) -> None:
+        """The time the backend's `between_cycles` took after a cycle, in ns."""
+        b = between_ns // 1000
+        self.between_hist[b if b < self.bins else self.bins] += 1
+        if between_ns > self.between_max_ns:
+            self.between_max_ns = between_ns
 
     def record_overrun(self, skipped: int) -> int:
         """The cycle just finished late and `skipped` deadlines were dropped; returns the run
@@ -73,6 +83,7 @@ class LoopTiming:
         """Status dictionary (µs). Called off the real-time thread."""
         wake = self.wake_hist.copy()
         comp = self.compute_hist.copy()
+        between = self.between_hist.copy()
         return {
             "cycles": self.cycles,
             "period_us": self.period_ns / 1000.0,
@@ -82,6 +93,7 @@ class LoopTiming:
             "skipped_cycles": self.skipped,
             "wake_latency_us": _summary(wake, self.wake_max_ns),
             "compute_time_us": _summary(comp, self.compute_max_ns),
+            "between_cycles_us": _summary(between, self.between_max_ns),
         }
 
 

@@ -126,6 +126,7 @@ class LoopProcess:
         self._timing = LoopTiming(self.period)
         self._timing.wake_hist = self.link.wake_hist
         self._timing.compute_hist = self.link.compute_hist
+        self._timing.between_hist = self.link.between_hist
         self._stop_supervisor = threading.Event()
         self._supervisor: threading.Thread | None = None
         #: The calibration in force from the first cycle (`preset_calibration`).
@@ -475,6 +476,7 @@ class LoopProcess:
         tm.skipped = int(st[S.SKIPPED])
         tm.wake_max_ns = int(st[S.WAKE_MAX_NS])
         tm.compute_max_ns = int(st[S.COMPUTE_MAX_NS])
+        tm.between_max_ns = int(st[S.BETWEEN_MAX_NS])
         return tm
 
     def status(self) -> dict[str, Any]:

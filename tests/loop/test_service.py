@@ -71,6 +71,9 @@ def test_sigterm_stops_cleanly_in_real_time(tmp_path: Path) -> None:
     assert proc.returncode == 0, out
     st = _status(tmp_path)
     assert st["timing"]["cycles"] >= 1
+    # The simulated plant's steps between cycles, timed in the loop process, reach the service.
+    between = st["timing"]["between_cycles_us"]
+    assert between["p50"] == between["p50"] and between["max"] > 0.0, st["timing"]
     assert "signal SIGTERM" in out
 
 

@@ -59,6 +59,9 @@ class Fake(Backend):
     def advance(self, dt: float) -> None:
         self.log.append(f"advance {dt}")
 
+    def between_cycles(self, t_next: float) -> None:
+        self.log.append(f"between {t_next}")
+
 
 def fake_factory(
     profile: Profile, device: str, inputs: list[Channel], outputs: list[Channel]
@@ -116,6 +119,8 @@ def test_outputs_go_to_the_sim_and_virtual_time_too(comp: CompositeBackend) -> N
     assert Fake.instances["serial"].written == []
     comp.advance(0.001)
     assert Fake.instances["sim"].log == ["advance 0.001"]
+    comp.between_cycles(0.002)  # real time: every device gets the rig's share of the period
+    assert Fake.instances["sim"].log[-1] == Fake.instances["serial"].log[-1] == "between 0.002"
 
 
 def test_sim_gets_every_output_even_those_a_real_device_drives(prof: Profile) -> None:

@@ -68,42 +68,26 @@ def noise_rows(seed: int, n_inputs: int, reads: np.ndarray) -> np.ndarray:
     return out
 
 
+# Rows of the sensor kernel's per-channel tables: one int and one float array, so that a read
+# hands numba two arrays instead of fifteen (each argument costs the dispatcher a type check,
+# ~60 ns, inside the cycle's read → write time).
+CI_ROLE, CI_JOINT, CI_MODE, CI_WRAPS, CI_LINEAR, N_CI = range(6)
+(CF_ERR_GAIN, CF_ERR_OFFSET, CF_ERR_DRIFT, CF_SIGMA, CF_BURST, CF_GAIN, CF_OFFSET, CF_CMIN, CF_Q,
+ CF_FULL, N_CF) = range(11)  # fmt: skip
+
+
 @njit
-def _sense(
-    x,
-    P,
-    n,
-    t,
-    role,
-    joint,
-    err_gain,
-    err_offset,
-    err_drift,
-    sigma,
-    noise,
-    mode,
-    stuck,
-    burst,
-    gain,
-    offset,
-    cmin,
-    q,
-    full,
-    wraps,
-    linear,
-    eng,
-    out,
-    piston,
-    shunt,
-):
-    """True channel values → noisy engineering values → converter counts (linear channels).
+def _sense(x, P, n, t, ci, cf, noise, row, stuck, piston, shunt, eng, out, last):
+    """True channel values → noisy engineering values → converter counts (linear channels),
+    the counts kept in `last` too (a stuck channel's value). `ci`, `cf`: the per-channel int
+    and float tables (rows `CI_*`, `CF_*`); `noise[row]` the read's standard normals.
     `piston`: per joint, the piston position a plant other than the planar one computed
     (role code 7, `PISTON_GIVEN`); the planar plant's potentiometers (code 3) do not read it.
     `shunt`: per channel, the true input a closed shunt relay adds (its true equivalent; 0
     while open), before the sensor's own gain as a bridge's sensitivity applies to it."""
-    for c in range(role.shape[0]):
-        j = joint[c]
-        r = role[c]
+    for c in range(ci.shape[1]):
+        j = ci[CI_JOINT, c]
+        r = ci[CI_ROLE, c]
         if r == 0:
             y = x[2 * n + j]
         elif r == 1:
@@ -121,25 +105,40 @@ def _sense(
         else:
             y = P[G_PS]  # the station's supply pressure (daq.backends.sim.supply)
         # The true sensor: its own gain, offset and drift (the declared scaling ignores them).
-        y = (y + shunt[c]) * (1.0 + err_gain[c]) + err_offset[c] + err_drift[c] * t
-        k = sigma[c] * (burst[c] if mode[c] == F.NOISE_BURST else 1.0)
-        y += k * noise[c]
+        y = (y + shunt[c]) * (1.0 + cf[CF_ERR_GAIN, c]) + cf[CF_ERR_OFFSET, c]
+        y += cf[CF_ERR_DRIFT, c] * t
+        m = ci[CI_MODE, c]
+        k = cf[CF_SIGMA, c] * (cf[CF_BURST, c] if m == F.NOISE_BURST else 1.0)
+        y += k * noise[row, c]
         eng[c] = y
-        if not linear[c]:
+        if ci[CI_LINEAR, c] == 0:
             continue
-        code = math.floor(((y - offset[c]) / gain[c] - cmin[c]) / q[c] + 0.5)
-        if wraps[c]:
-            code = code % full[c]
+        full = cf[CF_FULL, c]
+        code = math.floor(
+            ((y - cf[CF_OFFSET, c]) / cf[CF_GAIN, c] - cf[CF_CMIN, c]) / cf[CF_Q, c] + 0.5
+        )
+        if ci[CI_WRAPS, c] != 0:
+            code = code % full
         else:
-            code = min(max(code, 0.0), full[c] - 1.0)
-        m = mode[c]
+            code = min(max(code, 0.0), full - 1.0)
         if m == F.RAIL_LOW:
             code = 0.0
         elif m == F.RAIL_HIGH:
-            code = full[c] - 1.0
+            code = full - 1.0
         elif m == F.STUCK:
             code = stuck[c]
         out[c] = code
+        last[c] = code
+
+
+@njit
+def _to_dac(volts, out_f, out_joint, v):
+    """The D/A: each output's volts to its nearest code within range (`out_f` rows: minimum,
+    step, codes), the quantised volts to its joint's valve in `v`."""
+    for i in range(volts.shape[0]):
+        lo, q, full = out_f[0, i], out_f[1, i], out_f[2, i]
+        code = min(max(math.floor((volts[i] - lo) / q + 0.5), 0.0), full - 1.0)
+        v[out_joint[i]] = lo + code * q
 
 
 class SimBackend(Backend):
@@ -156,44 +155,59 @@ class SimBackend(Backend):
         self._init_plant(profile)
         n = self._n
         joints = [j.name for j in profile.joints]
-        self._role = np.array([self._role_code(c) for c in inputs], dtype=np.int64)
-        self._joint = np.array(
-            [joints.index(c.joint) if c.joint else 0 for c in inputs], dtype=np.int64
-        )
-        self._sigma = np.array([c.sim_noise for c in inputs])
+        n_in = len(inputs)
+        #: The sensor kernel's per-channel tables (rows `CI_*`, `CF_*`); the names below are
+        #: views of their rows.
+        self._ci = np.zeros((N_CI, n_in), dtype=np.int64)
+        self._cf = np.zeros((N_CF, n_in))
+        self._role = self._ci[CI_ROLE]
+        self._role[:] = [self._role_code(c) for c in inputs]
+        self._joint = self._ci[CI_JOINT]
+        self._joint[:] = [joints.index(c.joint) if c.joint else 0 for c in inputs]
+        self._sigma = self._cf[CF_SIGMA]
+        self._sigma[:] = [c.sim_noise for c in inputs]
         errs = [c.sim_error for c in inputs]
-        self._err_gain = np.array([e.gain_error if e else 0.0 for e in errs])
-        self._err_offset = np.array([e.offset if e else 0.0 for e in errs])
-        self._err_drift = np.array([e.drift_per_hour / 3600.0 if e else 0.0 for e in errs])
-        self._linear = np.array([isinstance(c.scaling, LinearScaling) for c in inputs])
-        self._gain = np.array(
-            [c.scaling.gain if isinstance(c.scaling, LinearScaling) else 1.0 for c in inputs]
-        )
-        self._offset = np.array(
-            [c.scaling.offset if isinstance(c.scaling, LinearScaling) else 0.0 for c in inputs]
-        )
-        self._cmin = np.array([c.converter.min for c in inputs])
-        self._q = np.array([lsb(c.converter) for c in inputs])
-        self._full = np.array([float(1 << c.converter.bits) for c in inputs])
-        self._wraps = np.array([c.converter.wraps for c in inputs])
+        self._err_gain = self._cf[CF_ERR_GAIN]
+        self._err_gain[:] = [e.gain_error if e else 0.0 for e in errs]
+        self._err_offset = self._cf[CF_ERR_OFFSET]
+        self._err_offset[:] = [e.offset if e else 0.0 for e in errs]
+        self._err_drift = self._cf[CF_ERR_DRIFT]
+        self._err_drift[:] = [e.drift_per_hour / 3600.0 if e else 0.0 for e in errs]
+        self._ci[CI_LINEAR] = [isinstance(c.scaling, LinearScaling) for c in inputs]
+        self._cf[CF_GAIN] = [
+            c.scaling.gain if isinstance(c.scaling, LinearScaling) else 1.0 for c in inputs
+        ]
+        self._cf[CF_OFFSET] = [
+            c.scaling.offset if isinstance(c.scaling, LinearScaling) else 0.0 for c in inputs
+        ]
+        self._cf[CF_CMIN] = [c.converter.min for c in inputs]
+        self._cf[CF_Q] = [lsb(c.converter) for c in inputs]
+        self._cf[CF_FULL] = [float(1 << c.converter.bits) for c in inputs]
+        self._ci[CI_WRAPS] = [c.converter.wraps for c in inputs]
         self._nonlinear = [
             i for i, c in enumerate(inputs) if not isinstance(c.scaling, LinearScaling)
         ]
         self._eng = np.zeros(len(inputs))
         # Outputs: the D/A quantises the command; each valve channel drives its joint.
         self._out_joint = np.array([joints.index(str(c.joint)) for c in outputs], dtype=np.int64)
-        self._out_min = np.array([c.converter.min for c in outputs])
-        self._out_q = np.array([lsb(c.converter) for c in outputs])
-        self._out_full = np.array([float(1 << c.converter.bits) for c in outputs])
+        #: Per output: the D/A's minimum, step and number of codes (`_to_dac`'s rows).
+        self._out_f = np.array(
+            [
+                [c.converter.min for c in outputs],
+                [lsb(c.converter) for c in outputs],
+                [float(1 << c.converter.bits) for c in outputs],
+            ]
+        ).reshape(3, len(outputs))
         self._null = np.array([c.null_volts for c in outputs])
         self._v = np.zeros(n)  # valve voltages the plant sees, per joint
         self._stuck_v = np.full(n, np.nan)
         self._any_stuck = False
         self._last_counts = np.zeros(len(inputs))
         # Faults.
-        self._mode = np.zeros(len(inputs), dtype=np.int64)
+        self._mode = self._ci[CI_MODE]
         self._stuck = np.zeros(len(inputs))
-        self._burst = np.ones(len(inputs))
+        self._burst = self._cf[CF_BURST]
+        self._burst[:] = 1.0
         self._pending: list[F.FaultSpec] = []
         self._stall_until_done: list[F.FaultSpec] = []
         self._names = [c.name for c in inputs] + [c.name for c in outputs]
@@ -291,57 +305,39 @@ class SimBackend(Backend):
     def open(self) -> None:
         self._open = True
 
-    def read(self, t: float, raw_out: np.ndarray) -> BackendStatus:
+    def _catch_up(self, t: float) -> None:
+        """Real time: step the plant to loop time `t` (whole periods; at most a minute of them,
+        beyond which the plant jumps to `t` instead of replaying a stall)."""
         if self._t_plant is None:
             self._t_plant = t
         steps = math.floor((t - self._t_plant) / self.period + 0.5)
-        for _ in range(min(steps, 60_000)):  # real time: catch the plant up with the clock
+        for _ in range(min(steps, 60_000)):
             self._step()
         if steps > 60_000:
             self._t_plant = t
+
+    def between_cycles(self, t_next: float) -> None:
+        # The plant moves on to the next cycle's time with the outputs just written, while
+        # the loop waits; `read` then finds it there (or catches up what an overrun skipped).
+        self._catch_up(t_next)
+
+    def read(self, t: float, raw_out: np.ndarray) -> BackendStatus:
+        self._catch_up(t)
         if self._pending:
             self._activate_due(t)
         if self._noise_row >= NOISE_BLOCK:
             self._rng.standard_normal(out=self._noise)
             self._noise_row = 0
-        _sense(
-            self._x,
-            self._P,
-            self._n,
-            self._t_plant,
-            self._role,
-            self._joint,
-            self._err_gain,
-            self._err_offset,
-            self._err_drift,
-            self._sigma,
-            self._noise[self._noise_row],
-            self._mode,
-            self._stuck,
-            self._burst,
-            self._gain,
-            self._offset,
-            self._cmin,
-            self._q,
-            self._full,
-            self._wraps,
-            self._linear,
-            self._eng,
-            raw_out,
-            self._piston,
-            self._shunt_input,
-        )
+        _sense(self._x, self._P, self._n, self._t_plant, self._ci, self._cf, self._noise,
+               self._noise_row, self._stuck, self._piston, self._shunt_input, self._eng, raw_out,
+               self._last_counts)  # fmt: skip
         self._noise_row += 1
         for i in self._nonlinear:
-            raw_out[i] = eng_to_counts(self.inputs[i], float(self._eng[i]))
-        self._last_counts[:] = raw_out
+            raw_out[i] = self._last_counts[i] = eng_to_counts(self.inputs[i], float(self._eng[i]))
         return BackendStatus.OK
 
     def write(self, t: float, volts: np.ndarray) -> BackendStatus:
-        for i in range(self.n_outputs):
-            code = math.floor((volts[i] - self._out_min[i]) / self._out_q[i] + 0.5)
-            code = min(max(code, 0.0), self._out_full[i] - 1.0)
-            self._v[self._out_joint[i]] = self._out_min[i] + code * self._out_q[i]
+        _to_dac(volts, self._out_f, self._out_joint, self._v)
         return BackendStatus.OK
 
     def write_null(self) -> None:
