@@ -339,19 +339,37 @@ def compiled_figures(args: argparse.Namespace, prof: Any, spin: list[str]) -> di
         with_plant = [x["p50"] + (x["plant_step_p50"] or 0.0) for x in (e, c)]
         out["excavator_over_2dof_with_plant_step"] = with_plant[0] / with_plant[1]
         print(f"excavator: {e}", flush=True)
+    # At 4 kHz a single host stall of a few ms skips ten cycles or more, and such stalls come
+    # a few times a minute: one window of each is a coin toss. `--rounds` brackets the service
+    # with cyclictest that many times and compares the totals.
+    parts: list[tuple[np.ndarray, float] | str] = []
+    rounds: list[dict[str, Any]] = []
+    half = args.path_seconds / 2
     with tempfile.TemporaryDirectory() as tmp:
         fast = profile_at_rate(args.profile, 4000.0, Path(tmp))
-        half = args.path_seconds / 2
-        before = run_cyclictest(half, prio, cpu, 250)
-        r4 = run_service(fast, args.path_seconds, False, spin, arm=True)
-        after = run_cyclictest(half, prio, cpu, 250)
-    cyc = cyclictest_summary([before, after], f"cyclictest -i250 (2 × {half} s)", 250)
-    out["compiled_4khz"] = compute_summary(r4["timing"])
-    out["compiled_4khz_state"] = r4["state"]
+        for _ in range(args.rounds):
+            before = run_cyclictest(half, prio, cpu, 250)
+            r4 = run_service(fast, args.path_seconds, False, spin, arm=True)
+            after = run_cyclictest(half, prio, cpu, 250)
+            parts += [before, after]
+            one = cyclictest_summary([before, after], "", 250)
+            rounds.append(
+                {
+                    "service_skipped": r4["timing"]["skipped_cycles"],
+                    "cyclictest_skipped_equivalent": one.get("skipped_equivalent"),
+                    "state": r4["state"],
+                    "compute": compute_summary(r4["timing"]),
+                }
+            )
+    cmd = f"cyclictest -i250 ({args.rounds} × 2 × {half} s)"
+    cyc = cyclictest_summary(parts, cmd, 250)
+    out["compiled_4khz"] = rounds[-1]["compute"]
+    out["compiled_4khz_rounds"] = rounds
+    out["compiled_4khz_state"] = rounds[-1]["state"]
     out["cyclictest_250us"] = cyc
-    out["skipped_4khz_ok"] = (
-        "skipped_equivalent" in cyc and r4["timing"]["skipped_cycles"] <= cyc["skipped_equivalent"]
-    )
+    skipped = sum(r["service_skipped"] for r in rounds)
+    out["compiled_4khz_skipped_total"] = skipped
+    out["skipped_4khz_ok"] = "skipped_equivalent" in cyc and skipped <= cyc["skipped_equivalent"]
     return out
 
 
@@ -388,6 +406,12 @@ def main(argv: list[str] | None = None) -> int:
         default=20.0,
         help="length of each run comparing the compiled and the Python cycle, and of the "
         "4 kHz run (0 = skip them)",
+    )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="4-kHz runs, each bracketed by cyclictest; skipped cycles compared in total",
     )
     ap.add_argument(
         "--identify",
