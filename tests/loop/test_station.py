@@ -236,6 +236,33 @@ def test_jog_brings_an_arm_parked_outside_its_soft_range_back(make_rig: Any) -> 
     assert rig("arm")["state"] == "ARMED"
 
 
+def test_a_drain_lifts_the_soft_limits_and_leaving_it_puts_the_profiles_back(
+    make_rig: Any,
+) -> None:
+    """A drain (power off, valves open to tank for a calibration) runs without soft limits;
+    once the rig leaves the live states — here by disarming, with no jog ever run — the
+    profile's limits are in force again."""
+    from controller.station_runner import Phase, PhaseRunner
+    from daq.service.control_api import joint_limits
+
+    rig = make_rig()
+    p = rig.profile
+    il = rig.loop.interlocks
+    soft = (il.soft_min.copy(), il.soft_max.copy())
+    assert np.all(np.isfinite(soft[0])) and np.all(np.isfinite(soft[1]))
+    runner = PhaseRunner(
+        [Phase("drain", 5.0, (1.0,) * len(p.joints), square_s=0.5)],
+        joint_gains(p), joint_limits(p), p.period,
+    )  # fmt: skip
+    rig.api._call_loop("drain", runner)
+    assert rig.loop.state == State.ARMED and rig.loop.station.draining
+    assert np.all(np.isinf(il.soft_min)) and np.all(np.isinf(il.soft_max))
+    rig("disarm")
+    rig.until(lambda: not rig.loop.station.draining)
+    assert rig.loop.state == State.IDLE and not rig.loop.station.jogging
+    assert np.array_equal(il.soft_min, soft[0]) and np.array_equal(il.soft_max, soft[1])
+
+
 def test_power_and_estop_through_the_service_with_the_loop_in_its_own_process(
     tmp_path: Any,
 ) -> None:
