@@ -186,6 +186,52 @@ def test_warm_up_leaves_no_kernel_to_compile_in_a_live_cycle() -> None:
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
+def test_warm_up_loads_the_simulators_kernels_and_builds_the_holds_twin(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nothing the first armed cycles need is loaded or built in them: the simulator's D/A
+    kernel (the warm-up writes only null) is loaded by `warm_up` (in a fresh interpreter, as
+    above), and arming reuses the hold's compiled twin `Loop.warm_up` built."""
+    import subprocess
+    import sys
+
+    code = (
+        "from daq.profile.loader import load_profile\n"
+        "from daq.backends.sim import SimBackend\n"
+        "from daq.backends.sim.backend import _to_dac\n"
+        "b = SimBackend.from_profile(load_profile('hw_profiles/sim-2dof.toml'))\n"
+        "b.open()\n"
+        "b.warm_up()\n"
+        "print(len(_to_dac.signatures))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=900
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "1"
+
+    from controller.compiled import runner as compiled_runner
+    from daq.backends.sim import SimBackend
+    from daq.loop import Loop
+    from daq.loop.mailbox import Request
+    from daq.loop.states import State
+    from daq.service.control_api import joint_gains, make_hold_runner
+
+    profile = load_profile(PROFILE)
+    sim = SimBackend.from_profile(profile)
+    sim.open()
+    hold = make_hold_runner(profile, joint_gains(profile))
+    loop = Loop(profile, sim, hold=hold, virtual_time=True, ring_capacity=1 << 10, compiled=True)
+    loop.warm_up()
+    built = []
+    real = compiled_runner.compile_runner
+    monkeypatch.setattr(compiled_runner, "compile_runner", lambda r: built.append(r) or real(r))
+    loop.mailbox._slot.append(Request("arm", None))
+    loop.run(0.05)
+    assert loop.state == State.ARMED and loop.active is hold and loop._fast is not None
+    assert built == []
+
+
 def test_a_law_that_raises_inside_the_compiled_cycle_trips_and_the_loop_goes_on() -> None:
     """A plant model with a zero valve gain makes `pid_ff` divide by zero (the feed-forward's
     u / k_v). Inside the compiled `k_rest` that raises ZeroDivisionError (numba keeps Python's

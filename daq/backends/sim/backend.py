@@ -403,6 +403,12 @@ class SimBackend(Backend):
         # certain overrun. One step on a scratch copy of the state loads it and moves nothing.
         x, v, work = self._x.copy(), self._v.copy(), self._work.copy()
         dynamics.integrate_fx(x, v, self._P, self._E, self.period, SUBSTEPS, work)
+        self._warm_up_dac()
+
+    def _warm_up_dac(self) -> None:
+        """The D/A kernel loaded on a scratch copy of the valves (the loop's warm-up writes only
+        null, through `write_null`, which does not call it)."""
+        _to_dac(self._null, self._out_f, self._out_joint, self._v.copy())
 
     def advance(self, dt: float) -> None:
         if self._t_plant is None:

@@ -77,6 +77,7 @@ class ChainSimBackend(SimBackend):
         p = self.true_plant
         integrate_chain(x, v, p.C, p.L, p.J, p.F, p.E, self.period, SUBSTEPS, work, self._ws, True)
         _pistons(p.J, p.L, x, np.zeros(self._n))
+        self._warm_up_dac()
 
     def _step(self) -> None:
         v = self._commands()
