@@ -64,6 +64,9 @@ class PidParams:
     dp: float = 0.0
     #: High-pass corner of the ΔP feedback, Hz; 0 = the raw force (see pressure_feedback).
     dp_hp_hz: float = 0.0
+    #: The ΔP gain of the service's hold where `dp` is 0 (`daq.service.control_api.
+    #: make_hold_runner`); no law reads it.
+    hold_dp: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -321,6 +324,7 @@ def gain_ranges(limits: JointLimits, period: float) -> dict[str, GainRange]:
             0.0, nyquist, "Hz", f"0 = unfiltered; at most the Nyquist frequency {nyquist:g} Hz"
         ),
         "dp": GainRange(0.0, top, "V/kN", f"a 1 kN load force may demand at most {k}"),
+        "hold_dp": GainRange(0.0, top, "V/kN", f"a 1 kN load force may demand at most {k}"),
         "dp_hp_hz": GainRange(
             0.0, nyquist, "Hz", f"0 = not high-passed; at most the Nyquist frequency {nyquist:g} Hz"
         ),

@@ -308,6 +308,7 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
         if fault_after is None and not args.no_verify:
             try:
                 tracking = _verify(s, progress)
+                warnings += [w for w in tracking.get("settled", []) if w]
             except SessionError as exc:
                 fault_after = f"during the tracking check: {exc}"
             except ValueError as exc:  # the prediction says the check cannot run safely

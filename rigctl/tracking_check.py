@@ -64,6 +64,8 @@ class TrackingResult:
     amplitude_deg: float = AMPLITUDE_DEG
     #: Why the amplitude is not AMPLITUDE_DEG (the prediction), or "".
     why: str = ""
+    #: What `settle_hold` found and did before each run ("" where the hold was at rest).
+    settled: tuple[str, ...] = ()
 
     @property
     def improvement(self) -> list[float]:
@@ -82,6 +84,7 @@ class TrackingResult:
             "runs": self.runs,
             "amplitude_deg": self.amplitude_deg,
             "why": self.why,
+            "settled": list(self.settled),
             "trajectory": f"{FREQUENCY_HZ:g} Hz {self.amplitude_deg:.3g}° sine, {DURATION_S:g} s",
         }
 
@@ -89,6 +92,8 @@ class TrackingResult:
         out = [f"tracking ({FREQUENCY_HZ:g} Hz {self.amplitude_deg:.3g}° sine), RMS error:"]
         if self.why:
             out.append(f"  ({self.why})")
+        if any(self.settled):
+            out.append("  (each run started from a hold at rest: see the warnings)")
         for j, name in enumerate(self.joints):
             out.append(
                 f"  {name}: PID {self.pid_rms_deg[j]:.3f}°, PID + model "
@@ -198,12 +203,19 @@ def run_tracking_check(
     session: Session, timeout: float = 600.0, amplitude_deg: float = AMPLITUDE_DEG, why: str = ""
 ) -> TrackingResult:
     """Run both sines and measure them (the service must have parameters loaded)."""
+    from rigctl.hold_settle import settle_hold  # it reads the columns named here
+
     describe = session.command("describe")
     joints, ref_cols, q_cols = joint_columns(describe)
     home = [float(j["home_deg"]) for j in describe["joints"]]
     rms: dict[str, list[float]] = {}
     runs = []
+    settled = []
     for controller in ("pid", "pid_ff"):
+        # Each run starts from a hold at rest: from a ringing one the approach would trip,
+        # and the ringing would count in the PID's error (rigctl/hold_settle.py).
+        label = "the PID run" if controller == "pid" else "the model's run"
+        settled.append(settle_hold(session, timeout, before=label))
         name = f"tracking-{controller}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
         path = Path(session.command("record_start", {"name": name})["path"])
         try:
@@ -214,7 +226,9 @@ def run_tracking_check(
             session.command("record_stop")
         runs.append(str(path))
         rms[controller] = rms_errors_deg(path, ref_cols, q_cols)
-    return TrackingResult(joints, rms["pid"], rms["pid_ff"], runs, amplitude_deg, why)
+    return TrackingResult(
+        joints, rms["pid"], rms["pid_ff"], runs, amplitude_deg, why, tuple(settled)
+    )
 
 
 def load_and_check(
@@ -251,4 +265,5 @@ def tracking_lines(tracking: dict[str, Any]) -> list[str]:
         tracking["runs"],
         tracking.get("amplitude_deg", AMPLITUDE_DEG),
         tracking.get("why", ""),
+        tuple(tracking.get("settled", ())),
     ).lines()

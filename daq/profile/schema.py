@@ -257,6 +257,11 @@ class PidGains(Strict):
     dp: NonNegative = 0.0
     #: High-pass corner of the ΔP feedback, Hz; 0 = not high-passed.
     dp_hp_hz: NonNegative = 0.0
+    #: ΔP feedback of the service's hold only (ARMED between runs), V/kN, where the joint's
+    #: gains have none (`dp` = 0): damps the limit cycle a run can leave the hold in (the
+    #: validation's valve sine) without feeding the pressure transducers' noise into an
+    #: identification run's valve command, as `dp` would (docs/controller.md).
+    hold_dp: NonNegative = 0.0
 
 
 class JointLimits(Strict):
@@ -904,10 +909,12 @@ class Profile(Strict):
                     )
         self._check_shunts()
         for jt in self.joints:
-            if jt.pid.dp > 0.0 and self.dp_areas(jt.name) is None:
-                raise ValueError(
-                    f"joints '{jt.name}'.pid.dp = {jt.pid.dp}: {self.dp_refusal(jt.name)}"
-                )
+            for key in ("dp", "hold_dp"):
+                value = getattr(jt.pid, key)
+                if value > 0.0 and self.dp_areas(jt.name) is None:
+                    raise ValueError(
+                        f"joints '{jt.name}'.pid.{key} = {value}: {self.dp_refusal(jt.name)}"
+                    )
         return self
 
     def _check_shunts(self) -> None:

@@ -95,9 +95,12 @@ def joint_limits(profile: Profile) -> list[Any]:
 
 
 def make_hold_runner(profile: Profile, gains: Sequence[Any]) -> Any:
+    """The service's hold with `gains`, each joint's ΔP gain its `hold_dp` where the gains
+    have none (`dp` = 0): the hold damps the oil column, the runs' laws do not."""
     from controller.runner import HoldRunner
 
-    return HoldRunner(gains, joint_limits(profile), profile.period)
+    held = [g.replace(dp=g.hold_dp) if g.dp == 0.0 and g.hold_dp > 0.0 else g for g in gains]
+    return HoldRunner(held, joint_limits(profile), profile.period)
 
 
 def controller_available() -> bool:
@@ -454,9 +457,11 @@ class ControlApi:
             )
         except (TypeError, ValueError) as exc:
             raise CommandError("bad_args", f"set_gains: {exc}") from None
-        if new.dp > 0.0 and self.profile.dp_refusal(joint):
-            why = self.profile.dp_refusal(joint)
-            raise CommandError("bad_args", f"set_gains: joint {joint}: dp = {new.dp:g}: {why}")
+        for key in ("dp", "hold_dp"):
+            value = getattr(new, key)
+            if value > 0.0 and self.profile.dp_refusal(joint):
+                why = f"{key} = {value:g}: {self.profile.dp_refusal(joint)}"
+                raise CommandError("bad_args", f"set_gains: joint {joint}: {why}")
         gains = list(self.gains)
         gains[j] = new
         out = self._call_loop("set_gains", make_hold_runner(self.profile, gains))

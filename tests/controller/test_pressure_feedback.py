@@ -78,6 +78,10 @@ def test_dp_feedback_refused_without_pressure_measurements() -> None:
     d["joints"][0].setdefault("pid", {})["dp"] = 1.0
     with pytest.raises(ProfileError, match=r"pid.dp = 1.0: ΔP feedback needs the piston areas"):
         parse_profile(d)
+    d["joints"][0]["pid"]["dp"] = 0.0
+    d["joints"][0]["pid"]["hold_dp"] = 0.05  # the hold's own ΔP: the same need
+    with pytest.raises(ProfileError, match=r"pid.hold_dp = 0.05: ΔP feedback needs the piston"):
+        parse_profile(d)
 
 
 def test_dp_leaves_no_limit_cycle_after_a_valve_sine_on_softer_oil() -> None:

@@ -300,7 +300,8 @@ def test_estop_is_the_only_command_beyond_reads_a_monitor_may_send() -> None:
             {"joint": "j1", "gains": {"p": float("nan")}},
             "set_gains: argument 'gains' must be non-empty map {name: finite number}, names in "
             "['p', 'i', 'd', 'ff0', 'ff1', 'ff2', 'bias', 'deadband', 'max_output', 'max_error', "
-            "'max_error_i', 'max_error_d', 'max_cmd_d', 'max_i', 'd_filter_hz', 'dp', 'dp_hp_hz']; "
+            "'max_error_i', 'max_error_d', 'max_cmd_d', 'max_i', 'd_filter_hz', 'dp', 'dp_hp_hz', "
+            "'hold_dp']; "
             "got gains.p = nan",
         ),
         (
@@ -308,7 +309,8 @@ def test_estop_is_the_only_command_beyond_reads_a_monitor_may_send() -> None:
             {"joint": "j1", "gains": {}},
             "set_gains: argument 'gains' must be non-empty map {name: finite number}, names in "
             "['p', 'i', 'd', 'ff0', 'ff1', 'ff2', 'bias', 'deadband', 'max_output', 'max_error', "
-            "'max_error_i', 'max_error_d', 'max_cmd_d', 'max_i', 'd_filter_hz', 'dp', 'dp_hp_hz']; "
+            "'max_error_i', 'max_error_d', 'max_cmd_d', 'max_i', 'd_filter_hz', 'dp', 'dp_hp_hz', "
+            "'hold_dp']; "
             "got dict {}",
         ),
         (
