@@ -68,14 +68,24 @@ class HoldRunner:
         self.n = self.law.n
         self.position = np.zeros(self.n)
         self._zero = np.zeros(self.n)
+        #: Where the next `enable` holds, if set (`hold_next_at`); else the measured angles.
+        self._next_at = np.zeros(self.n)
+        self._next_set = False
         self.segment_index, self.segment_name = 0, "hold"
         self.time_in_segment = self.elapsed = 0.0
         self.total_duration = float("inf")
         self._period = period
 
+    def hold_next_at(self, q: np.ndarray) -> None:
+        """The next `enable` holds `q` (rad) instead of the measured angles, once: the loop
+        gives an experiment's last reference here when the experiment ends."""
+        self._next_at[:] = q
+        self._next_set = True
+
     def enable(self, fb: Feedback) -> None:
         _check_feedback(fb, self.n)
-        self.position[:] = fb.q
+        self.position[:] = self._next_at if self._next_set else fb.q
+        self._next_set = False
         self.law.enable(fb, self.position)
         self.time_in_segment = self.elapsed = 0.0
 

@@ -519,9 +519,7 @@ class Loop(StationCommands):
                 fast.advance()
                 self._ref_fresh = False
                 if not running and self.state == State.RUNNING and il.first is None:
-                    self._event("experiment_done")
-                    self._set_state(State.ARMED)
-                    self._hold_or_fault()
+                    self._experiment_done()
         return self._finish_cycle(t, wake_ns, slot, c0)
 
     def _finish_cycle(self, t: float, wake_ns: int, slot: int, c0: int) -> int:
@@ -586,6 +584,16 @@ class Loop(StationCommands):
         self.interlocks.check_following(self.fb.q, self.ref, self.ref_velocity)
         self.interlocks.limit_outputs(self.volts, self.prev_volts)
         if not running and self.state == State.RUNNING and self.interlocks.first is None:
-            self._event("experiment_done")
-            self._set_state(State.ARMED)
-            self._hold_or_fault()
+            self._experiment_done()
+
+    def _experiment_done(self) -> None:
+        """The experiment's last step ran: back to ARMED, the hold holding the experiment's
+        last reference — where the rig was told to be — rather than the angle measured in that
+        cycle, which on a ringing arm is a peak of the ringing (MTS's "hold at the last
+        command"). A hold without that option holds the measured angle."""
+        self._event("experiment_done")
+        self._set_state(State.ARMED)
+        hold_at = getattr(self.hold, "hold_next_at", None)
+        if hold_at is not None and np.all(np.isfinite(self.ref)):
+            hold_at(self.ref)
+        self._hold_or_fault()

@@ -15,7 +15,7 @@ from daq.loop import Loop
 from daq.loop.cycle import compiled_by_default
 from daq.profile.loader import load_profile
 from daq.profile.plant import sim_plant
-from tests.loop.compiled_harness import PROFILE, recorded_run
+from tests.loop.compiled_harness import PROFILE, recorded_loop, recorded_run
 from tests.loop.fakes import FakeBackend, HoldP
 
 TOL = 1e-12
@@ -127,3 +127,27 @@ def test_the_cycle_path_is_chosen_by_the_environment(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("HYDRIG_LOOP_PATH", "fast")
     with pytest.raises(ValueError, match="must be 'compiled' or 'python'"):
         compiled_by_default()
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_an_ended_experiment_is_held_at_its_last_reference(compiled: bool) -> None:
+    """When an experiment ends the hold holds its last reference — where the rig was told to
+    be — not the angle measured in that cycle (on a ringing arm, a peak of the ringing): the
+    reference stays put across the switch on both cycle paths, while the measured angle was
+    elsewhere."""
+    sine = {"name": "sine", "home_deg": [40.0, 30.0],
+            "segments": [{"name": "s", "duration_s": 1.25, "controller": {"kind": "pid"},
+                          "trajectory": {"kind": "sine", "amplitude_deg": [4.0, 3.0],
+                                         "frequency_hz": [1.0, 1.0]}}]}  # fmt: skip
+    rows, loop = recorded_loop(compiled, sine, load_profile(PROFILE))
+    lay = loop.layout
+    state = rows[:, lay.index("state")]
+    last = np.nonzero(state == 2)[0][-1]
+    assert np.all(state[last + 1 :] == 1)  # ARMED: the hold took over
+    for j, q_col in (("j1", "eng.q_1"), ("j2", "eng.q_2")):
+        ref = rows[:, lay.index(f"ref.{j}")]
+        held = ref[last + 2]  # (the switching row's reference is NaN: no runner stepped)
+        assert np.all(ref[last + 2 :] == held), j
+        assert abs(held - ref[last]) < 1e-5, (j, held, ref[last])  # the last reference
+        q_switch = rows[last + 1, lay.index(q_col)]
+        assert abs(held - q_switch) > 1e-2, (j, held, q_switch)  # not the measured angle
