@@ -168,9 +168,6 @@ def test_warm_up_leaves_no_kernel_to_compile_in_a_live_cycle() -> None:
     """`compile_all` calls every kernel the cycle calls, so none compiles on its first cycle (a
     compile is seconds: the loop would stall). Run in a fresh interpreter: this one's kernels
     have been compiled by the tests before."""
-    import subprocess
-    import sys
-
     code = (
         "from daq.loop.kernel import compile_all, k_rest, k_scale\n"
         "from controller.compiled.laws import law_disable, law_enable\n"
@@ -179,11 +176,19 @@ def test_warm_up_leaves_no_kernel_to_compile_in_a_live_cycle() -> None:
         "kernels = (k_scale, k_rest, law_enable, law_disable, traj_eval)\n"
         "print([k.__name__ for k in kernels if not k.signatures])\n"
     )
+    assert _fresh_interpreter(code) == "[]"
+
+
+def _fresh_interpreter(code: str) -> str:
+    """The last line `code` prints in a new Python process (numba's dispatchers start empty)."""
+    import subprocess
+    import sys
+
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=900
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip().splitlines()[-1] == "[]"
+    return out.stdout.strip().splitlines()[-1]
 
 
 def test_warm_up_loads_the_simulators_kernels_and_builds_the_holds_twin(
@@ -192,9 +197,6 @@ def test_warm_up_loads_the_simulators_kernels_and_builds_the_holds_twin(
     """Nothing the first armed cycles need is loaded or built in them: the simulator's D/A
     kernel (the warm-up writes only null) is loaded by `warm_up` (in a fresh interpreter, as
     above), and arming reuses the hold's compiled twin `Loop.warm_up` built."""
-    import subprocess
-    import sys
-
     code = (
         "from daq.profile.loader import load_profile\n"
         "from daq.backends.sim import SimBackend\n"
@@ -204,11 +206,7 @@ def test_warm_up_loads_the_simulators_kernels_and_builds_the_holds_twin(
         "b.warm_up()\n"
         "print(len(_to_dac.signatures))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=900
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip().splitlines()[-1] == "1"
+    assert _fresh_interpreter(code) == "1"
 
     from controller.compiled import runner as compiled_runner
     from daq.backends.sim import SimBackend

@@ -30,11 +30,12 @@ from daq.station.power import Power
 from tests.loop.station_profile import PROFILES, station_profile
 
 
-def _loop(profile: Profile) -> Loop:
+def _loop(profile: Profile, compiled: bool = True) -> Loop:
     sim = SimBackend.from_profile(profile)
     sim.open()
     hold = make_hold_runner(profile, joint_gains(profile))
-    loop = Loop(profile, sim, hold=hold, virtual_time=True, ring_capacity=1 << 12)
+    loop = Loop(profile, sim, hold=hold, virtual_time=True, ring_capacity=1 << 12,
+                compiled=compiled)  # fmt: skip
     loop.warm_up()
     loop.run(0.01)
     return loop
@@ -176,24 +177,18 @@ def test_a_shunt_with_the_power_on_is_refused_saying_so() -> None:
     assert "implicitly on" not in req.reason  # this station's power is switched
 
 
-@pytest.mark.parametrize("supply_channel", [True, False])
-def test_without_a_supply_to_watch_nothing_trips_on_it(supply_channel: bool) -> None:
+@pytest.mark.parametrize("station", [False, True], ids=["no-hydraulics", "no-supply-channel"])
+def test_without_a_supply_to_watch_nothing_trips_on_it(station: bool) -> None:
     """A profile without [hydraulics], and a station without a supply transducer, hold armed on
     either cycle path without a SUPPLY_LOST: there is no reading to judge (the loop does not
     read another channel in its place)."""
     for compiled in (True, False):
-        if supply_channel:
-            profile = load_profile(PROFILES / "sim-2dof.toml")
-        else:
+        if station:
             profile = station_profile(supply_channel=False)
-        sim = SimBackend.from_profile(profile)
-        sim.open()
-        hold = make_hold_runner(profile, joint_gains(profile))
-        loop = Loop(profile, sim, hold=hold, virtual_time=True, ring_capacity=1 << 12,
-                    compiled=compiled)  # fmt: skip
-        loop.warm_up()
-        loop.run(0.01)
-        if profile.hydraulics is not None:
+        else:
+            profile = load_profile(PROFILES / "sim-2dof.toml")
+        loop = _loop(profile, compiled)
+        if station:
             assert _ask(loop, "power", int(Power.LOW)).ok
             loop.run(3.0)
         assert _ask(loop, "arm").ok, compiled
