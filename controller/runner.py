@@ -83,9 +83,10 @@ class HoldRunner:
         self._next_set = True
 
     def enable(self, fb: Feedback) -> None:
+        # Taken first: an enable that raises must not leave it for a later arm.
+        at, self._next_set = self._next_set, False
         _check_feedback(fb, self.n)
-        self.position[:] = self._next_at if self._next_set else fb.q
-        self._next_set = False
+        self.position[:] = self._next_at if at else fb.q
         self.law.enable(fb, self.position)
         self.time_in_segment = self.elapsed = 0.0
 

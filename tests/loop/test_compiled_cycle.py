@@ -151,3 +151,26 @@ def test_an_ended_experiment_is_held_at_its_last_reference(compiled: bool) -> No
         assert abs(held - ref[last]) < 1e-5, (j, held, ref[last])  # the last reference
         q_switch = rows[last + 1, lay.index(q_col)]
         assert abs(held - q_switch) > 1e-2, (j, held, q_switch)  # not the measured angle
+
+
+def test_a_last_reference_is_held_once_and_not_left_by_an_enable_that_failed() -> None:
+    from controller.feedback import Feedback
+    from controller.runner import HoldRunner
+    from daq.service.control_api import joint_gains, joint_limits
+
+    profile = load_profile(PROFILE)
+    hold = HoldRunner(joint_gains(profile), joint_limits(profile), profile.period)
+    fb = Feedback(2)
+    fb.q[:] = [0.7, 0.5]
+    hold.hold_next_at(np.array([0.71, 0.52]))
+    fb.q[0] = np.nan  # enable refuses a non-finite angle
+    with pytest.raises(ValueError, match="not all finite"):
+        hold.enable(fb)
+    fb.q[0] = 0.7
+    hold.enable(fb)  # a later arm: the measured angles, not the stale reference
+    assert hold.position.tolist() == [0.7, 0.5]
+    hold.hold_next_at(np.array([0.71, 0.52]))
+    hold.enable(fb)
+    assert hold.position.tolist() == [0.71, 0.52]
+    hold.enable(fb)  # once only
+    assert hold.position.tolist() == [0.7, 0.5]
