@@ -271,13 +271,34 @@ TARGETS: dict[str, Target] = {
     ),
     "station": Target(
         ("daq/loop/station.py",),
-        ("tests/loop/test_station.py", "tests/station/test_pressure_shunt.py"),
+        (
+            "tests/loop/test_station.py",
+            "tests/loop/test_station_refusals.py",
+            "tests/station/test_pressure_shunt.py",
+        ),
         (
             "daq/loop/station.py",
             "if not supply >= st.supply_arm:",
             "if not supply >= st.supply_min:",
         ),
         timeout_s=120.0,
+    ),
+    "commands": Target(
+        ("daq/loop/commands.py",),
+        (
+            "tests/loop/test_state.py",
+            "tests/loop/test_request_refusals.py",
+            "tests/loop/test_loop.py",
+            "tests/loop/test_interlocks.py",
+            "tests/loop/test_control_api.py",
+            "tests/loop/test_compiled_cycle.py",
+        ),
+        (
+            "daq/loop/commands.py",
+            "if not il.soft_min[j] <= q[j] <= il.soft_max[j]:",
+            "if not il.soft_min[j] - 1.0 <= q[j] <= il.soft_max[j]:",
+        ),
+        timeout_s=180.0,
     ),
     "fit_warnings": Target(
         ("estimator/fit_warnings.py",),
