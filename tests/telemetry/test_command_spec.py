@@ -76,6 +76,7 @@ def test_power_levels(level: str, ok: bool) -> None:
     [({"state": "on"}, True), ({"state": "off", "channels": ["p_cap_1"]}, True),
      ({"state": "open"}, False), ({}, False), ({"state": "on", "channels": []}, False),
      ({"state": "on", "channels": "p_cap_1"}, False), ({"state": "on", "channels": [3]}, False),
+     ({"state": "on", "channels": ["x"] * 64}, True),
      ({"state": "on", "channels": ["x"] * 65}, False)],
 )  # fmt: skip
 def test_shunt_arguments(args: dict[str, Any], ok: bool) -> None:
