@@ -292,6 +292,7 @@ TARGETS: dict[str, Target] = {
             "tests/loop/test_interlocks.py",
             "tests/loop/test_control_api.py",
             "tests/loop/test_compiled_cycle.py",
+            "tests/loop/test_runner_failures.py",
         ),
         (
             "daq/loop/commands.py",
