@@ -194,3 +194,32 @@ def test_without_a_supply_to_watch_nothing_trips_on_it(station: bool) -> None:
         assert _ask(loop, "arm").ok, compiled
         loop.run(0.5)
         assert loop.fault is None and loop.state == State.ARMED, (compiled, loop.fault)
+
+
+class _NoStart:
+    """A runner whose enable raises (a law refusing its gains, a driver not ready)."""
+
+    def enable(self, fb: Any) -> None:
+        raise RuntimeError("not ready")
+
+    def disable(self) -> None:
+        pass
+
+
+def test_a_jog_or_a_drain_whose_runner_cannot_start_is_refused() -> None:
+    loop = _loop(station_profile())
+    p = loop.profile
+    # Drain (IDLE, power off): refused, the soft limits back.
+    soft = loop.interlocks.soft_min.copy()
+    _refused(_ask(loop, "drain", _NoStart()), "rejected", "drain refused: the runner failed")
+    assert loop.state == State.IDLE and not loop.station.draining
+    assert np.array_equal(loop.interlocks.soft_min, soft)
+    # Jog from ARMED: refused, and the hold takes the arm again.
+    assert _ask(loop, "power", int(Power.LOW)).ok
+    loop.run(3.0)
+    assert _ask(loop, "arm").ok
+    bad = dataclasses.replace(_jog(p, "j1", 40.0), runner=_NoStart())
+    _refused(_ask(loop, "jog", bad), "rejected", "jog refused: the controller failed to enable")
+    assert loop.state == State.ARMED and loop.active is loop.hold
+    assert not loop.station.jogging
+    assert np.array_equal(loop.interlocks.soft_min, soft)
