@@ -30,6 +30,20 @@ def _post(loop: Loop, kind: str, payload: Any = None) -> Request:
     return req
 
 
+def sim_loop(
+    profile: Profile, *, compiled: bool | None = None, ring_capacity: int = 1 << 12
+) -> Loop:
+    """The simulated rig behind a virtual-time loop with the service's hold, warmed up and not
+    started (`compiled`: the cycle path, None = `HYDRIG_LOOP_PATH`)."""
+    sim = SimBackend.from_profile(profile)
+    sim.open()
+    hold = make_hold_runner(profile, joint_gains(profile))
+    loop = Loop(profile, sim, hold=hold, virtual_time=True, ring_capacity=ring_capacity,
+                compiled=compiled)  # fmt: skip
+    loop.warm_up()
+    return loop
+
+
 def recorded_run(
     compiled: bool,
     experiment: dict[str, Any] | Path = STANDARD,
@@ -69,12 +83,7 @@ def recorded_loop(
             update={"rig": profile.rig.model_copy(update={"loop_rate_hz": rate_hz})}
         )
     exp_dict = tomllib.loads(experiment.read_text()) if isinstance(experiment, Path) else experiment
-    sim = SimBackend.from_profile(profile)
-    sim.open()
-    hold = make_hold_runner(profile, joint_gains(profile))
-    loop = Loop(profile, sim, hold=hold, virtual_time=True, ring_capacity=1 << 13,
-                compiled=compiled)  # fmt: skip
-    loop.warm_up()
+    loop = sim_loop(profile, compiled=compiled, ring_capacity=1 << 13)
     if correction is not None:
         names = [c.name for c in loop.scaler.channels]
         offset, inv_gain = np.zeros(len(names)), np.ones(len(names))
@@ -114,5 +123,5 @@ def recorded_loop(
             break
     assert go.ok, go.reason
     run(per_s // 5)
-    sim.close()
+    loop.backend.close()
     return np.concatenate(out), loop

@@ -7,13 +7,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from daq.backends.sim import SimBackend
 from daq.loop import Loop
 from daq.loop.mailbox import Request
 from daq.profile.loader import load_profile
 from daq.profile.schema import Profile
 from daq.service import control_api
-from daq.service.control_api import ControlApi, joint_gains, make_hold_runner
+from daq.service.control_api import ControlApi
+from tests.loop.compiled_harness import sim_loop
 from tests.loop.fakes import FakeBackend, HoldP
 
 PROFILES = Path(__file__).resolve().parents[2] / "hw_profiles"
@@ -75,11 +75,7 @@ def col(loop: Loop, seq: int, name: str) -> float:
 def rig(profile: Profile) -> Iterator[tuple[Loop, ControlApi]]:
     """The real controller's hold runner on the simulated rig, in virtual time on a thread (as
     fast as the CPU goes; the ring holds 65 s of rows), behind the command handler."""
-    sim = SimBackend.from_profile(profile)
-    sim.open()
-    hold = make_hold_runner(profile, joint_gains(profile))
-    loop = Loop(profile, sim, hold=hold, virtual_time=True, ring_capacity=1 << 16)
-    loop.warm_up()
+    loop = sim_loop(profile, ring_capacity=1 << 16)
     api = ControlApi(loop)
     loop.start()
     try:

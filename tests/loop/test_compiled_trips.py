@@ -21,7 +21,7 @@ from daq.loop.interlocks import CLAMP_FLAG, Trip
 from daq.profile.loader import load_profile
 from daq.profile.plant import known_params
 from daq.profile.schema import Profile
-from tests.loop.compiled_harness import PROFILE, ROOT, recorded_loop
+from tests.loop.compiled_harness import PROFILE, ROOT, recorded_loop, sim_loop
 from tests.loop.test_compiled_cycle import _assert_rows_equal
 
 REALISTIC = ROOT / "hw_profiles" / "sim-2dof-realistic.toml"
@@ -209,18 +209,11 @@ def test_warm_up_loads_the_simulators_kernels_and_builds_the_holds_twin(
     assert _fresh_interpreter(code) == "1"
 
     from controller.compiled import runner as compiled_runner
-    from daq.backends.sim import SimBackend
-    from daq.loop import Loop
     from daq.loop.mailbox import Request
     from daq.loop.states import State
-    from daq.service.control_api import joint_gains, make_hold_runner
 
-    profile = load_profile(PROFILE)
-    sim = SimBackend.from_profile(profile)
-    sim.open()
-    hold = make_hold_runner(profile, joint_gains(profile))
-    loop = Loop(profile, sim, hold=hold, virtual_time=True, ring_capacity=1 << 10, compiled=True)
-    loop.warm_up()
+    loop = sim_loop(load_profile(PROFILE), compiled=True, ring_capacity=1 << 10)
+    hold = loop.hold
     built = []
     real = compiled_runner.compile_runner
     monkeypatch.setattr(compiled_runner, "compile_runner", lambda r: built.append(r) or real(r))

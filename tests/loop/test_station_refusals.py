@@ -17,26 +17,21 @@ from controller.experiment import Experiment
 from controller.runner import ExperimentRunner
 from controller.station_runner import Phase, PhaseRunner
 from daq.backends.base import BackendStatus
-from daq.backends.sim import SimBackend
 from daq.loop import Loop
 from daq.loop.mailbox import Request
 from daq.loop.states import State
 from daq.loop.station import CalibrationSwap
 from daq.profile.loader import load_profile
 from daq.profile.schema import Profile
-from daq.service.control_api import joint_gains, joint_limits, make_hold_runner
+from daq.service.control_api import joint_gains, joint_limits
 from daq.service.station_api import jog_request
 from daq.station.power import Power
+from tests.loop.compiled_harness import sim_loop
 from tests.loop.station_profile import PROFILES, station_profile
 
 
 def _loop(profile: Profile, compiled: bool = True) -> Loop:
-    sim = SimBackend.from_profile(profile)
-    sim.open()
-    hold = make_hold_runner(profile, joint_gains(profile))
-    loop = Loop(profile, sim, hold=hold, virtual_time=True, ring_capacity=1 << 12,
-                compiled=compiled)  # fmt: skip
-    loop.warm_up()
+    loop = sim_loop(profile, compiled=compiled)
     loop.run(0.01)
     return loop
 
