@@ -748,6 +748,18 @@ class Profile(Strict):
         pj = self.plant.joints[[j.name for j in self.joints].index(joint)]
         return float(pj.area_cap), float(pj.area_rod)
 
+    def dp_gain_refused(self, joint: str, gains: Any) -> tuple[str, float, str] | None:
+        """The first ΔP gain set in `gains` (`dp` of the laws, `hold_dp` of the service's
+        hold) that cannot act on `joint`: (name, value, why); None if none."""
+        why = self.dp_refusal(joint)
+        if not why:
+            return None
+        for key in ("dp", "hold_dp"):
+            value = float(getattr(gains, key))
+            if value > 0.0:
+                return key, value, why
+        return None
+
     def dp_refusal(self, joint: str) -> str:
         """Why ΔP feedback is impossible on `joint` ('' if it is possible)."""
         missing = [
@@ -909,12 +921,10 @@ class Profile(Strict):
                     )
         self._check_shunts()
         for jt in self.joints:
-            for key in ("dp", "hold_dp"):
-                value = getattr(jt.pid, key)
-                if value > 0.0 and self.dp_areas(jt.name) is None:
-                    raise ValueError(
-                        f"joints '{jt.name}'.pid.{key} = {value}: {self.dp_refusal(jt.name)}"
-                    )
+            refused = self.dp_gain_refused(jt.name, jt.pid)
+            if refused is not None:
+                key, value, why = refused
+                raise ValueError(f"joints '{jt.name}'.pid.{key} = {value}: {why}")
         return self
 
     def _check_shunts(self) -> None:

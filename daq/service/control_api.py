@@ -457,11 +457,10 @@ class ControlApi:
             )
         except (TypeError, ValueError) as exc:
             raise CommandError("bad_args", f"set_gains: {exc}") from None
-        for key in ("dp", "hold_dp"):
-            value = getattr(new, key)
-            if value > 0.0 and self.profile.dp_refusal(joint):
-                why = f"{key} = {value:g}: {self.profile.dp_refusal(joint)}"
-                raise CommandError("bad_args", f"set_gains: joint {joint}: {why}")
+        refused = self.profile.dp_gain_refused(joint, new)
+        if refused is not None:
+            key, value, why = refused
+            raise CommandError("bad_args", f"set_gains: joint {joint}: {key} = {value:g}: {why}")
         gains = list(self.gains)
         gains[j] = new
         out = self._call_loop("set_gains", make_hold_runner(self.profile, gains))
