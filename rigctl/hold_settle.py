@@ -49,10 +49,13 @@ def _wait_rig_time(session: Session, seconds: float, timeout_s: float) -> None:
         time.sleep(0.01)
 
 
-def hold_swing_deg(session: Session, timeout_s: float = 120.0) -> dict[str, float]:
+def hold_swing_deg(
+    session: Session, timeout_s: float = 120.0, describe: dict[str, Any] | None = None
+) -> dict[str, float]:
     """Per joint, half the peak-to-peak angle (degrees) over `WINDOW_S` of the ARMED hold,
-    from a recording of it (kept beside the others, as every sample is)."""
-    joints, _, q_cols = joint_columns(session.command("describe"))
+    from a recording of it (kept beside the others, as every sample is). `describe`: the
+    service's, if the caller has it."""
+    joints, _, q_cols = joint_columns(describe or session.command("describe"))
     seq = int(session.command("status")["seq"])  # two looks in one second: names apart
     name = f"hold-check-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{seq}"
     path = session.command("record_start", {"name": name})["path"]
@@ -81,7 +84,7 @@ def settle_hold(session: Session, timeout_s: float = 120.0, before: str = "the c
     stop it (the check must not run)."""
     describe = session.command("describe")
     limits = {j["name"]: float(j["limits"]["following_error_deg"]) for j in describe["joints"]}
-    ringing = _ringing(hold_swing_deg(session, timeout_s), limits)
+    ringing = _ringing(hold_swing_deg(session, timeout_s, describe), limits)
     if not ringing:
         return ""
     found = ", ".join(f"{j} ±{s:.2f}°" for j, s in ringing.items())
@@ -89,7 +92,7 @@ def settle_hold(session: Session, timeout_s: float = 120.0, before: str = "the c
     session.command("disarm")
     _wait_rig_time(session, REST_S, timeout_s)
     session.command("arm")
-    still = _ringing(hold_swing_deg(session, timeout_s), limits)
+    still = _ringing(hold_swing_deg(session, timeout_s, describe), limits)
     if still:
         again = ", ".join(f"{j} ±{s:.2f}°" for j, s in still.items())
         raise ValueError(
