@@ -119,13 +119,19 @@ class PlantModel:
         return (fv_p * qd + fc_p * r * sgn) if sd >= 0.0 else (fv_m * qd + fc_m * r * sgn)
 
     # ------------------------------------------------------------------ valve inverse
+    def chamber_volumes(self, j: int, s: float) -> tuple[float, float]:
+        """V⁺, V⁻ (m³) of joint j's chambers at piston displacement s from mid-stroke."""
+        return (
+            self.V0[j] + (0.5 * self.L[j] + s) * self.Ac[j],
+            self.V0[j] + (0.5 * self.L[j] - s) * self.Ar[j],
+        )
+
     def spool_measured(
         self, j: int, s: float, sd: float, pd_cap: float, pd_rod: float, p_cap: float, p_rod: float
     ) -> float:
         """Spool u (LVDT V) that delivers ṡ and the pressure rates at the measured pressures."""
         ac, ar, ps, cf = self.Ac[j], self.Ar[j], self.ps, self.cf[j]
-        vc = self.V0[j] + (0.5 * self.L[j] + s) * ac
-        vr = self.V0[j] + (0.5 * self.L[j] - s) * ar
+        vc, vr = self.chamber_volumes(j, s)
         need = (ac + ar) * sd + (vc * pd_cap - vr * pd_rod) / self.b
         pc = min(max(p_cap, 0.0), ps)
         pr = min(max(p_rod, 0.0), ps)

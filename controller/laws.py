@@ -55,8 +55,9 @@ class Law:
     limits: Sequence[JointLimits]
     saturated_count: int = 0
     #: Per joint: True where the law has no position reference (open-loop valve drive); the
-    #: runner then reports the measured position as the reference.
-    open_loop: Sequence[bool] = (False, False)
+    #: runner then reports the measured position as the reference. Empty: every joint closed
+    #: (a class default that fits any number of joints).
+    open_loop: Sequence[bool] = ()
     #: True for a law that takes the joints to its reference itself (Lin's velocity-limited PD
     #: given a step): the runner then inserts no approach move before it — the step *is* the
     #: experiment — and reports `reference_out` instead of the segment's reference.

@@ -21,11 +21,12 @@ from controller.amplitude_phase import AmplitudePhase
 from controller.checks import Violation, check_experiment
 from controller.experiment import Experiment, ExperimentError, Segment, build_law
 from controller.feedback import Feedback
-from controller.feedforward import PlantModel
+from controller.feedforward_chain import plant_model
 from controller.laws import Law, PidLaw
 from controller.limits import JointLimits
 from controller.moves import TrapezoidPath
 from controller.pid import PidParams
+from controller.plant.chain.model import Chain
 from controller.trajectories import Hold, Trajectory
 
 log = logging.getLogger(__name__)
@@ -140,13 +141,16 @@ class ExperimentRunner:
             raise ValueError(
                 f"experiment has {n} joints; got {len(gains)} gains, {len(limits)} limits"
             )
+        chain = isinstance(params, Chain)
         if check:
-            violations = check_experiment(experiment, limits, params)
+            # A chain's jack-stroke windows are `rigctl check`'s (controller.chain_experiments);
+            # the planar force and valve-capacity checks read a `PlantParams` only.
+            violations = check_experiment(experiment, limits, None if chain else params)
             if violations:
                 raise ExperimentRefused(violations)
         self.experiment, self.period, self.limits, self.n = experiment, period, list(limits), n
         gains = experiment.gains(gains)
-        model = PlantModel(params) if params is not None else None
+        model = plant_model(params, experiment.home) if params is not None else None
         self._hold_law = PidLaw(gains, limits, period)
         self._planned: list[_Phase] = []
         prev_end: np.ndarray | None = None
@@ -276,9 +280,8 @@ class ExperimentRunner:
         ref_out[:] = self._q
         if ph.law.drives_to_reference:
             ph.law.reference_out(ref_out)
-        open_loop = ph.law.open_loop
-        for j in range(self.n):
-            if open_loop[j]:
+        for j, open_loop in enumerate(ph.law.open_loop):
+            if open_loop:
                 ref_out[j] = fb.q[j]  # no position reference: report the measured one
         self._k += 1
         self.time_in_segment = t

@@ -43,7 +43,7 @@ from controller.compiled.pid import (
     pid_enable,
     pid_update,
 )
-from controller.feedforward import COULOMB_SMOOTH_M_S
+from controller.feedforward import COULOMB_SMOOTH_M_S, PlantModel
 from controller.laws import (
     FeedforwardPid,
     GravityCompPD,
@@ -173,6 +173,8 @@ def compile_law(law: Law) -> CompiledLaw | None:
         lp[:, VS_OFFSET], lp[:, VS_CENTERING] = law.offset, law.centering
     else:
         return None
+    if model is not None and type(model) is not PlantModel:
+        return None  # a chain's model (controller.feedforward_chain): the Python path
     lb = law_blob(kind, n)
     lp_, ls_, pidp, pids, mp, ms, vlim, _work, open_loop = law_views(lb)
     lp_[:], ls_[:] = lp, ls

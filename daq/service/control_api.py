@@ -179,6 +179,10 @@ class ControlApi:
         self.param_set: Any = params if hasattr(params, "summary") else None
         self.params: Any = self.param_set.params if self.param_set is not None else params
         self.on_params = on_params
+        #: A [chain] profile's machine as it declares it: the model-based laws' plant when no
+        #: parameters are loaded (no parameter file describes a chain yet). On the simulated
+        #: chain it is the simulator's plant itself (docs/excavator.md).
+        self._chain = self.profile.chain_model()[0] if self.profile.chain is not None else None
         self.gains: list[Any] | None = joint_gains(self.profile) if controller_available() else None
         #: Long limit checks (made at the first one that needs it).
         self.checker: Any = None
@@ -397,8 +401,9 @@ class ControlApi:
 
         assert self.gains is not None  # `run` refused without the controller package
         try:  # checked already: the runner need not check again
+            model = params if params is not None else self._chain
             runner = ExperimentRunner(
-                exp, self.gains, limits, self.profile.period, params, check=False
+                exp, self.gains, limits, self.profile.period, model, check=False
             )
         except (ExperimentError, ValueError) as exc:
             raise CommandError("rejected", f"run: {exc}") from None

@@ -39,3 +39,26 @@ def test_the_link_by_link_experiment_runs_through_the_service(tmp_path: Path) ->
         q, ref = run.column(f"eng.q_{j}")[running], run.column(f"ref.{j}")[running]
         assert np.ptp(ref) > np.radians(5.0), j  # each joint was moved in its segment …
         assert np.max(np.abs(q - ref)) < np.radians(3.0), j  # … and followed
+
+
+def test_the_model_feed_forward_runs_through_the_service(tmp_path: Path) -> None:
+    """`pid_ff` on the excavator: the service builds the law on the profile's chain (no
+    parameter file describes a chain) and the loop runs it on its Python path, fault-free,
+    following one period of the multisine far closer than the PID's 3° limit."""
+    experiment = tomllib.loads((ROOT / "experiments" / "excavator-multisine.toml").read_text())
+    settle, sine = experiment["segments"][:2]
+    experiment["segments"] = [settle, dict(sine, repeats=1, controller={"kind": "pid_ff"})]
+    with RigSession(PROFILE, tmp_path / "rig", virtual_time=True, estimator=False) as s:
+        path = Path(s.command("record_start", {"name": "ff"})["path"])
+        status = s.run_experiment(experiment, timeout=600.0)
+        assert status["fault"] is None
+        s.command("record_stop")
+    run = read_run(path)
+    assert run.complete and not np.any(run.column("fault"))
+    running = np.flatnonzero(run.column("state") == State.RUNNING)
+    assert running.size >= 12_000  # the settle's 2 s and the multisine's 10 s
+    moving = running[2_500:]  # after the settle hold and into the multisine
+    for j in ("swing", "boom", "stick", "bucket"):
+        q, ref = run.column(f"eng.q_{j}")[moving], run.column(f"ref.{j}")[moving]
+        assert np.ptp(ref) > np.radians(3.0), j
+        assert np.max(np.abs(q - ref)) < np.radians(0.6), (j, np.degrees(np.abs(q - ref).max()))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from controller.feedforward_chain import ChainModel
 from controller.plant.chain.hydraulics import integrate_chain
 from controller.plant.chain.model import K_CLOSED, K_STROKE, L_JACK0, L_NJACK, L_OFF, Chain
 from controller.plant.chain.plant import ChainPlant, equilibrium_state
@@ -77,6 +78,8 @@ class ChainSimBackend(SimBackend):
         p = self.true_plant
         integrate_chain(x, v, p.C, p.L, p.J, p.F, p.E, self.period, SUBSTEPS, work, self._ws, True)
         _pistons(p.J, p.L, x, np.zeros(self._n))
+        # The model feed-forward's kernels, called from a law on the loop's Python path.
+        ChainModel(self.chain).warm_up()
         self._warm_up_dac()
 
     def _step(self) -> None:
