@@ -9,6 +9,9 @@ profile's PID, with it and FF1 (the shipped compensated example's gains) and wit
 gains (ΔP off), each plain, compensated, and with three distortion harmonics; the error from
 the desired sine over the last 3 s.
 
+The excavator (`excavator_multisine`): PID and the model feed-forward on its four joints,
+`bench/excavator_tracking.py`'s figures.
+
 Tracking (1 Hz 5° sine): the model-based controllers run with *identified* parameters — the
 product's real figure (`tracking_1hz_5deg.identified`): `--params FILE` (a parameter file from
 a prior `rigctl identify`), else the bench first runs `rigctl identify --virtual-time` on the
@@ -40,6 +43,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import excavator_tracking  # noqa: E402
 from controller.excitation import max_single_sine, optimise_mfs, trajectory_condition  # noqa: E402
 from controller.experiment import Experiment  # noqa: E402
 from controller.feedback import Feedback  # noqa: E402
@@ -490,6 +494,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.profile, ident, [dict(g, ff1=0.0, dp=0.0) for g in tuned_gains]
     )
     log.info("valve compensation, converged: %s", res["valve_compensation_converged"])
+    res["excavator_multisine"] = excavator_tracking.measure()
+    log.info("excavator: %s", res["excavator_multisine"])
     print(json.dumps(res))
     return 0
 
