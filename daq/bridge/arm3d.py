@@ -2,10 +2,11 @@
 geometry, for Foxglove's stock 3-D panel (`foxglove.FrameTransforms` on `/tf`,
 `foxglove.SceneUpdate` on `/rig/scene`).
 
-Any number of joints: a planar serial arm in the x–z plane, one frame per joint (its name),
-each turning about y by its angle `q` (measured from hanging down, DESIGN.md §1). Frames:
-`world` → `base` → `<joint 1>` → … → `<joint N>` → `tool`; each joint's frame sits at the end
-of the previous link.
+A `[chain]` profile's machine (the excavator) is drawn from its D-H parameters instead
+(`daq.bridge.chain3d`; `arm_from_profile` picks). Here, any number of joints: a planar serial
+arm in the x–z plane, one frame per joint (its name), each turning about y by its angle `q`
+(measured from hanging down, DESIGN.md §1). Frames: `world` → `base` → `<joint 1>` → … →
+`<joint N>` → `tool`; each joint's frame sits at the end of the previous link.
 
 Each joint's cylinder is drawn between its pins (DESIGN.md §1.1): the base pin at `pin_a` from
 the joint, fixed in the parent's frame at the angle `−θ0` from the hanging-down direction; the
@@ -70,6 +71,26 @@ def _cylinder(a: tuple[float, float], b: tuple[float, float], d: float,
         "top_scale": 1.0,
         "color": dict(zip("rgba", rgba, strict=True)),
     }  # fmt: skip
+
+
+def entity(ts: dict[str, int], frame: str, eid: str, parts: dict[str, Any]) -> dict[str, Any]:
+    """A `foxglove.SceneEntity` in `frame` with the given primitive lists (the rest empty)."""
+    e: dict[str, Any] = {"timestamp": ts, "frame_id": frame, "id": eid,
+                         "lifetime": {"sec": 0, "nsec": 0}, "frame_locked": True,
+                         "metadata": []}  # fmt: skip
+    for key in _ENTITY_LISTS:
+        e[key] = parts.get(key, [])
+    return e
+
+
+def arm_from_profile(profile: Any) -> Any:
+    """The 3-D arm of a loaded profile: the chain's (`daq.bridge.chain3d`) for a `[chain]`
+    profile, else the planar arm of `[plant]`; None for a profile with neither."""
+    if getattr(profile, "chain", None) is not None:
+        from daq.bridge.chain3d import ChainArmModel
+
+        return ChainArmModel.from_profile(profile)
+    return ArmModel.from_profile(profile)
 
 
 class ArmModel:
@@ -145,16 +166,7 @@ class ArmModel:
             end = (a[0] + k * (b[0] - a[0]), a[1] + k * (b[1] - a[1]))
             cyl = {"cylinders": [_cylinder(a, end, BARREL_D, (0.2, 0.35, 0.8, 1.0)),
                                  _cylinder(a, b, ROD_D, (0.75, 0.75, 0.8, 1.0))]}  # fmt: skip
-            entities.append(self._entity(ts, j.name, f"{j.name}/link", link))
-            entities.append(self._entity(ts, parent, f"{j.name}/cylinder", cyl))
+            entities.append(entity(ts, j.name, f"{j.name}/link", link))
+            entities.append(entity(ts, parent, f"{j.name}/cylinder", cyl))
             parent, offset = j.name, j.link_length
         return {"deletions": [], "entities": entities}
-
-    @staticmethod
-    def _entity(ts: dict[str, int], frame: str, eid: str, parts: dict[str, Any]) -> dict[str, Any]:
-        e: dict[str, Any] = {"timestamp": ts, "frame_id": frame, "id": eid,
-                             "lifetime": {"sec": 0, "nsec": 0}, "frame_locked": True,
-                             "metadata": []}  # fmt: skip
-        for key in _ENTITY_LISTS:
-            e[key] = parts.get(key, [])
-        return e

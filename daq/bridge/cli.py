@@ -46,12 +46,12 @@ def tls_context(cert: Path | None, key: Path | None) -> Any:
 
 def arm_factory(profile: Any) -> Any:
     """The arm model for the 3-D view, from the profile's geometry (None without a profile or
-    a `[plant]` section: no `/tf`, no `/rig/scene`)."""
+    a `[plant]` or `[chain]` section: no `/tf`, no `/rig/scene`)."""
     if profile is None:
         return None
-    from daq.bridge.arm3d import ArmModel
+    from daq.bridge.arm3d import arm_from_profile
 
-    arm = ArmModel.from_profile(profile)
+    arm = arm_from_profile(profile)
     return None if arm is None else (lambda header: arm)
 
 

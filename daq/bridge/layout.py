@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from daq.bridge.arm3d import BASE, ArmModel
+from daq.bridge.arm3d import BASE, arm_from_profile
 from daq.bridge.channels import (
     TOPIC_ESTIMATES,
     TOPIC_EVENTS,
@@ -178,7 +178,7 @@ def layout_json(profile_path: str) -> str:
 
         params = plant_params(profile)
         names = [*params.mech_names(), *params.fluid_names()]
-    arm = ArmModel.from_profile(profile) is not None
+    arm = arm_from_profile(profile) is not None
     return build_layout(ChannelSet(columns, roles), names, arm).to_json()
 
 

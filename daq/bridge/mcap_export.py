@@ -123,7 +123,7 @@ def play(station: Station, item: tuple[int, int, int, Any], arm: bool = True) ->
 
 def run_arm(run: Run) -> Any:
     """The arm model from the profile the run carries (None if it has no plant geometry)."""
-    from daq.bridge.arm3d import ArmModel
+    from daq.bridge.arm3d import arm_from_profile
     from daq.profile import ProfileError
     from daq.profile.loader import parse_profile
 
@@ -132,7 +132,7 @@ def run_arm(run: Run) -> Any:
     except (ProfileError, tomllib.TOMLDecodeError, ValueError) as e:
         log.warning("%s: its profile does not load (%s): no 3-D arm", run.path, e)
         return None
-    return ArmModel.from_profile(profile)
+    return arm_from_profile(profile)
 
 
 class McapSink:

@@ -70,3 +70,53 @@ def test_any_number_of_joints_and_foxglove_schemas() -> None:
     assert tfs["transforms"][0]["timestamp"] == {"sec": 5, "nsec": 1}
     jsonschema.validate(tfs, foxglove_schema("FrameTransforms"))
     jsonschema.validate(scene, foxglove_schema("SceneUpdate"))
+
+
+def test_the_excavator_is_drawn_from_its_dh_parameters() -> None:
+    """A [chain] profile: the transforms put every joint frame and the tool where the chain's
+    own forward kinematics (thesis eq. 3.8) does, each jack spans its pins, and the messages
+    validate against Foxglove's schemas."""
+    from controller.plant.chain.kinematics import jack_pins, joint_frames, link_frames
+    from daq.bridge.arm3d import arm_from_profile
+    from daq.bridge.chain3d import quaternion
+
+    profile = load_profile(PROFILE_2DOF.parent / "sim-excavator.toml")
+    arm = arm_from_profile(profile)
+    chain = profile.chain_model()[0]
+    assert arm is not None and arm.frames[2:-1] == chain.names
+    rng = np.random.default_rng(5)
+    for _ in range(5):
+        deg = rng.uniform(-30.0, 30.0, chain.n)
+        angles = dict(zip(chain.names, deg.tolist(), strict=True))
+        tfs = arm.transforms(angles, 7)["transforms"]
+        q = np.radians(deg)
+        for name, frame in zip(chain.names, joint_frames(chain, q), strict=True):
+            np.testing.assert_allclose(compose(tfs, name), frame, atol=1e-12)
+        np.testing.assert_allclose(compose(tfs, "tool"), link_frames(chain, q)[-1], atol=1e-12)
+        scene = arm.scene(angles, 7)
+        jacks = [e for e in scene["entities"] if "/jack" in e["id"]]
+        pins = jack_pins(chain, q)
+        assert len(jacks) == len(pins) == 4  # the boom's pair, the stick's, the bucket's
+        for ent, (_, _, a, b) in zip(jacks, pins, strict=True):
+            rod = ent["cylinders"][1]
+            assert rod["size"]["z"] == pytest.approx(np.linalg.norm(b - a), rel=1e-12)
+            centre = rod["pose"]["position"]
+            np.testing.assert_allclose([centre[k] for k in "xyz"], (a + b) / 2, atol=1e-12)
+        jsonschema.validate({"transforms": tfs}, foxglove_schema("FrameTransforms"))
+        jsonschema.validate(scene, foxglove_schema("SceneUpdate"))
+    # Shepperd's quaternion on its four branches: a small turn (trace largest) and half turns
+    # less a little about axes near x, y and z (that diagonal element largest).
+    for axis, angle in (((0.3, -0.5, 0.8), 0.4), ((1.0, 0.2, -0.1), 3.0),
+                        ((0.1, 1.0, 0.3), 3.0), ((-0.2, 0.1, 1.0), 3.0)):  # fmt: skip
+        u = np.asarray(axis) / np.linalg.norm(axis)
+        k = np.array([[0.0, -u[2], u[1]], [u[2], 0.0, -u[0]], [-u[1], u[0], 0.0]])
+        r = np.eye(3) + math.sin(angle) * k + (1.0 - math.cos(angle)) * k @ k  # Rodrigues
+        qd = quaternion(r)
+        x, y, z, w = qd["x"], qd["y"], qd["z"], qd["w"]
+        back = np.array([
+            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+        ])  # fmt: skip
+        np.testing.assert_allclose(back, r, atol=1e-12)
+        assert w >= 0.0  # one of the two quaternions of a turn, always the same

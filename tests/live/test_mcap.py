@@ -115,3 +115,30 @@ def test_exported_events_sit_on_their_rows(
         seq = ev["seq"]
         row = rows[seq] if seq in rows else rows[last] + (seq - last) * period_ns
         assert abs(stamp - row) <= period_ns, (ev, (stamp - row) * 1e-9)
+
+
+def test_an_excavator_run_exports_its_arm_in_3d(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A [chain] profile's run: the export draws the chain from its D-H parameters (the
+    profile the run carries), with every joint's frame and every jack."""
+    profile = PROFILE_2DOF.parent / "sim-excavator.toml"
+    proc = spawn(
+        ["-m", "daq.service", "--profile", str(profile), "--virtual-time", "--duration", "1",
+         "--record", "--arm", "--run-dir", str(tmp_path), "--no-network"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp_path,
+    )  # fmt: skip
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    (run_path,) = tmp_path.glob(f"*{SUFFIX}")
+    assert main(["export", str(run_path), "--format", "mcap"]) == 0
+    mcap_path = Path(capsys.readouterr().out.strip())
+    with mcap_path.open("rb") as f:
+        reader = mcap_reader.make_reader(f)
+        tf = [json.loads(m.data) for _, _, m in reader.iter_messages(topics=["/tf"])]
+        scene = [json.loads(m.data) for _, _, m in reader.iter_messages(topics=["/rig/scene"])]
+    assert tf and len(tf) == len(scene)
+    children = [t["child_frame_id"] for t in tf[-1]["transforms"]]
+    assert children == ["base", "swing", "boom", "stick", "bucket", "tool"]
+    ids = {e["id"] for e in scene[-1]["entities"]}
+    assert {"swing/link", "bucket/link", "boom/jack0", "boom/jack1", "bucket/jack3"} <= ids
