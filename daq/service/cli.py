@@ -37,6 +37,7 @@ from daq.loop import realtime as rt
 from daq.param_set import read_param_set
 from daq.profile.loader import ProfileError, load_profile
 from daq.profile.schema import Profile
+from daq.service import scripted_runs
 from daq.service.housekeeping import optional
 from daq.service.rig_service import DEFAULT_SPIN_US, Service
 
@@ -65,6 +66,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="arm once the loop runs, so that it holds every joint at home (--virtual-time "
         "only: a real rig is armed by its operator, `rigctl arm`)",
+    )
+    p.add_argument(
+        "--run",
+        action="append",
+        default=[],
+        metavar="EXPERIMENT",
+        help="arm, run this experiment file (repeat for several, in order) as `rigctl run "
+        "--wait` would, and stop when the last has ended; exit 4 if one is refused or the rig "
+        "faults (--virtual-time only, as --arm)",
     )
     p.add_argument("--run-dir", default=None, help="recording directory (overrides the profile)")
     p.add_argument(
@@ -148,11 +158,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.arm and not args.virtual_time:
         parser.error("--arm needs --virtual-time (a real rig is armed by its operator)")
+    if args.run and not args.virtual_time:
+        parser.error("--run needs --virtual-time (a real rig's runs are its operator's)")
     logmod = _configure_logging(args.verbose)
     try:
         profile = load_profile(args.profile)
         profile_text = Path(args.profile).read_text(encoding="utf-8")
-    except ProfileError as exc:
+        experiments = scripted_runs.load_experiments(args.run)
+    except (ProfileError, ValueError) as exc:
         log.error("%s", exc)
         return 2
     if logmod is not None:
@@ -212,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.info(
         "running %s (%s)", profile.rig.id, "virtual time" if args.virtual_time else "real time"
     )
-    if args.arm:
+    if args.arm or experiments:
         # Through the command handler, as `rigctl arm` would: the loop takes it at its next
         # cycle (the cycles before it are IDLE, valves null) and refuses it if it must.
         try:
@@ -221,8 +234,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         except CommandError as exc:
             log.error("--arm refused: %s", exc)
             stop.set()
+    runs = None
+    if experiments and not stop.is_set():
+        runs = scripted_runs.start(service.api, service.loop.finished, experiments, stop)
     service.wait(stop)
+    if runs is not None:
+        runs[0].join(10.0)
     code = service.shutdown()
+    failure = runs[1][0] if runs is not None and runs[1] else None
+    if failure is not None:
+        log.error("--run: %s", failure)
+        code = code or scripted_runs.EXIT_RUN_FAILED
+    elif runs is not None:
+        log.info("--run: %d experiment(s) ended fault-free", len(experiments))
     if args.status_out:
         Path(args.status_out).write_text(json.dumps(service.status(), default=str, indent=1))
     return code

@@ -62,3 +62,62 @@ def test_arm_needs_virtual_time(tmp_path: Path) -> None:
     proc = _rig_daq(tmp_path, "--duration", "1", "--arm")
     assert proc.returncode == 2
     assert "--arm needs --virtual-time" in proc.stderr
+
+
+SINE = """
+name = "short-sine"
+home_deg = [0.0, 0.0, 0.0, 30.0]
+[[segments]]
+name = "sine"
+duration_s = 2.0
+controller = { kind = "%s" }
+[segments.trajectory]
+kind = "sine"
+amplitude_deg = [2.0, 2.0, 2.0, 2.0]
+frequency_hz = [0.5, 0.5, 0.5, 0.5]
+# A cosine below home: it starts and ends at home at rest (no approach move, no stop at speed)
+center_deg = [-2.0, -2.0, -2.0, 28.0]
+phase_deg = [90.0, 90.0, 90.0, 90.0]
+"""
+
+
+def test_run_arms_runs_each_experiment_in_order_and_ends(tmp_path: Path) -> None:
+    """`--run A --run B`: both run through the command handler, fault-free, and the service
+    ends when the last is over (no --duration), every row recorded."""
+    recording = pytest.importorskip("daq.recording")
+    a, b = tmp_path / "a.toml", tmp_path / "b.toml"
+    a.write_text(SINE % "pid")
+    b.write_text(SINE % "pid_ff")  # the model feed-forward on the profile's chain
+    proc = _rig_daq(tmp_path, "--virtual-time", "--record", "--run", str(a), "--run", str(b))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "--run: 2 experiment(s) ended fault-free" in proc.stderr
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert status["fault"] is None and status["state"] == "ARMED"
+    (path,) = sorted((tmp_path / "runs").iterdir())
+    run = recording.read_run(path)
+    assert run.complete and not np.any(run.column("fault"))
+    running = run.column("state") == State.RUNNING
+    assert running.sum() >= 4000  # both 2 s sines (and their approach moves)
+    done = [e for e in run.events if e.get("kind") == "experiment_done"]
+    assert len(done) == 2
+    # Ended when the last was over: not long after it (the hold between is a few cycles).
+    assert len(run.column("seq")) < running.sum() + 2000
+
+
+def test_run_exits_4_when_an_experiment_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "two-joints.toml"
+    bad.write_text((SINE % "pid").replace("[0.0, 0.0, 0.0, 30.0]", "[0.0, 0.0]")
+                   .replace("[2.0, 2.0, 2.0, 2.0]", "[2.0, 2.0]")
+                   .replace("[0.5, 0.5, 0.5, 0.5]", "[0.5, 0.5]")
+                   .replace("[90.0, 90.0, 90.0, 90.0]", "[90.0, 90.0]")
+                   .replace("[-2.0, -2.0, -2.0, 28.0]", "[-2.0, -2.0]"))  # fmt: skip
+    proc = _rig_daq(tmp_path, "--virtual-time", "--run", str(bad))
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert f"--run: {bad}: refused" in proc.stderr and "2 joints, the rig 4" in proc.stderr
+
+
+def test_run_refuses_a_missing_file_and_real_time(tmp_path: Path) -> None:
+    proc = _rig_daq(tmp_path, "--virtual-time", "--run", str(tmp_path / "nope.toml"))
+    assert proc.returncode == 2 and "nope.toml" in proc.stderr
+    proc = _rig_daq(tmp_path, "--duration", "1", "--run", str(tmp_path / "nope.toml"))
+    assert proc.returncode == 2 and "--run needs --virtual-time" in proc.stderr

@@ -84,3 +84,19 @@ def test_more_than_two_joints_without_a_chain_is_refused(tmp_path: Path) -> None
     with pytest.raises(ProfileError) as exc:
         load_profile(path)
     assert "4 joints" in str(exc.value) and "need a [chain]" in str(exc.value)
+
+
+def test_the_excavators_speed_limits_are_what_its_valves_can_feed() -> None:
+    """Each joint's velocity limit is at most its valve's full flow at home (one edge at half
+    the supply, `chain_limits` with the whole flow) and its acceleration limit at most 3 s⁻¹
+    times that: the service's approach moves run at half of them, and a boom asked for more
+    than its valve feeds falls behind and rings its chambers onto the pressure interlock."""
+    from controller.chain_experiments import chain_limits
+
+    profile = load_profile(PROFILES / "sim-excavator.toml")
+    chain, home, _ = profile.chain_model()
+    feed = chain_limits(chain, home, speed_fraction=1.0, accel_per_speed=3.0)
+    for j, lim in zip(profile.joints, feed, strict=True):
+        assert 0.9 * np.degrees(lim.max_velocity) <= j.limits.max_velocity_deg_s
+        assert j.limits.max_velocity_deg_s <= np.degrees(lim.max_velocity), j.name
+        assert j.limits.max_acceleration_deg_s2 <= np.degrees(lim.max_acceleration), j.name
