@@ -180,6 +180,15 @@ TARGETS: dict[str, Target] = {
             "un = u + self.gain * (d - y) * u / y.conjugate()",
         ),
     ),
+    "feedforward_chain": Target(
+        ("controller/feedforward_chain.py",),
+        ("tests/chain/test_feedforward_chain.py",),
+        (
+            "controller/feedforward_chain.py",
+            "            return self.gear[j] * q, self.gear[j]",
+            "            return self.gear[j] * q, 1.0",
+        ),
+    ),
     "compensation": Target(
         ("controller/compensation.py",),
         ("tests/controller/test_compensation.py",),

@@ -150,9 +150,6 @@ class ChainModel(PlantModel):
         for j in range(self.n):
             tau[j] = buf[j] + self.Fv[j] * qd[j]
 
-    def friction(self, j: int, q: float, qd: float) -> float:
-        return self.Fv[j] * qd
-
     def chamber_volumes(self, j: int, s: float) -> tuple[float, float]:
         if self.motor[j]:
             return self.V0[j], self.V0[j]

@@ -98,6 +98,61 @@ def test_jacks_that_move_unlike_are_refused(excavator_chain: Chain) -> None:
         ChainModel(chain)
 
 
+def test_alike_jacks_of_different_sizes_count_by_their_moment_arms(excavator_chain: Chain) -> None:
+    """The boom's second jack 1.3 times the first (pins, lengths): ℓ′ is 1.3 times the
+    first's at every angle, so its areas count 1.3 times in the equivalent piston, and the
+    piston's τ = r (A⁺p⁺ − A⁻p⁻) and volumes still equal the chain's."""
+    joints = list(excavator_chain.joints)
+    left, right = joints[1].drive
+    c = 1.3
+    big = replace(
+        right,
+        pin_parent=(c * right.pin_parent[0], c * right.pin_parent[1], right.pin_parent[2]),
+        pin_child=(c * right.pin_child[0], c * right.pin_child[1], right.pin_child[2]),
+        closed_length=c * right.closed_length,
+        stroke=c * right.stroke,
+    )
+    joints[1] = replace(joints[1], drive=(left, big))
+    chain = replace(excavator_chain, joints=tuple(joints))
+    model, plant = ChainModel(chain), ChainPlant(chain)
+    assert model.Ac[1] == pytest.approx(left.area_cap + c * big.area_cap, rel=1e-9)
+    fx = plant.E[0] > 0.5
+    for q in np.linspace(-0.3, 0.3, 7):
+        vc, vr, tc, tr = drive_state(plant.L, plant.J, plant.F, plant.E, 1, q, fx)
+        s, r = model.cylinder(1, q)
+        assert r * model.Ac[1] == pytest.approx(tc, rel=1e-9)
+        assert r * model.Ar[1] == pytest.approx(tr, rel=1e-9)
+        assert model.chamber_volumes(1, s) == pytest.approx((vc, vr), rel=1e-9)
+
+
+def test_a_joint_without_a_drive_is_refused(excavator_chain: Chain) -> None:
+    joints = list(excavator_chain.joints)
+    joints[3] = replace(joints[3], drive=None)  # its valve stays: the chain accepts that
+    with pytest.raises(ValueError, match=r"'bucket' has no drive"):
+        ChainModel(replace(excavator_chain, joints=tuple(joints)))
+
+
+def test_warm_up_leaves_nothing_to_compile_for_a_model_sent_to_the_loop(
+    excavator_chain: Chain,
+) -> None:
+    """The service pickles the runner (and its model) to the loop process; after the loop's
+    warm-up of a model of its own, the sent model's calls need no new specialisation."""
+    import pickle
+
+    from controller.plant.chain.rnea import jack_geometry, rnea
+
+    ChainModel(excavator_chain).warm_up()
+    known = len(rnea.signatures), len(jack_geometry.signatures)
+    sent = pickle.loads(pickle.dumps(ChainModel(excavator_chain)))
+    q = np.radians([5.0, -3.0, 2.0, 30.0])
+    tau = [0.0] * 4
+    sent.inverse_dynamics(q, q, q, tau)
+    sent.gravity_friction(q, [0.0] * 4, tau)
+    for j in range(4):
+        sent.cylinder(j, float(q[j]))
+    assert (len(rnea.signatures), len(jack_geometry.signatures)) == known
+
+
 def _multisine(ctrl: dict) -> Experiment:
     with open(ROOT / "experiments" / "excavator-multisine.toml", "rb") as f:
         d = tomllib.load(f)
