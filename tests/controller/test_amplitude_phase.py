@@ -336,3 +336,59 @@ def test_the_following_error_bound_is_met_and_tight() -> None:
     dq, _, _ = want.sample(t)
     excess = np.abs(cq - dq)[:, 0] - 0.8 * (0.02 + 0.05 * np.abs(cv[:, 0]))
     assert -0.02 * 0.02 < excess.max() <= 0.01 * 0.02  # the grid's resolution: 256 a period
+
+
+def test_each_compensation_setting_takes_the_ends_of_its_range() -> None:
+    """The documented ranges are closed: their ends are accepted."""
+    seg = Experiment.from_dict(
+        sine_file(gain=1.0, max_ratio=10.0, settle_windows=100, harmonics=10)
+    ).segments[0]
+    assert seg.compensation == {
+        "gain": 1.0, "max_ratio": 10.0, "settle_windows": 100.0, "harmonics": 10.0,
+    }  # fmt: skip
+    seg = Experiment.from_dict(
+        sine_file(gain=0.05, max_ratio=1.0, settle_windows=0, harmonics=0)
+    ).segments[0]
+    assert seg.compensation is not None and seg.compensation["gain"] == 0.05
+
+
+def test_the_harmonics_refusals_name_the_joint_and_the_loop_rate() -> None:
+    two = multisine([0.0, 0.0], [[0.5, 1.0], [0.5, 1.5]], [[0.05, 0.02], [0.05, 0.02]])
+    with pytest.raises(CompensationError, match=r"joint\(s\) \[1, 2\] have several"):
+        AmplitudePhase(two, [WIDE, WIDE], PERIOD, harmonics=2)
+    with pytest.raises(CompensationError, match=r"400 Hz, is above .* rate \(1000 Hz\)"):
+        AmplitudePhase(sine([0.0], [0.1], [100.0]), [WIDE], PERIOD, harmonics=3)
+
+
+def test_the_centre_moves_at_most_max_ratio_amplitudes_from_the_desired_one() -> None:
+    """A plant offset ten times the sine's amplitude: the command's centre goes against it,
+    but no further than `max_ratio` × the amplitude from the desired centre."""
+    want = sine([0.2], [0.01], [1.0])
+    apc = AmplitudePhase(want, [WIDE], PERIOD, gain=1.0, max_ratio=3.0)
+    run(apc, LagPlant(1, k=1.0, delay=0, offset=0.1, center=0.2), 6.0)
+    assert apc._center[0] == pytest.approx(0.2 - 3.0 * 0.01, abs=1e-12)
+
+
+def test_the_command_stays_inside_the_soft_limit_nearer_its_centre() -> None:
+    """Centre 0.5 in a 0.0 … 0.6 window: the room is 0.1 on the upper side. A half-gain plant
+    would need a 0.16 command for a 0.08 sine; it gets the room, 0.1."""
+    want = sine([0.5], [0.08], [1.0])
+    lim = JointLimits(0.0, 0.6, 50.0, 5000.0, 10.0)
+    apc = AmplitudePhase(want, [lim], PERIOD, gain=1.0, max_ratio=3.0)
+    run(apc, LagPlant(1, k=0.5, delay=0, center=0.5), 10.0)
+    assert apc.limited[0] > 0
+    assert apc.amplitude_ratio()[0] == pytest.approx(0.1 / 0.08, rel=1e-3)
+
+
+def test_the_following_error_cut_moves_from_the_desired_toward_the_compensation() -> None:
+    """Cut back at the following-error bound, the command keeps the compensation's direction:
+    larger than the desired sine for a plant that lags and loses gain, its centre against the
+    plant's offset (below the desired centre for an offset upward)."""
+    want = sine([0.3], [0.2], [1.0])
+    lim = JointLimits(-3.0, 3.0, 50.0, 5000.0, 10.0, following_error=0.02,
+                      following_error_per_velocity=0.05)  # fmt: skip
+    apc = AmplitudePhase(want, [lim], PERIOD, gain=0.5)
+    run(apc, LagPlant(1, k=0.4, delay=30, offset=0.01, center=0.3), 8.0)
+    assert apc.following_limited[0] > 0
+    assert apc.amplitude_ratio()[0] > 1.05
+    assert 0.3 - 0.01 < apc._center[0] < 0.3 - 1e-4
