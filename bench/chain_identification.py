@@ -90,6 +90,12 @@ def main() -> None:
     )
     ap.add_argument("--validation", type=Path, default=ROOT / "experiments/excavator-linkwise.toml")
     ap.add_argument("--draws", type=int, default=50)
+    ap.add_argument(
+        "--feedforward",
+        action="store_true",
+        help="track with the nominal chain's model feed-forward (the service's pid_ff) "
+        "instead of the velocity feed-forward",
+    )
     args = ap.parse_args()
     t_start = time.perf_counter()
     prof = load_chain_profile(PROFILE)
@@ -97,7 +103,8 @@ def main() -> None:
     truth = truth_chain(nominal)
     exp = load_exp(args.experiment)
     cond = Conditioning(FS)
-    out: dict[str, object] = {"experiment": exp.name, "seeds": args.seeds, "fs_hz": FS}
+    out: dict[str, object] = {"experiment": exp.name, "seeds": args.seeds, "fs_hz": FS,
+                              "feedforward": args.feedforward}  # fmt: skip
 
     # Before anything moves: the prediction from the plan and the nominal model.
     pred = predict_chain(PROFILE, exp, grade="better", fs=FS, draws=args.draws)
@@ -110,7 +117,11 @@ def main() -> None:
     run = run_experiment(
         truth, experiment_trajectory(exp), prof.sensors["better"], nominal=nominal, fs=FS,
         nsub=5, bandwidth_hz=0.15, offsets=TRUE_OFFSETS, seed=0,
+        feedforward=args.feedforward,
     )  # fmt: skip
+    # How far the motion is from the plan the prediction assumes (RMS, degrees, per joint).
+    miss = run.truth["q"] - run.reference["q"]
+    out["tracking_rms_deg"] = np.degrees(np.sqrt(np.mean(miss**2, axis=0))).tolist()
     est = {}
     for grade in ("better", "thesis"):
         thetas = []
@@ -165,6 +176,7 @@ def main() -> None:
     vrun = run_experiment(
         truth, experiment_trajectory(val), prof.sensors["better"], nominal=nominal, fs=FS,
         nsub=5, bandwidth_hz=0.15, offsets=TRUE_OFFSETS, seed=99,
+        feedforward=args.feedforward,
     )  # fmt: skip
     rms = {}
     for name, minor in (("complete", True), ("reduced", False)):

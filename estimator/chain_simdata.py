@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from controller.feedforward_chain import ChainModel
 from controller.plant.chain.model import Chain, Motor
 from controller.plant.chain.plant import ChainPlant, equilibrium_state
 from controller.plant.chain.profile import PSI, SensorGrade
@@ -78,6 +79,23 @@ def noise_sigma(grade: SensorGrade) -> tuple[float, float]:
     )
 
 
+def model_feedforward(chain: Chain, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:
+    """(N, n) valve volts of the model feed-forward along the reference: each joint's
+    Newton–Euler torque as its equivalent piston's force, through the valve's steady-state
+    inverse (`PlantModel.spool_steady`), over the valve gain."""
+    m = ChainModel(chain, q[0])
+    n = chain.n
+    out = np.empty_like(q)
+    tau = [0.0] * n
+    for k in range(q.shape[0]):
+        m.inverse_dynamics(q[k], qd[k], qdd[k], tau)
+        for j in range(n):
+            _, r = m.cylinder(j, float(q[k, j]))
+            u = m.spool_steady(j, tau[j] / r, r * float(qd[k, j]))
+            out[k, j] = u / m.kv[j]
+    return out
+
+
 def read_sensors(
     q: np.ndarray,
     p_cap: np.ndarray,
@@ -114,9 +132,13 @@ def run_experiment(
     offsets: Sequence[tuple[float, float]] | None = None,
     bandwidth_hz: float = 1.0,
     p_low: float = 3.0e6,
+    feedforward: bool = False,
 ) -> ChainRun:
     """Track `reference` on the true chain from rest at its start, closing the loop on the
-    *measured* angles; gains from the `nominal` chain (the engineer's model)."""
+    *measured* angles; gains from the `nominal` chain (the engineer's model). `feedforward`:
+    the velocity feed-forward is replaced by the model feed-forward of the nominal chain
+    (`controller.feedforward_chain`: its inverse dynamics through the valve's steady-state
+    inverse), as the service's `pid_ff` law computes it."""
     rng = np.random.default_rng(seed)
     plant = ChainPlant(truth)
     n = truth.n
@@ -133,10 +155,15 @@ def run_experiment(
     e_q = math.radians(grade.resolver_accuracy_deg)
     step_q = 2 * math.pi / 2**grade.resolver_bits
     q_noise = rng.uniform(-e_q, e_q, (N, n))
+    v_ff = (
+        model_feedforward(nominal or truth, q_ref, qd_ref, qdd_ref)
+        if feedforward
+        else gains.ff * qd_ref
+    )
     for k in range(N):
         xs[k] = x
         qm = np.round((x[:n] + q_noise[k]) / step_q) * step_q
-        v = gains.p * (q_ref[k] - qm) + gains.ff * qd_ref[k]
+        v = gains.p * (q_ref[k] - qm) + v_ff[k]
         vs[k] = v
         plant.integrate(x, v, 1.0 / fs, nsub)
         if not np.all(np.isfinite(x)):
