@@ -87,7 +87,9 @@ def test_run_arms_runs_each_experiment_in_order_and_ends(tmp_path: Path) -> None
     recording = pytest.importorskip("daq.recording")
     a, b = tmp_path / "a.toml", tmp_path / "b.toml"
     a.write_text(SINE % "pid")
-    b.write_text(SINE % "pid_ff")  # the model feed-forward on the profile's chain
+    # The model feed-forward on the profile's chain, from 2° above home on every joint: the
+    # runner's approach move (a trapezoid at half the limits) takes the arm there first.
+    b.write_text((SINE % "pid_ff").replace("[-2.0, -2.0, -2.0, 28.0]", "[0.0, 0.0, 0.0, 30.0]"))
     proc = _rig_daq(tmp_path, "--virtual-time", "--record", "--run", str(a), "--run", str(b))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "--run: 2 experiment(s) ended fault-free" in proc.stderr

@@ -86,17 +86,30 @@ def test_more_than_two_joints_without_a_chain_is_refused(tmp_path: Path) -> None
     assert "4 joints" in str(exc.value) and "need a [chain]" in str(exc.value)
 
 
-def test_the_excavators_speed_limits_are_what_its_valves_can_feed() -> None:
-    """Each joint's velocity limit is at most its valve's full flow at home (one edge at half
-    the supply, `chain_limits` with the whole flow) and its acceleration limit at most 3 s⁻¹
-    times that: the service's approach moves run at half of them, and a boom asked for more
-    than its valve feeds falls behind and rings its chambers onto the pressure interlock."""
+def test_the_excavators_speed_limits_are_what_its_valves_and_pressures_allow() -> None:
+    """Each joint's velocity limit is its valve's full flow at home (one edge at half the
+    supply, `chain_limits` with the whole flow), and its acceleration limit at most 3 s⁻¹ times
+    that and at most the acceleration its chambers' headroom to the relief setting gives
+    against its own inertia at home, T·(p_relief − p_held)/M_jj — the boom's half of it (a
+    step of acceleration into its undamped oil column peaks at twice the static pressure).
+    The service's approach moves are trapezoids at half of these limits."""
     from controller.chain_experiments import chain_limits
+    from controller.plant.chain.hydraulics import drive_state
+    from controller.plant.chain.plant import ChainPlant, equilibrium_state
 
     profile = load_profile(PROFILES / "sim-excavator.toml")
     chain, home, _ = profile.chain_model()
     feed = chain_limits(chain, home, speed_fraction=1.0, accel_per_speed=3.0)
-    for j, lim in zip(profile.joints, feed, strict=True):
-        assert 0.9 * np.degrees(lim.max_velocity) <= j.limits.max_velocity_deg_s
-        assert j.limits.max_velocity_deg_s <= np.degrees(lim.max_velocity), j.name
-        assert j.limits.max_acceleration_deg_s2 <= np.degrees(lim.max_acceleration), j.name
+    plant = ChainPlant(chain)
+    x = equilibrium_state(plant, home, 3.0 / 7.0 * chain.supply_pressure)  # the simulator's
+    m = plant.mass_matrix(home)
+    relief = chain.relief_ratio * chain.supply_pressure
+    n = chain.n
+    for j, (joint, lim) in enumerate(zip(profile.joints, feed, strict=True)):
+        v, a = joint.limits.max_velocity_deg_s, joint.limits.max_acceleration_deg_s2
+        assert 0.9 * np.degrees(lim.max_velocity) <= v <= np.degrees(lim.max_velocity)
+        assert a <= np.degrees(lim.max_acceleration), joint.name
+        _, _, tc, tr = drive_state(plant.L, plant.J, plant.F, plant.E, j, home[j], False)
+        headroom = min(abs(tc) * (relief - x[2 * n + j]), abs(tr) * (relief - x[3 * n + j]))
+        static = np.degrees(headroom / m[j, j])
+        assert a <= (0.5 if joint.name == "boom" else 1.0) * static, (joint.name, a, static)
