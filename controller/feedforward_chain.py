@@ -5,7 +5,7 @@ joints exactly as they drive the planar rigs'.
 Rigid bodies: the chain's own recursive Newton–Euler (`controller.plant.chain.rnea`, the minor
 links included, thesis §4.3.3), plus each link's viscous friction F_v q̇ as the chain's
 simulator adds it. Actuator: each joint's drive seen as one equivalent piston, so that
-`PlantModel`'s valve inverse (DESIGN §1.2, seed eq. for the orifice) applies unchanged:
+`PlantModel`'s valve inverse (DESIGN §1.2) applies unchanged:
 
 * jacks: s is the first jack's piston from mid-stroke, ℓ − ℓc − L/2, and r = dℓ/dq its moment
   arm. The chain's chambers give τ = Σ_k ℓ′_k (A⁺_k p⁺ − A⁻_k p⁻) and a cap-side flow

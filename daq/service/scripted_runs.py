@@ -50,9 +50,14 @@ def run_in_order(
             reply = api.handle("run", {"experiment": experiment}, None)
         except CommandError as exc:
             return f"{path}: refused: {exc}"
+        # The cycle that took the run: a state read from a cycle at or before it may still say
+        # ARMED (the reply can come before that cycle's status is written).
+        taken = reply.get("seq")
         while reply.get("checking"):  # a long limit check: the run starts if it passes
-            check = _status(api).get("check") or {}
+            status = _status(api)
+            check = status.get("check") or {}
             if check.get("state") == "started":
+                taken = status.get("seq")
                 break
             if check.get("state") != "checking":
                 return f"{path}: refused after its limit check: {check.get('message')}"
@@ -62,7 +67,7 @@ def run_in_order(
             status = _status(api)
             if status.get("fault"):
                 return f"{path}: the rig faulted: {status['fault']}"
-            if status.get("state") == "ARMED":
+            if status.get("state") == "ARMED" and (taken is None or status["seq"] > taken):
                 break
             if finished.is_set():
                 return f"{path}: the loop ended first (--duration) in state {status.get('state')}"
