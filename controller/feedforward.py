@@ -57,13 +57,17 @@ class PlantModel:
         #: The valve's identified null offset b₀ and lap d per joint (spool units), else None.
         self.valve_null = None if vs is None else [float(row[0]) for row in vs]
         self.valve_lap = None if vs is None else [float(row[1]) for row in vs]
+        self._steady_constants()
+
+    def _steady_constants(self) -> None:
+        """K⁺, K⁻ of the steady-state valve inverse (module doc) from the areas and gains."""
         self.k_ext = [
             self.Ac[j] ** 3 / self.cf[j][0] ** 2 + self.Ar[j] ** 3 / self.cf[j][2] ** 2
-            for j in range(n)
+            for j in range(self.n)
         ]
         self.k_ret = [
             self.Ac[j] ** 3 / self.cf[j][1] ** 2 + self.Ar[j] ** 3 / self.cf[j][3] ** 2
-            for j in range(n)
+            for j in range(self.n)
         ]
 
     # ------------------------------------------------------------------ mechanics

@@ -89,14 +89,7 @@ class ChainModel(PlantModel):
             self.Ar.append(sum(k.area_rod * x for k, x in zip(jacks, ratio, strict=True)))
             self.L.append(float(jacks[0].stroke))
             self.lc.append(float(jacks[0].closed_length))
-        self.k_ext = [
-            self.Ac[j] ** 3 / self.cf[j][0] ** 2 + self.Ar[j] ** 3 / self.cf[j][2] ** 2
-            for j in range(n)
-        ]
-        self.k_ret = [
-            self.Ac[j] ** 3 / self.cf[j][1] ** 2 + self.Ar[j] ** 3 / self.cf[j][3] ** 2
-            for j in range(n)
-        ]
+        self._steady_constants()
 
     def _jack_ratios(self, i: int, home: float, name: str) -> list[float]:
         """ℓ′_k / ℓ′_0 of joint i's jacks; raises where they differ across the joint's range."""

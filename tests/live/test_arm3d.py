@@ -17,21 +17,25 @@ from tests.live.conftest import PROFILE_2DOF
 jsonschema = pytest.importorskip("jsonschema")
 
 
+def rotation(q: dict) -> np.ndarray:
+    """The rotation matrix of a unit quaternion {x, y, z, w}."""
+    x, y, z, w = q["x"], q["y"], q["z"], q["w"]
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+    ])  # fmt: skip
+
+
 def compose(tfs: list[dict], frame: str) -> np.ndarray:
     """The 4×4 pose of `frame` in `world` by chaining the transforms."""
     by_child = {t["child_frame_id"]: t for t in tfs}
     pose = np.eye(4)
     while frame != "world":
         t = by_child[frame]
-        q, p = t["rotation"], t["translation"]
-        x, y, z, w = q["x"], q["y"], q["z"], q["w"]
-        rot = np.array([
-            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-        ])  # fmt: skip
+        p = t["translation"]
         m = np.eye(4)
-        m[:3, :3], m[:3, 3] = rot, [p["x"], p["y"], p["z"]]
+        m[:3, :3], m[:3, 3] = rotation(t["rotation"]), [p["x"], p["y"], p["z"]]
         pose = m @ pose
         frame = t["parent_frame_id"]
     return pose
@@ -112,11 +116,5 @@ def test_the_excavator_is_drawn_from_its_dh_parameters() -> None:
         k = np.array([[0.0, -u[2], u[1]], [u[2], 0.0, -u[0]], [-u[1], u[0], 0.0]])
         r = np.eye(3) + math.sin(angle) * k + (1.0 - math.cos(angle)) * k @ k  # Rodrigues
         qd = quaternion(r)
-        x, y, z, w = qd["x"], qd["y"], qd["z"], qd["w"]
-        back = np.array([
-            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-        ])  # fmt: skip
-        np.testing.assert_allclose(back, r, atol=1e-12)
-        assert w >= 0.0  # one of the two quaternions of a turn, always the same
+        np.testing.assert_allclose(rotation(qd), r, atol=1e-12)
+        assert qd["w"] >= 0.0  # one of the two quaternions of a turn, always the same

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,14 +22,19 @@ PROFILE = ROOT / "hw_profiles" / "sim-excavator.toml"
 EXPERIMENT = ROOT / "experiments" / "excavator-linkwise.toml"
 
 
-def test_the_link_by_link_experiment_runs_through_the_service(tmp_path: Path) -> None:
-    experiment = tomllib.loads(EXPERIMENT.read_text())
+def run_recorded(experiment: dict, tmp_path: Path, name: str) -> Any:
+    """Run `experiment` through rig-daq and its command API, fault-free; its recording."""
     with RigSession(PROFILE, tmp_path / "rig", virtual_time=True, estimator=False) as s:
-        path = Path(s.command("record_start", {"name": "linkwise"})["path"])
+        path = Path(s.command("record_start", {"name": name})["path"])
         status = s.run_experiment(experiment, timeout=600.0)
         assert status["fault"] is None
         s.command("record_stop")
-    run = read_run(path)
+    return read_run(path)
+
+
+def test_the_link_by_link_experiment_runs_through_the_service(tmp_path: Path) -> None:
+    experiment = tomllib.loads(EXPERIMENT.read_text())
+    run = run_recorded(experiment, tmp_path, "linkwise")
     assert run.complete
     seq = run.column("seq")
     np.testing.assert_array_equal(seq, np.arange(seq[0], seq[0] + len(seq)))
@@ -48,12 +54,7 @@ def test_the_model_feed_forward_runs_through_the_service(tmp_path: Path) -> None
     experiment = tomllib.loads((ROOT / "experiments" / "excavator-multisine.toml").read_text())
     settle, sine = experiment["segments"][:2]
     experiment["segments"] = [settle, dict(sine, repeats=1, controller={"kind": "pid_ff"})]
-    with RigSession(PROFILE, tmp_path / "rig", virtual_time=True, estimator=False) as s:
-        path = Path(s.command("record_start", {"name": "ff"})["path"])
-        status = s.run_experiment(experiment, timeout=600.0)
-        assert status["fault"] is None
-        s.command("record_stop")
-    run = read_run(path)
+    run = run_recorded(experiment, tmp_path, "ff")
     assert run.complete and not np.any(run.column("fault"))
     running = np.flatnonzero(run.column("state") == State.RUNNING)
     assert running.size >= 12_000  # the settle's 2 s and the multisine's 10 s

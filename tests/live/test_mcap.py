@@ -21,20 +21,28 @@ pytestmark = pytest.mark.slow
 mcap_reader = pytest.importorskip("mcap.reader")
 
 
-def test_recorded_run_exports_to_mcap_with_every_row_and_unit(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def record_and_export(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], profile: Path, seconds: str, *extra: str
+) -> tuple[Path, Path]:
+    """Record `seconds` of `profile` in virtual time, export it with `rigctl export --format
+    mcap`; (run file, MCAP file)."""
     proc = spawn(
-        ["-m", "daq.service", "--profile", str(PROFILE_2DOF), "--virtual-time", "--duration",
-         "3", "--record", "--run-dir", str(tmp_path), "--no-network"],
+        ["-m", "daq.service", "--profile", str(profile), "--virtual-time", "--duration",
+         seconds, "--record", *extra, "--run-dir", str(tmp_path), "--no-network"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp_path,
     )  # fmt: skip
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out
     (run_path,) = tmp_path.glob(f"*{SUFFIX}")
-    run = read_run(run_path)
     assert main(["export", str(run_path), "--format", "mcap"]) == 0
-    mcap_path = Path(capsys.readouterr().out.strip())
+    return run_path, Path(capsys.readouterr().out.strip())
+
+
+def test_recorded_run_exports_to_mcap_with_every_row_and_unit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_path, mcap_path = record_and_export(tmp_path, capsys, PROFILE_2DOF, "3")
+    run = read_run(run_path)
     assert mcap_path.is_absolute() and mcap_path == run_path.with_suffix(".mcap").resolve()
 
     with mcap_path.open("rb") as f:
@@ -123,16 +131,7 @@ def test_an_excavator_run_exports_its_arm_in_3d(
     """A [chain] profile's run: the export draws the chain from its D-H parameters (the
     profile the run carries), with every joint's frame and every jack."""
     profile = PROFILE_2DOF.parent / "sim-excavator.toml"
-    proc = spawn(
-        ["-m", "daq.service", "--profile", str(profile), "--virtual-time", "--duration", "1",
-         "--record", "--arm", "--run-dir", str(tmp_path), "--no-network"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp_path,
-    )  # fmt: skip
-    out, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 0, out
-    (run_path,) = tmp_path.glob(f"*{SUFFIX}")
-    assert main(["export", str(run_path), "--format", "mcap"]) == 0
-    mcap_path = Path(capsys.readouterr().out.strip())
+    _, mcap_path = record_and_export(tmp_path, capsys, profile, "1", "--arm")
     with mcap_path.open("rb") as f:
         reader = mcap_reader.make_reader(f)
         tf = [json.loads(m.data) for _, _, m in reader.iter_messages(topics=["/tf"])]
