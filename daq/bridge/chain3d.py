@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from scipy.spatial.transform import Rotation
 
 from controller.plant.chain.kinematics import jack_pins
 from controller.plant.chain.model import Chain, Motor
@@ -29,41 +30,8 @@ LINK_F, BARREL_F, ROD_F, JOINT_F, MOTOR_F = 0.02, 0.025, 0.012, 0.035, 0.06
 
 
 def quaternion(r: np.ndarray) -> dict[str, float]:
-    """Unit quaternion of a rotation matrix (Shepperd's method: the largest of w, x, y, z
-    first, so that no branch divides by a small number)."""
-    t = float(np.trace(r))
-    m = [t, r[0, 0], r[1, 1], r[2, 2]]
-    k = int(np.argmax(m))
-    if k == 0:
-        w = 0.5 * math.sqrt(1.0 + t)
-        x, y, z = (
-            (r[2, 1] - r[1, 2]) / (4 * w),
-            (r[0, 2] - r[2, 0]) / (4 * w),
-            (r[1, 0] - r[0, 1]) / (4 * w),
-        )
-    elif k == 1:
-        x = 0.5 * math.sqrt(1.0 + 2 * r[0, 0] - t)
-        w, y, z = (
-            (r[2, 1] - r[1, 2]) / (4 * x),
-            (r[0, 1] + r[1, 0]) / (4 * x),
-            (r[0, 2] + r[2, 0]) / (4 * x),
-        )
-    elif k == 2:
-        y = 0.5 * math.sqrt(1.0 + 2 * r[1, 1] - t)
-        w, x, z = (
-            (r[0, 2] - r[2, 0]) / (4 * y),
-            (r[0, 1] + r[1, 0]) / (4 * y),
-            (r[1, 2] + r[2, 1]) / (4 * y),
-        )
-    else:
-        z = 0.5 * math.sqrt(1.0 + 2 * r[2, 2] - t)
-        w, x, y = (
-            (r[1, 0] - r[0, 1]) / (4 * z),
-            (r[0, 2] + r[2, 0]) / (4 * z),
-            (r[1, 2] + r[2, 1]) / (4 * z),
-        )
-    if w < 0.0:
-        w, x, y, z = -w, -x, -y, -z
+    """Unit quaternion of a rotation matrix, the one of its two with w ≥ 0 (scipy's)."""
+    x, y, z, w = Rotation.from_matrix(r).as_quat(canonical=True)
     return {"x": float(x), "y": float(y), "z": float(z), "w": float(w)}
 
 

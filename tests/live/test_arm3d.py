@@ -108,8 +108,8 @@ def test_the_excavator_is_drawn_from_its_dh_parameters() -> None:
             np.testing.assert_allclose([centre[k] for k in "xyz"], (a + b) / 2, atol=1e-12)
         jsonschema.validate({"transforms": tfs}, foxglove_schema("FrameTransforms"))
         jsonschema.validate(scene, foxglove_schema("SceneUpdate"))
-    # Shepperd's quaternion on its four branches: a small turn (trace largest) and half turns
-    # less a little about axes near x, y and z (that diagonal element largest).
+    # The matrix-to-quaternion conversion's four cases: a small turn (trace largest) and half
+    # turns less a little about axes near x, y and z (that diagonal element largest).
     for axis, angle in (((0.3, -0.5, 0.8), 0.4), ((1.0, 0.2, -0.1), 3.0),
                         ((0.1, 1.0, 0.3), 3.0), ((-0.2, 0.1, 1.0), 3.0)):  # fmt: skip
         u = np.asarray(axis) / np.linalg.norm(axis)
