@@ -66,13 +66,20 @@ class ChainRun:
     truth: dict[str, np.ndarray] = field(default_factory=dict)  # comparison columns only
 
 
+def quantum(grade: SensorGrade) -> tuple[float, float]:
+    """One converter step of the resolver (rad) and of the pressure channel (Pa)."""
+    return (
+        2 * math.pi / 2**grade.resolver_bits,
+        grade.pressure_full_scale_psi * PSI / 2**grade.pressure_bits,
+    )
+
+
 def noise_sigma(grade: SensorGrade) -> tuple[float, float]:
     """1σ of one resolver reading (rad) and one pressure reading (Pa): uniform within ± the
     accuracy (σ = e/√3), the quantisation step's uniform error (q/√12) added in quadrature."""
     e_q = math.radians(grade.resolver_accuracy_deg)
-    step_q = 2 * math.pi / 2**grade.resolver_bits
     e_p = grade.pressure_accuracy_pa
-    step_p = grade.pressure_full_scale_psi * PSI / 2**grade.pressure_bits
+    step_q, step_p = quantum(grade)
     return (
         math.sqrt(e_q**2 / 3 + step_q**2 / 12),
         math.sqrt(e_p**2 / 3 + step_p**2 / 12),
@@ -107,8 +114,7 @@ def read_sensors(
     """Readings of the true angles and pressures (see the module docstring)."""
     e_q = math.radians(grade.resolver_accuracy_deg)
     e_p = grade.pressure_accuracy_pa
-    step_q = 2 * math.pi / 2**grade.resolver_bits
-    step_p = grade.pressure_full_scale_psi * PSI / 2**grade.pressure_bits
+    step_q, step_p = quantum(grade)
     qm = q + rng.uniform(-e_q, e_q, q.shape)
     o = np.zeros((2, q.shape[1])) if offsets is None else np.asarray(offsets, dtype=float).T
     pc = p_cap + o[0] + rng.uniform(-e_p, e_p, q.shape)
@@ -153,16 +159,17 @@ def run_experiment(
     # The angle readings the loop closes on: noise drawn up front (the same draw
     # `read_sensors` makes for the recorded channel, so the two agree).
     e_q = math.radians(grade.resolver_accuracy_deg)
-    step_q = 2 * math.pi / 2**grade.resolver_bits
+    step_q, _ = quantum(grade)
     q_noise = rng.uniform(-e_q, e_q, (N, n))
     v_ff = (
         model_feedforward(nominal or truth, q_ref, qd_ref, qdd_ref)
         if feedforward
         else gains.ff * qd_ref
     )
+    q_read = np.empty((N, n))  # what the loop closed on is the recorded angle channel
     for k in range(N):
         xs[k] = x
-        qm = np.round((x[:n] + q_noise[k]) / step_q) * step_q
+        q_read[k] = qm = np.round((x[:n] + q_noise[k]) / step_q) * step_q
         v = gains.p * (q_ref[k] - qm) + v_ff[k]
         vs[k] = v
         plant.integrate(x, v, 1.0 / fs, nsub)
@@ -174,8 +181,7 @@ def run_experiment(
     }  # fmt: skip
     run = ChainRun(fs=fs, t=t, channels={"v": vs}, reference={"q": q_ref, "qd": qd_ref,
                    "qdd": qdd_ref}, truth=truth_cols)  # fmt: skip
-    qm_all = np.round((xs[:, :n] + q_noise) / step_q) * step_q
-    return reread(run, grade, rng, offsets, q_read=qm_all)
+    return reread(run, grade, rng, offsets, q_read=q_read)
 
 
 def reread(
