@@ -189,6 +189,15 @@ TARGETS: dict[str, Target] = {
             "            return self.gear[j] * q, 1.0",
         ),
     ),
+    "chain_simdata": Target(
+        ("estimator/chain_simdata.py",),
+        ("tests/chain/test_chain_simdata.py",),
+        (
+            "estimator/chain_simdata.py",
+            "            out[k, j] = u / m.kv[j]",
+            "            out[k, j] = u * m.kv[j]",
+        ),
+    ),
     "compensation": Target(
         ("controller/compensation.py",),
         ("tests/controller/test_compensation.py",),
