@@ -17,7 +17,10 @@ of the simulated sensors (`sim_error`), at the loop time it was measured:
   (reported by the procedure, not applied): the LVDT's reading where the metering edges are
   centred, o + (1 + g)·(−b(T)) with the valve's null bias b(T) = b₀ + (db/dT)(T − T_ref) at the
   oil temperature of the run, target within 0.5 mV, with the error over its σ; also the valve
-  command at the balance;
+  command at the balance, and the same reading against the true balance point itself (where
+  the true edges pass equal flows into and out of both chambers at one pressure, the true
+  leaks included: `SimBackend.true_valve_balance`), which is what a static hold can measure — the two differ
+  by the edges' flow-gain mismatch, a·(ρ−1)/(ρ+1), which no static test separates;
 - pressure gains from the shunt resistors (pressure_shunt, last, not applied: the chain above
   is unchanged by it): 1 + gain_error, reported with the error over the procedure's σ, beside
   the simulated resistor's own error against its certificate (which the σ must cover).
@@ -52,6 +55,7 @@ TARGETS = {
     "pot_zero_m": 0.05e-3,
     "pot_span_rel": 1e-3,
     "valve_null_v": 0.5e-3,
+    "valve_balance_v": 0.5e-3,
 }
 
 
@@ -102,6 +106,7 @@ def one_seed(base: Profile, seed: int, cal_dir: Path) -> dict[str, Any]:
         eff = sim.true_effects
         out["oil_c"] = oil
         out["valve_null_error_v"], out["lvdt_span_error_rel"] = {}, {}
+        out["valve_balance_error_v"], out["valve_null_problems"] = {}, {}
         out["valve_null_residual_v"], out["valve_null_command_v"] = {}, null.get("valve_null_v")
         out["valve_null_sigma_v"], out["lvdt_zero_error_v"], out["lvdt_zero_sigma_v"] = {}, {}, {}
         joints = [j.name for j in profile.joints]
@@ -112,8 +117,11 @@ def one_seed(base: Profile, seed: int, cal_dir: Path) -> dict[str, Any]:
             je = eff.joints[j]
             bias = je.null_bias + je.null_shift_per_k * (oil - eff.reference_c)
             out["valve_null_error_v"][n] = h["reading"] - (offset - gain * bias)
+            hold = offset + gain * sim.true_valve_balance(j)
+            out["valve_balance_error_v"][n] = h["reading"] - hold
             out["valve_null_residual_v"][n] = h["residual"]
             out["valve_null_sigma_v"][n] = h["sigma"]
+            out["valve_null_problems"][n] = h["problems"]
             c = null["channels"].get(n)  # the LVDT from the spool's stops, where reached
             if c is not None:
                 out["lvdt_zero_error_v"][n] = c["offset"] - offset
@@ -166,6 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "lvdt_span_rel": _worst(results, "lvdt_span_error_rel"),
         "lvdt_zero_v": _worst(results, "lvdt_zero_error_v"),
         "valve_null_v": _worst(results, "valve_null_error_v"),
+        "valve_balance_v": _worst(results, "valve_balance_error_v"),
     }
     passed = {k: worst[k] <= v for k, v in TARGETS.items()}
     # Each estimate against its own σ: |error| / σ, worst over seeds and channels (≤ 3: the

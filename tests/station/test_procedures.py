@@ -145,3 +145,14 @@ def test_valve_null_where_the_chambers_balance_is_within_its_sigma_of_the_centre
     for name in ("spool_1", "spool_2"):
         offset, _ = station.truth(name)
         assert result["channels"][name]["offset"] == pytest.approx(offset, abs=0.5e-3)
+    # What a static hold measures is the true balance point (mismatched edges included): j1's
+    # load holds its piston on the stop, and its null is that point within 0.15 mV (the σ's
+    # edge share, ≈ 0.5 mV, is what separates it from the centred edges, not from this).
+    # j2's balanced chambers push its piston off the stop: the creep is said in words.
+    j1 = result["hydraulic_null"]["spool_1"]
+    offset, gain = station.truth("spool_1")
+    assert j1["problems"] == []
+    assert abs(j1["reading"] - (offset + gain * station.sim.true_valve_balance(0))) < 0.15e-3
+    assert any(
+        "crept off its retracted stop" in w for w in result["hydraulic_null"]["spool_2"]["problems"]
+    )

@@ -450,6 +450,34 @@ class SimBackend(Backend):
         """The oil temperature state T, °C (tests and benchmarks only)."""
         return float(self._x[5 * self._n])
 
+    def true_valve_balance(self, j: int) -> float:
+        """The spool position u (the command's frame) at which joint j's valve, at the present
+        supply and oil temperature, holds both chambers at one pressure with the piston still:
+        each chamber's supply and tank edges (their own flow gains, lap and leakage opening)
+        and its external leak pass equal flows (dynamics._derivative with ṡ = 0 and
+        p_cap = p_rod, so nothing crosses the piston). With matched edges that is the centred
+        edges, u = −b(T); with mismatched ones it is off by a·(ρ−1)/(ρ+1) (tests and
+        benchmarks only: what a static hold can measure)."""
+        from scipy.optimize import fsolve
+
+        P, E = self._P, self._E
+        e = dynamics.NE_GLOBAL + dynamics.NE_JOINT * j
+        temp = self.true_oil_temperature()
+        c_ext = E[e + dynamics.K_LEAK_EXT] / dynamics.viscosity_ratio(E, temp)
+        ps = float(P[G_PS])
+
+        def flows(z: np.ndarray) -> list[float]:
+            xo, p = float(z[0]) * 1e-3, float(z[1]) * ps  # scaled: 1e-3 of spool, of supply
+            qc, qr, _ = dynamics.valve_edges(P, E, j, xo, p, p)
+            return [(qc - c_ext * p) * 1e6, (qr - c_ext * p) * 1e6]  # cm³/s
+
+        z, _, ok, msg = fsolve(flows, [0.0, 0.5], full_output=True, xtol=1e-12)
+        if ok != 1 or ps <= 0.0:
+            raise RuntimeError(f"joint {j + 1}: no balance point at {ps:.4g} Pa supply ({msg})")
+        thermal = E[dynamics.E_ON] > 0.5 and E[dynamics.E_THERMAL] > 0.5
+        shift = E[e + dynamics.K_BIAS_PER_K] * (temp - E[dynamics.E_T_REF]) if thermal else 0.0
+        return float(z[0]) * 1e-3 - float(E[e + dynamics.K_BIAS]) - float(shift)
+
 
 def sim_backend_class(profile: Profile) -> type[SimBackend]:
     """The simulator of a profile's plant: the chain's for a [chain] profile, else the planar
