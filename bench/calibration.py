@@ -19,8 +19,9 @@ of the simulated sensors (`sim_error`), at the loop time it was measured:
   oil temperature of the run, target within 0.5 mV, with the error over its σ; also the valve
   command at the balance, and the same reading against the true balance point itself (where
   the true edges pass equal flows into and out of both chambers at one pressure, the true
-  leaks included: `SimBackend.true_valve_balance`), which is what a static hold can measure — the two differ
-  by the edges' flow-gain mismatch, a·(ρ−1)/(ρ+1), which no static test separates;
+  leaks included: `SimBackend.true_valve_balance`), which is what a static hold can measure;
+  the two differ by the edges' flow-gain mismatch, a·(ρ−1)/(ρ+1), which no static test separates
+  (`--matched-edges` gives the simulated valves ρ = 1, where the two are the same point);
 - pressure gains from the shunt resistors (pressure_shunt, last, not applied: the chain above
   is unchanged by it): 1 + gain_error, reported with the error over the procedure's σ, beside
   the simulated resistor's own error against its certificate (which the σ must cover).
@@ -65,6 +66,16 @@ def _truth(profile: Profile, name: str, t: float) -> tuple[float, float]:
     if e is None:
         return 0.0, 1.0
     return e.offset + e.drift_per_hour * t / 3600.0, 1.0 + e.gain_error
+
+
+def matched_edges(profile: Profile) -> Profile:
+    """The profile with its simulated valves' fourth flow gain set so that ρ² = Cf₁Cf₃/(Cf₀Cf₂)
+    = 1: with matched edges the chambers balance at centred edges, whatever the load."""
+    data = profile.model_dump(exclude_none=True)
+    for j in data["backend"]["sim"]["plant"]["joints"]:
+        cf = j["flow_gains"]
+        j["flow_gains"] = [cf[0], cf[1], cf[2], cf[0] * cf[2] / cf[1]]
+    return Profile.model_validate(data)
 
 
 def one_seed(base: Profile, seed: int, cal_dir: Path) -> dict[str, Any]:
@@ -155,8 +166,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", default="1,2,3,4,5")
     ap.add_argument("--profile", default=str(ROOT / "hw_profiles" / "sim-2dof-realistic.toml"))
+    ap.add_argument(
+        "--matched-edges", action="store_true",
+        help="the simulator's valves with matched metering edges (Cf⁻⁻ = Cf⁺⁺·Cf⁻⁺/Cf⁺⁻, ρ = 1): "
+        "the balance point is then the centred edges",
+    )  # fmt: skip
     args = ap.parse_args(argv)
     base = load_profile(args.profile)
+    if args.matched_edges:
+        base = matched_edges(base)
     seeds = [int(s) for s in args.seeds.split(",")]
     results = []
     t0 = time.monotonic()
@@ -200,7 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     }  # fmt: skip
     passed["sigma_covers_3"] = all(z <= 3.0 for z in zmax.values())
     print(json.dumps({
-        "bench": "calibration", "profile": args.profile, "seeds": results, "worst": worst,
+        "bench": "calibration", "profile": args.profile, "matched_edges": args.matched_edges,
+        "seeds": results, "worst": worst,
         "worst_error_over_sigma": zmax,
         "targets": TARGETS, "pass": passed, "wall_s": time.monotonic() - t0,
     }))  # fmt: skip
