@@ -173,3 +173,41 @@ def test_sample_from_views_the_signals_in_their_slots() -> None:
     np.testing.assert_array_equal(x.u, raw[:, 8:10])
     np.testing.assert_array_equal(x.temp, raw[:, 10:12])
     assert np.all(x.qd == 0.0) and x.qd.shape == (4, nj)
+
+
+def test_a_fresh_chain_has_seen_no_bad_row_whatever_its_filters_reach() -> None:
+    """Before any bad row, every row is valid: 'the last bad row' starts out of every filter's
+    reach, also for a conditioner longer than a hundred rows (here 401 taps)."""
+    model, nj = _model(valid_col=True)
+    chain = ModelChain(dataclasses.replace(model, taps=401), FS, nj)
+    L = chain.cond.length
+    assert L > 200
+    np.testing.assert_array_equal(chain._valid_mask(_raw(chain, 2 * L)), [True] * (2 * L))
+    chain._valid_mask(_raw(chain, 10, bad=[9]))
+    chain.reset_continuity()  # forgets the bad row the same way
+    np.testing.assert_array_equal(chain._valid_mask(_raw(chain, L, seed=3)), [True] * L)
+
+
+def test_the_residual_statistics_are_of_y_minus_the_fit() -> None:
+    """The correlation factor's batch means are taken of the regression's residuals after the
+    update, y − Φθ̂, in the normalised units the RLS works in."""
+    chain = _chain(valid_col=False, block=10)
+    seen: dict[str, np.ndarray] = {}
+    real_update, real_means = chain.rls.update, chain._batch_means
+
+    def update(Phi: np.ndarray, y: np.ndarray) -> None:
+        seen["Phi"], seen["y"] = Phi.copy(), y.copy()
+        real_update(Phi, y)
+
+    def means(e: np.ndarray) -> None:
+        seen["e"] = e.copy()
+        real_means(e)
+
+    chain.rls.update = update  # type: ignore[method-assign]
+    chain._batch_means = means  # type: ignore[method-assign]
+    assert chain.push(_raw(chain, 3 * chain.cond.length)) > 0
+    expected = seen["y"] - seen["Phi"] @ chain.rls.theta
+    np.testing.assert_allclose(
+        seen["e"], expected, rtol=1e-12, atol=1e-12 * np.abs(seen["y"]).max()
+    )
+    assert np.abs(expected).max() > 0  # a residual, not an exact fit
