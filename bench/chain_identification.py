@@ -52,7 +52,12 @@ from estimator.chain_identify import (  # noqa: E402
     solve,
 )
 from estimator.chain_regressor import ChainRegressor  # noqa: E402
-from estimator.chain_simdata import reread, run_experiment  # noqa: E402
+from estimator.chain_simdata import (  # noqa: E402
+    TRACKING_BANDWIDTH_HZ,
+    TRACKING_SUBSTEPS,
+    reread,
+    run_experiment,
+)
 from estimator.predict import chain_q_range, predict_chain  # noqa: E402
 from rigctl.cmd_run import load_experiment  # noqa: E402
 
@@ -107,7 +112,8 @@ def main() -> None:
                               "feedforward": args.feedforward}  # fmt: skip
 
     # Before anything moves: the prediction from the plan and the nominal model.
-    pred = predict_chain(PROFILE, exp, grade="better", fs=FS, draws=args.draws)
+    # seed 1: the prediction simulates and draws its own noise, not the run's (seed 0)
+    pred = predict_chain(PROFILE, exp, grade="better", fs=FS, draws=args.draws, seed=1)
     pm = pred.models[0]
 
     reg = ChainRegressor(nominal)
@@ -116,7 +122,7 @@ def main() -> None:
     true = bp.values(reg.parameters(truth, offsets=TRUE_OFFSETS))
     run = run_experiment(
         truth, experiment_trajectory(exp), prof.sensors["better"], nominal=nominal, fs=FS,
-        nsub=5, bandwidth_hz=0.15, offsets=TRUE_OFFSETS, seed=0,
+        nsub=TRACKING_SUBSTEPS, bandwidth_hz=TRACKING_BANDWIDTH_HZ, offsets=TRUE_OFFSETS, seed=0,
         feedforward=args.feedforward,
     )  # fmt: skip
     # How far the motion is from the plan the prediction assumes (RMS, degrees, per joint).
@@ -175,7 +181,7 @@ def main() -> None:
     val = load_exp(args.validation)
     vrun = run_experiment(
         truth, experiment_trajectory(val), prof.sensors["better"], nominal=nominal, fs=FS,
-        nsub=5, bandwidth_hz=0.15, offsets=TRUE_OFFSETS, seed=99,
+        nsub=TRACKING_SUBSTEPS, bandwidth_hz=TRACKING_BANDWIDTH_HZ, offsets=TRUE_OFFSETS, seed=99,
         feedforward=args.feedforward,
     )  # fmt: skip
     rms = {}

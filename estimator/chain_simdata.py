@@ -66,6 +66,13 @@ class ChainRun:
     truth: dict[str, np.ndarray] = field(default_factory=dict)  # comparison columns only
 
 
+#: The identification run's tracking loop (the bench's and `rigctl predict`'s): a slow
+#: proportional loop, 0.15 Hz closed-loop bandwidth, on the measured angles, with the plant
+#: integrated in 5 substeps per sample.
+TRACKING_BANDWIDTH_HZ = 0.15
+TRACKING_SUBSTEPS = 5
+
+
 def quantum(grade: SensorGrade) -> tuple[float, float]:
     """One converter step of the resolver (rad) and of the pressure channel (Pa)."""
     return (

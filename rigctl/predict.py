@@ -2,12 +2,14 @@
 before anything moves (estimator.predict).
 
 From the sensors' declared noise and accuracy and the experiment's planned reference: the
-Fisher information of the models' regressors along the plan, the noise drawn through the
-filters the batch uses. For a chain profile (`[chain]`, e.g. hw_profiles/sim-excavator.toml)
-the base parameters of the complete (or `--model reduced`) model with their definitions and
-the identifiability class of every physical parameter; for a 1-/2-DOF service profile the
-batch's reference models, planned with `--params` (an earlier identification) or the profile's
-initial guesses — never a simulated rig's true plant. No service is needed.
+Fisher information of the models' regressors along the motion, the noise drawn through the
+filters the batch uses (for a chain the motion is its own model simulated tracking the plan,
+`--motion plan` for the plan itself). For a chain profile (`[chain]`, e.g.
+hw_profiles/sim-excavator.toml) the base parameters of the complete (or `--model reduced`)
+model with their definitions and the identifiability class of every physical parameter; for a
+1-/2-DOF service profile the batch's reference models, planned with `--params` (an earlier
+identification) or the profile's initial guesses — never a simulated rig's true plant. No
+service is needed.
 """
 
 from __future__ import annotations
@@ -53,6 +55,13 @@ def add_predict_options(p: argparse.ArgumentParser) -> None:
         help="chain profiles: with the jacks' cylinders and pistons (complete) or without",
     )
     p.add_argument(
+        "--motion",
+        choices=("simulated", "plan"),
+        default="simulated",
+        help="chain profiles: propagate the noise along the profile's chain simulated tracking "
+        "the plan and read by the sensors (default), or along the plan itself",
+    )
+    p.add_argument(
         "--draws",
         type=int,
         default=None,
@@ -79,7 +88,7 @@ def predict(args: argparse.Namespace, profile: Path, experiment: Path) -> Any:
         if is_chain_profile(profile):
             return predict_chain(
                 profile, exp, grade=args.sensors, minor=args.model == "complete",
-                draws=args.draws or 50,
+                draws=args.draws or 50, motion=getattr(args, "motion", "simulated"),
             )  # fmt: skip
         return predict_service_rig(
             profile, exp, draws=args.draws or 30, params_path=getattr(args, "params", None)
