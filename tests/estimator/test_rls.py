@@ -103,6 +103,8 @@ def test_sigma_pct_is_gautier_eq19() -> None:
     cov = np.diag([0.04, 1.0])
     np.testing.assert_allclose(sigma_pct(np.array([2.0, -10.0]), cov), [10.0, 10.0])
     assert sigma_pct(np.array([0.0]), np.eye(1))[0] == np.inf
+    # θ = 0 with a σ of 0 too (a parameter held exactly): still inf, not 0/0
+    assert sigma_pct(np.array([0.0, 1.0]), np.zeros((2, 2))).tolist() == [np.inf, 0.0]
 
 
 def test_forgetting_in_time_equals_the_same_number_of_steps() -> None:
@@ -170,6 +172,49 @@ def test_a_non_finite_sample_is_skipped_and_the_rest_of_the_batch_used() -> None
     keep = np.arange(40) != 3
     want = np.linalg.lstsq(Phi[keep, 0], y[keep, 0], rcond=None)[0]
     np.testing.assert_allclose(r.theta, want, rtol=1e-5)
+    # a non-finite measurement (not regressor) is skipped the same way
+    y[7, 0] = np.inf
+    r2 = Rls(2, 1, RlsConfig(p0=1e8))
+    r2.update(Phi, y)
+    assert r2.samples == 38 and r2.skipped == 2
+    keep[7] = False
+    want = np.linalg.lstsq(Phi[keep, 0], y[keep, 0], rcond=None)[0]
+    np.testing.assert_allclose(r2.theta, want, rtol=1e-5)
+
+
+def test_forget_leaves_a_frozen_estimate_and_a_count_below_one_untouched() -> None:
+    """Nothing ages a frozen estimate (it reports the σ it had), and `forget` of no rows or a
+    negative count (no rig time passed) changes nothing: P and the residual statistics."""
+    rng = np.random.default_rng(5)
+    Phi = rng.normal(size=(30, 1, 2))
+    y = Phi @ np.array([1.0, 2.0]) + 0.1 * rng.normal(size=(30, 1))
+    r = Rls(2, 1, RlsConfig(forgetting=0.99))
+    r.update(Phi, y)
+    P, stats = r.P.copy(), r.stats.copy()
+    for k in (0, -3):
+        r.forget(k)
+        np.testing.assert_array_equal(r.P, P)
+        np.testing.assert_array_equal(r.stats, stats)
+    r.frozen = True
+    r.forget(50)
+    np.testing.assert_array_equal(r.P, P)
+    np.testing.assert_array_equal(r.stats, stats)
+    r.frozen = False
+    r.forget(50)  # and the same call unfrozen does age it
+    assert np.trace(r.P) > np.trace(P) and r.stats[1] < stats[1]
+
+
+def test_diffuse_takes_a_zero_walk_on_some_parameters() -> None:
+    """q = 0 for the parameters without a random walk (the chain's usual case) is accepted and
+    leaves their variance; a negative q is refused."""
+    r = Rls(2, 1, RlsConfig(p0=1.0))
+    P = r.P.copy()
+    r.diffuse(np.array([0.0, 0.5]))
+    np.testing.assert_allclose(r.P, P + np.diag([0.0, 0.5]), atol=1e-15)
+    r.diffuse(np.zeros(2))
+    np.testing.assert_allclose(r.P, P + np.diag([0.0, 0.5]), atol=1e-15)
+    with pytest.raises(ValueError, match="≥ 0"):
+        r.diffuse(np.array([-1e-9, 0.0]))
 
 
 def test_per_output_residual_variance_follows_each_outputs_noise() -> None:
