@@ -326,7 +326,9 @@ TARGETS: dict[str, Target] = {
     ),
     "sim_effects": Target(
         ("controller/plant/dynamics.py",),
-        ("tests/sim/test_effects.py",),
+        # The effects, and the rigid-body and flow equations they sit on (against the chain's
+        # own Newton–Euler: an independent derivation of the same planar arm).
+        ("tests/sim/test_effects.py", "tests/chain/test_planar_equivalence.py"),
         ("controller/plant/dynamics.py", "(temp - E[E_T_REF])", "(E[E_T_REF] - temp)"),
         timeout_s=300.0,
     ),

@@ -1,0 +1,68 @@
+"""The simulated plant's guards, each against its own equation: the relief valves' and the
+anti-cavitation checks' flows (`dynamics.relief_flows`) and the end stops, spool travel and
+pressure guard (`dynamics._constrain`; DESIGN §1.1's inelastic stops, Sakai Sec. II-B)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from controller.plant import dynamics
+from controller.plant.params import G_RELIEF, G_RELIEF_GAIN
+from daq.profile import load_profile
+from daq.profile.plant import plant_params
+from tests.conftest import PROFILES
+
+
+@pytest.fixture(scope="module")
+def params():  # type: ignore[no-untyped-def]
+    return plant_params(load_profile(PROFILES / "sim-2dof.toml"))
+
+
+def test_relief_and_anti_cavitation_flows_act_only_outside_zero_to_relief(params) -> None:  # type: ignore[no-untyped-def]
+    P = params.pack()
+    relief, k = float(P[G_RELIEF]), float(P[G_RELIEF_GAIN])
+    assert relief > 0 and k > 0
+    qc, qr = 1e-4, -2e-4
+    # inside [0, relief]: the valve's flows untouched
+    assert dynamics.relief_flows(P, qc, qr, 0.5 * relief, relief) == (qc, qr)
+    # above relief: the relief valve passes k·(p − relief) out of that chamber
+    c, r = dynamics.relief_flows(P, qc, qr, relief + 2e5, 0.5 * relief)
+    assert c == pytest.approx(qc - k * 2e5) and r == qr
+    c, r = dynamics.relief_flows(P, qc, qr, 0.5 * relief, relief + 3e5)
+    assert c == qc and r == pytest.approx(qr - k * 3e5)
+    # below zero gauge: the check valve feeds k·|p| in
+    c, r = dynamics.relief_flows(P, qc, qr, -1e5, -4e5)
+    assert c == pytest.approx(qc + k * 1e5) and r == pytest.approx(qr + k * 4e5)
+
+
+def test_the_guard_puts_a_piston_back_on_its_stop_and_bounds_pressures_and_spool(params) -> None:  # type: ignore[no-untyped-def]
+    P = params.pack()
+    n = params.n
+    half = 0.5 * params.stroke
+    pmax = float(P[G_RELIEF]) * 1.1 / 1.05
+    q_ext = np.array([dynamics.joint_angle(P, i, float(half[i]) + 0.01) for i in range(n)])
+    q_ret = np.array([dynamics.joint_angle(P, i, -float(half[i]) - 0.01) for i in range(n)])
+    for q, sign in ((q_ext, 1.0), (q_ret, -1.0)):
+        x = np.zeros(5 * n)
+        x[:n] = q
+        s0, r = zip(*(dynamics.piston(P, i, q[i]) for i in range(n)), strict=True)
+        x[n : 2 * n] = [sign * 0.5 / ri for ri in r]  # moving further into the stop
+        x[2 * n : 3 * n] = [2.0 * pmax, -1e5]
+        x[3 * n : 4 * n] = [-3e5, 0.5 * pmax]
+        x[4 * n :] = [5.0, -5.0]
+        dynamics._constrain(x, P)
+        for i in range(n):
+            s, _ = dynamics.piston(P, i, x[i])
+            assert s == pytest.approx(sign * half[i], abs=1e-9), (i, s0[i])
+            assert x[n + i] == 0.0  # the velocity into the stop is lost
+        np.testing.assert_allclose(x[2 * n : 3 * n], [pmax, 0.0])
+        np.testing.assert_allclose(x[3 * n : 4 * n], [0.0, 0.5 * pmax])
+        np.testing.assert_allclose(x[4 * n :], [params.spool_max[0], -params.spool_max[1]])
+    # moving away from the stop it sits beyond: put back, the velocity kept
+    x = np.zeros(5 * n)
+    x[:n] = q_ext
+    r = [dynamics.piston(P, i, q_ext[i])[1] for i in range(n)]
+    x[n : 2 * n] = [-0.5 / ri for ri in r]
+    dynamics._constrain(x, P)
+    np.testing.assert_allclose(x[n : 2 * n], [-0.5 / ri for ri in r])
