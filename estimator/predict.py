@@ -330,14 +330,19 @@ def predict_service_rig(
             return phi, y
 
         phi0, y0 = obs(raw0)
-        A = phi0.reshape(-1, phi0.shape[-1])
-        pinv = np.linalg.pinv(A, rcond=1e-12)
         th_n = theta / mdl.param_scale
-        out = np.empty((draws, len(theta)))
-        for k in range(draws):
+        errs = []
+        for _ in range(draws):
             phi, y = obs(raw0 + rng.standard_normal(raw0.shape) * noise_sd)
-            de = (y - y0) - np.einsum("mnr,r->mn", phi - phi0, th_n)
-            out[k] = pinv @ de.reshape(-1)
+            errs.append((y - y0) - np.einsum("mnr,r->mn", phi - phi0, th_n))
+        # The batch weights each output equation by 1/σ of its equation error
+        # (estimator.wls.fit_model); on a plant its model describes that error is the noise's,
+        # whose σ per output the draws give. Unweighted, the two torque equations' mix moved
+        # M2 and R12's σ by 2× on sim-2dof (bench/predict_accuracy.py).
+        de = np.array(errs)  # (draws, rows, outputs)
+        w = 1.0 / np.sqrt(np.mean(de**2, axis=(0, 1)))
+        pinv = np.linalg.pinv((phi0 * w[None, :, None]).reshape(-1, phi0.shape[-1]), rcond=1e-12)
+        out = np.array([pinv @ (e * w[None, :]).reshape(-1) for e in de])
         sigma = np.std(out, axis=0, ddof=1) * mdl.param_scale
         models.append(ModelPrediction(mdl.name, list(mdl.names), theta, sigma))
     notes = [f"segment left out (open loop): {s}" for s in skipped]

@@ -156,3 +156,46 @@ def test_the_prediction_matches_the_scatter_of_the_estimates_over_noise_draws(
     assert ok.sum() > 50
     ratio = float(np.median(pred.sigma[ok] / scatter[ok]))
     assert 0.8 < ratio < 1.25, ratio
+
+
+@pytest.mark.slow
+def test_a_service_rig_prediction_weights_each_equation_as_the_batch_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch weights each output equation by 1/σ of its error (estimator.wls), so its
+    estimate does not depend on the scale an equation is written in; nor may the predicted σ:
+    with joint 2's torque equation's `output_scale` 100× smaller (its rows 100× larger) the
+    prediction, from the same noise draws, is the same. Unweighted, that equation would
+    dominate the fit (R12, W1 and M1's σ move by tens of per cent)."""
+    import dataclasses
+    import tomllib
+
+    import estimator.models as models
+    from estimator.predict import predict_service_rig
+    from tests.params.conftest import write_params
+
+    exp = Experiment.from_dict(tomllib.loads(
+        'name = "short"\nhome_deg = [40.0, 30.0]\n[[segments]]\nname = "ms"\n'
+        'duration_s = 12.0\ncontroller = { kind = "pid" }\n[segments.trajectory]\n'
+        'kind = "multisine"\nfrequencies_hz = [[0.2, 1.1, 2.3], [0.25, 1.3, 2.5]]\n'
+        "amplitudes_deg = [[4.0, 1.0, 0.3], [4.0, 1.0, 0.3]]\n"
+    ))  # fmt: skip
+    plan = write_params(tmp_path / "plan.toml", "sim-2dof.toml")
+    profile = ROOT / "hw_profiles/sim-2dof.toml"
+    plain = predict_service_rig(profile, exp, draws=10, params_path=plan).models[0]
+    real = models.load_models
+
+    def rescaled(*a: object, **k: object) -> list[object]:
+        out = []
+        for m in real(*a, **k):  # type: ignore[arg-type]
+            if m.name == "mechanical":
+                s = np.array(m.output_scale, dtype=float)
+                s[1] /= 100.0
+                m = dataclasses.replace(m, output_scale=s)
+            out.append(m)
+        return out
+
+    monkeypatch.setattr(models, "load_models", rescaled)
+    scaled = predict_service_rig(profile, exp, draws=10, params_path=plan).models[0]
+    assert plain.model == scaled.model == "mechanical"
+    np.testing.assert_allclose(scaled.sigma, plain.sigma, rtol=1e-6)
