@@ -66,3 +66,26 @@ def test_the_guard_puts_a_piston_back_on_its_stop_and_bounds_pressures_and_spool
     x[n : 2 * n] = [-0.5 / ri for ri in r]
     dynamics._constrain(x, P)
     np.testing.assert_allclose(x[n : 2 * n], [-0.5 / ri for ri in r])
+
+
+@pytest.mark.parametrize("name", ["sim-1dof.toml", "sim-2dof.toml"])
+def test_the_equilibrium_state_holds_the_arm_at_rest(name: str) -> None:
+    """`equilibrium_state`: at rest at q with the chambers balancing gravity (DESIGN §1.1:
+    r(A⁺p⁺ − A⁻p⁻) = g(q)), the arm does not accelerate and the chambers do not fill (valves
+    shut at their null): a simulation started there starts still."""
+    params = plant_params(load_profile(PROFILES / name))
+    n = params.n
+    q = np.radians([35.0, 25.0][:n])
+    x = dynamics.equilibrium_state(params, q)
+    np.testing.assert_array_equal(x[:n], q)
+    assert np.all(x[2 * n : 4 * n] > 0.0)
+    dx = dynamics.state_derivative(params, x, np.zeros(n))
+    tau_scale = np.abs(dynamics.gravity_torque(params, q[None, :])[0]).max()
+    m11 = float(dynamics.mech_terms(params.pack(), q[0], q[1] if n > 1 else 0.0, 0.0, 0.0)[0])
+    assert np.abs(dx[n : 2 * n]).max() * m11 < 1e-9 * tau_scale  # no net torque
+    # a different rod pressure moves the cap pressure by the area ratio
+    y = dynamics.equilibrium_state(params, q, p_rod=2.0e6)
+    np.testing.assert_allclose(
+        y[2 * n : 3 * n] - x[2 * n : 3 * n],
+        params.area_rod / params.area_cap * (2.0e6 - x[3 * n : 4 * n]),
+    )
