@@ -89,3 +89,12 @@ def test_the_equilibrium_state_holds_the_arm_at_rest(name: str) -> None:
         y[2 * n : 3 * n] - x[2 * n : 3 * n],
         params.area_rod / params.area_cap * (2.0e6 - x[3 * n : 4 * n]),
     )
+
+
+def test_joint_from_piston_inverts_cylinder_on_every_joint(params) -> None:  # type: ignore[no-untyped-def]
+    """`joint_from_piston` is `cylinder`'s inverse (DESIGN §1.1's law of cosines) over each
+    joint's stroke, row by row and joint by joint."""
+    q = np.radians(np.array([[30.0, 20.0], [45.0, 40.0], [50.0, 50.0]]))
+    s, r = dynamics.cylinder(params, q)
+    assert np.all(np.abs(s) < 0.5 * params.stroke) and np.all(r > 0)
+    np.testing.assert_allclose(dynamics.joint_from_piston(params, s), q, atol=1e-12)
