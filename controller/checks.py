@@ -332,6 +332,28 @@ def duration_violations(exp: Experiment) -> list[Violation]:
     return out
 
 
+def brake_violations(exp: Experiment, limits: Sequence[JointLimits]) -> list[Violation]:
+    """The brake after a last closed-loop segment that ends moving (`controller.runner`: to
+    rest at each joint's acceleration limit, v²/(2a) beyond the segment's end) must stop inside
+    the position limits."""
+    if not exp.segments:
+        return []
+    i, seg = len(exp.segments) - 1, exp.segments[-1]
+    if seg.controller["kind"] == "valve_sine" or isinstance(seg.trajectory, Hold):
+        return []
+    q, qd, _ = seg.trajectory.sample(np.array([seg.duration]))
+    out = []
+    for j, lim in enumerate(limits):
+        v = float(qd[0, j])
+        stop = float(q[0, j]) + math.copysign(v * v / (2.0 * lim.max_acceleration), v)
+        name = f"{seg.name} (brake to rest)"
+        if stop > lim.position_max:
+            out.append(Violation(i, name, seg.duration, j, "position_max", stop, lim.position_max))
+        elif stop < lim.position_min:
+            out.append(Violation(i, name, seg.duration, j, "position_min", stop, lim.position_min))
+    return out
+
+
 def check_experiment(
     exp: Experiment,
     limits: Sequence[JointLimits],
@@ -388,6 +410,7 @@ def check_experiment(
                 done += t.size
                 progress(min(done, total), total)
         out.extend(fold.violations())
+    out.extend(brake_violations(exp, limits))
     return out
 
 

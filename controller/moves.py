@@ -98,6 +98,32 @@ class TrapezoidPath(Trajectory):
     def start(self) -> Array:
         return np.asarray(self._start)
 
+    def brake(
+        self, q: Array, v: Array, decel: Sequence[float], end: Array, lead: float = 0.0
+    ) -> None:
+        """Replan a one-move-per-joint path, in place, as a stop from position `q` moving at
+        `v` (rad, rad/s) at deceleration `decel` (rad/s²): the second half of a triangular
+        move whose peak is (q, v) at t = −`lead` (a loop's last reference was one period
+        before the brake's first), so the reference goes on from `q` at `v` with no step in
+        either and comes to rest v²/(2a) further on, written into `end`. A joint at rest holds
+        `q`. No allocation (the loop runs it when an experiment ends)."""
+        self.duration = 0.0
+        for j in range(self.n):
+            m = self._moves[j][0]
+            speed, a = abs(float(v[j])), float(decel[j])
+            half = speed * speed / (2.0 * a)
+            sign = 1.0 if v[j] >= 0.0 else -1.0
+            x = float(q[j])
+            if speed > 0.0:
+                m.plan(x - sign * half, x + sign * half, speed, a, 0.0)
+                m.t0 = -m.t_acc - lead  # the peak at t = −lead
+                if m.t_acc - lead > self.duration:
+                    self.duration = m.t_acc - lead
+            else:
+                m.plan(x, x, m.v, m.a, 0.0)
+            self._start[j] = x
+            end[j] = x + sign * half
+
     def replan(self, start: Array, end: Array) -> None:
         """New start and end of a one-move-per-joint path, in place (no allocation: the loop
         uses it to recover from wherever an open-loop segment left the joints)."""

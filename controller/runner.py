@@ -38,6 +38,8 @@ _TOL = 1e-4  # rad: smaller planned mismatches are not worth a move
 #: rad: after an open-loop segment, a segment that would start farther than this from the
 #: measured position is preceded by a recovery move (the valve left the joints anywhere).
 RECOVER_TOL = 0.2 * math.pi / 180.0
+#: rad/s: a last reference slower than this needs no brake (0.006 °/s).
+BRAKE_MIN_SPEED = 1e-4
 
 
 class ExperimentRefused(ExperimentError):
@@ -175,7 +177,18 @@ class ExperimentRunner:
             prev_end = self._end(seg)
         self._phases = list(self._planned)
         self._recover = self._approach(np.zeros(n), np.zeros(n), 0, "recover")
-        self._final = prev_end if prev_end is not None else np.zeros(n)
+        # The stop after a closed-loop last segment that ends moving (planned at run time from
+        # the last reference: an amplitude–phase-compensated segment ends where the plan does
+        # not say). Without it the final hold's reference stops in one cycle, and the oil
+        # column stops the arm against the load: an excavator boom ending a sine at 6 °/s
+        # tripped the 22.5 MPa interlock.
+        self._decel = [lim.max_acceleration for lim in self.limits]
+        self._brake = _Phase(
+            "brake", 0, TrapezoidPath([[0.0, 0.0]] * n, [1.0] * n, self._decel),
+            self._hold_law, period, 1,
+        )  # fmt: skip
+        self._bq, self._bqd, self._bqdd = np.zeros(n), np.zeros(n), np.zeros(n)
+        self._final = (prev_end if prev_end is not None else np.zeros(n)).copy()
         self._q, self._qd, self._qdd = np.zeros(n), np.zeros(n), np.zeros(n)
         self._zero = np.zeros(n)
         self._cur = self._phases[0]
@@ -230,9 +243,34 @@ class ExperimentRunner:
         self.segment_duration, self.segment_repeats = ph.duration, ph.repeats
         self._k = 0
 
+    def plan_brake(self, ph: _Phase, q: np.ndarray, qd: np.ndarray) -> bool:
+        """After the last phase `ph`, whose last reference was (q, q̇): if it drove a closed-loop
+        reference that was still moving, plan the brake at each joint's acceleration limit and
+        make its rest pose the final one (in place); False when there is nothing to stop."""
+        if ph is self._recover or any(ph.law.open_loop) or ph.law.drives_to_reference:
+            return False
+        if max(abs(float(v)) for v in qd) <= BRAKE_MIN_SPEED:
+            return False
+        path = self._brake.trajectory
+        assert isinstance(path, TrapezoidPath)
+        path.brake(q, qd, self._decel, self._final, lead=self.period)
+        self._brake.duration = max(path.duration, self.period)
+        self._brake.index = ph.index
+        self.total_duration += self._brake.duration
+        return True
+
+    def last_reference_time(self, ph: _Phase, k: int) -> float:
+        """Phase `ph`'s time at its last cycle, after `k` cycles in it (where its last
+        reference was taken)."""
+        t = max(k - 1, 0) * self.period
+        return t % ph.duration if ph.repeats > 1 else t
+
     def _next(self, fb: Feedback) -> bool:
         """Moves to the next phase (a recovery move first if an open-loop phase left the joints
-        away from where the next one starts, or from the final pose); False when done."""
+        away from where the next one starts, or from the final pose; a brake after a last
+        phase that ends moving); False when done."""
+        if self._cur is self._brake:
+            return False
         recovering = self._cur is self._recover
         if not recovering:
             self._ip += 1
@@ -252,6 +290,11 @@ class ExperimentRunner:
             self._enter(self._recover, fb)
             return True
         if last:
+            ph, q, qd = self._cur, self._bq, self._bqd
+            ph.trajectory.eval(self.last_reference_time(ph, self._k), q, qd, self._bqdd)
+            if self.plan_brake(ph, q, qd):
+                self._enter(self._brake, fb)
+                return True
             return False
         self._enter(self._phases[self._ip], fb)
         return True

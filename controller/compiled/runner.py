@@ -92,6 +92,7 @@ class CompiledRunner:
                 laws[id(runner._hold_law)],
             )  # fmt: skip
             self._recover = self._compile_phase(runner._recover)
+            self._brake = self._compile_phase(runner._brake)
             # C-contiguous float64: the types the kernels were compiled for before arming (an
             # array of another layout would compile a new specialisation in a live cycle).
             self._final = np.ascontiguousarray(runner._final, dtype=np.float64)
@@ -145,6 +146,8 @@ class CompiledRunner:
         """`ExperimentRunner._next` on the compiled phases."""
         py = self.py
         assert isinstance(py, ExperimentRunner)
+        if self._cur is self._brake:
+            return False
         recovering = self._cur is self._recover
         if not recovering:
             self._ip += 1
@@ -168,7 +171,18 @@ class CompiledRunner:
             self._enter(self._recover, fb)
             return True
         if last:
-            return False
+            # The last reference, as the Python runner takes it (`ExperimentRunner._next`).
+            t = py.last_reference_time(cur.py, self._k)
+            traj_eval(cur.tkind, cur.coef, t, self._qr, self._qdr, self._qddr)
+            if not py.plan_brake(cur.py, self._qr, self._qdr):
+                return False
+            path = py._brake.trajectory
+            assert isinstance(path, TrapezoidPath)
+            fill_trapezoid(path, self._brake.coef)
+            self._final[:] = py._final
+            self._final_phase.coef[:, 0] = py._final
+            self._enter(self._brake, fb)
+            return True
         self._enter(self._phases[self._ip], fb)
         return True
 
@@ -258,7 +272,7 @@ def compile_runner(runner: object) -> CompiledRunner | None:
         return CompiledRunner(runner, laws) if add(runner.law) else None
     if type(runner) is not ExperimentRunner:
         return None
-    phases = [*runner._planned, runner._recover]
+    phases = [*runner._planned, runner._recover, runner._brake]
     if not add(runner._hold_law):
         return None
     for ph in phases:

@@ -85,13 +85,21 @@ def test_experiment_runner_progress_and_finish(rig2: tuple) -> None:
         fake_plant_step(fb, ref, k)
         k += 1
         assert k < 5000
-    assert seen == ["approach:start", "a", "b"]
+    # the sine ends moving (12.6 °/s): a brake to rest before the final hold
+    assert seen == ["approach:start", "a", "b", "brake"]
     assert k * DT == pytest.approx(r.total_duration, abs=2 * DT)
     assert r.elapsed == pytest.approx(r.total_duration, abs=2 * DT)
     assert r.finished and r.segment_name == "finished"
-    # After the end: holds the final pose and keeps returning False.
+    # After the end: holds the final pose — where the brake from the sine's last reference
+    # (0.5 s, one cycle before its end) stops at each joint's acceleration limit — and keeps
+    # returning False.
     assert not r.step(fb, ref, volts)
-    np.testing.assert_allclose(ref, np.radians([40.0, 30.0]), atol=1e-9)
+    w = 2 * np.pi * 2.0
+    t_last = 0.5 - DT
+    v = np.radians(1.0) * w * np.cos(w * t_last)
+    q_last = np.radians([40.0, 30.0]) + np.radians(1.0) * np.sin(w * t_last)
+    a = np.array([lim.max_acceleration for lim in rig2[1]])
+    np.testing.assert_allclose(ref, q_last + np.sign(v) * v**2 / (2 * a), atol=1e-9)
     r.disable()
 
 

@@ -150,7 +150,9 @@ def test_an_ended_experiment_is_held_at_its_last_reference(compiled: bool) -> No
         assert np.all(ref[last + 2 :] == held), j
         assert abs(held - ref[last]) < 1e-5, (j, held, ref[last])  # the last reference
         q_switch = rows[last + 1, lay.index(q_col)]
-        assert abs(held - q_switch) > 1e-2, (j, held, q_switch)  # not the measured angle
+        # not the measured angle: 200× farther from it than from the last reference (the sine
+        # ends near its peak; the brake to rest after it takes a few cycles)
+        assert abs(held - q_switch) > 2e-3, (j, held, q_switch)
 
 
 def test_a_last_reference_is_held_once_and_not_left_by_an_enable_that_failed() -> None:
