@@ -180,8 +180,8 @@ class ExperimentRunner:
         # The stop after a closed-loop last segment that ends moving (planned at run time from
         # the last reference: an amplitude–phase-compensated segment ends where the plan does
         # not say). Without it the final hold's reference stops in one cycle, and the oil
-        # column stops the arm against the load: an excavator boom ending a sine at 6 °/s
-        # tripped the 22.5 MPa interlock.
+        # column stops the arm against its inertia (docs/controller.md: an excavator boom
+        # ending a sine at 6.3 °/s, 22.27 MPa against the 22.5 MPa interlock).
         self._decel = [lim.max_acceleration for lim in self.limits]
         self._brake = _Phase(
             "brake", 0, TrapezoidPath([[0.0, 0.0]] * n, [1.0] * n, self._decel),
