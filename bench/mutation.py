@@ -328,7 +328,11 @@ TARGETS: dict[str, Target] = {
         ("controller/plant/dynamics.py",),
         # The effects, and the rigid-body and flow equations they sit on (against the chain's
         # own Newton–Euler: an independent derivation of the same planar arm).
-        ("tests/sim/test_effects.py", "tests/chain/test_planar_equivalence.py"),
+        (
+            "tests/sim/test_effects.py",
+            "tests/sim/test_plant_guards.py",
+            "tests/chain/test_planar_equivalence.py",
+        ),
         ("controller/plant/dynamics.py", "(temp - E[E_T_REF])", "(E[E_T_REF] - temp)"),
         timeout_s=300.0,
     ),

@@ -98,3 +98,40 @@ def test_joint_from_piston_inverts_cylinder_on_every_joint(params) -> None:  # t
     s, r = dynamics.cylinder(params, q)
     assert np.all(np.abs(s) < 0.5 * params.stroke) and np.all(r > 0)
     np.testing.assert_allclose(dynamics.joint_from_piston(params, s), q, atol=1e-12)
+
+
+def test_torque_from_pressures_balances_the_equilibrium(params) -> None:  # type: ignore[no-untyped-def]
+    """τ = r(q)(A⁺p⁺ − A⁻p⁻): at the equilibrium state the chambers' torque is gravity's."""
+    q = np.radians([35.0, 25.0])
+    x = dynamics.equilibrium_state(params, q)
+    n = params.n
+    tau = dynamics.torque_from_pressures(params, q, x[2 * n : 3 * n], x[3 * n : 4 * n])
+    np.testing.assert_allclose(tau, dynamics.gravity_torque(params, q[None, :])[0], rtol=1e-12)
+    _, r = dynamics.cylinder(params, q)
+    np.testing.assert_allclose(
+        dynamics.torque_from_pressures(params, q, np.zeros(n), np.full(n, 1e6)),
+        -r * params.area_rod * 1e6,
+    )
+
+
+def test_a_state_without_the_oil_temperature_is_neither_read_nor_written_past_its_end() -> None:
+    """The thermal state x[5n] exists only when the state is that long: a 5n state (the model's
+    own, without effects' temperature) gives the reference temperature and writes nothing
+    past dx's end, even with the effects and the thermal model on. (The arrays are views into
+    larger buffers whose next element is a sentinel.)"""
+    from daq.profile.plant import sim_plant
+
+    params, effects = sim_plant(load_profile(PROFILES / "sim-2dof-realistic.toml"))
+    P, E = params.pack(), effects.pack(params)
+    assert E[dynamics.E_ON] > 0.5 and E[dynamics.E_THERMAL] > 0.5
+    n = params.n
+    xb = np.zeros(5 * n + 1)
+    xb[:n] = np.radians([35.0, 25.0])
+    xb[2 * n : 4 * n] = 3e6
+    xb[5 * n] = 80.0  # not part of x: a temperature it must not read
+    x = xb[: 5 * n]
+    temp, visc, bulk = dynamics.oil_coefficients(x, P, E)
+    assert temp == E[dynamics.E_T_REF] and visc == 1.0 and bulk == P[dynamics.G_BULK]
+    dxb = np.full(5 * n + 1, 123.0)
+    dynamics.derivative_fx(x, np.zeros(n), P, E, dxb[: 5 * n])
+    assert dxb[5 * n] == 123.0
