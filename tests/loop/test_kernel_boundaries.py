@@ -96,3 +96,83 @@ def test_a_non_finite_command_trips_as_an_invalid_command() -> None:
         flags, code = _finish(bad, 0.0)
         assert code == K._COMMAND_INVALID
         assert flags == 1 << (K._COMMAND_INVALID - 1)
+
+
+def _scale(raw: list[float], table: list[tuple[float, float]], fb_index: np.ndarray, width: int):
+    """`scale_fill` of channels 0..n−1 with gain 1, offset 0, channel 0 through `table` (the
+    converter's units are the counts: nl_u = [0, 1, count]) in an (1, width) padded row."""
+    ni = len(raw)
+    eng = np.full(ni, np.nan)
+    nl_x, nl_c = np.zeros((1, width)), np.zeros((1, width))
+    nl_x[0, : len(table)] = [p[0] for p in table]
+    nl_c[0, : len(table)] = [p[1] for p in table]
+    fbm = np.full(fb_index.shape, -7.0)
+    K.scale_fill(
+        np.array(raw, dtype=float), eng, np.ones(ni), np.zeros(ni),
+        np.array([0], dtype=np.intp), np.array([K._TABLE], dtype=np.intp),
+        np.array([[0.0, 1.0, float(len(table))]]), nl_c, nl_x,
+        np.zeros(ni), np.ones(ni), fb_index, fbm,
+    )  # fmt: skip
+    return eng, fbm
+
+
+@pytest.mark.parametrize("x", [-5.0, 0.0, 1.0, 2.5, 4.0, 6.0, 9.0])
+def test_a_table_scaling_is_daq_scalings_own_inside_at_the_knots_and_beyond_either_end(
+    x: float,
+) -> None:
+    """The compiled table (padded to a wider row than the table, as the loop packs several)
+    is `daq.scaling._interp`: linear between knots, the end segments extrapolated."""
+    from daq.scaling import _interp
+
+    table = [(0.0, 0.0), (1.0, 2.0), (4.0, 5.0), (6.0, 11.0)]
+    eng, _ = _scale([x, 0.0], table, np.full((5, 1), -1, dtype=np.intp), width=7)
+    xs, ys = [p[0] for p in table], [p[1] for p in table]
+    assert eng[0] == pytest.approx(_interp(x, xs, ys), abs=1e-12)
+
+
+def test_feedback_fields_without_a_channel_are_left_alone() -> None:
+    """`fb_index` −1 (no channel for that field of that joint) leaves its feedback value; the
+    others take their channel's engineering value."""
+    idx = np.array([[0, 1], [-1, 1], [-1, -1], [1, -1], [0, 0]], dtype=np.intp)
+    eng, fbm = _scale([3.0, 4.0], [(0.0, 0.0), (10.0, 20.0)], idx, width=2)
+    np.testing.assert_array_equal(eng, [6.0, 4.0])
+    want = np.where(idx >= 0, eng[np.maximum(idx, 0)], -7.0)
+    np.testing.assert_array_equal(fbm, want)
+
+
+def test_the_compiled_feedback_map_follows_the_profile_field_by_field_and_joint_by_joint() -> None:
+    """A joint without a potentiometer (joint 2 here): its piston field has no channel (−1),
+    joint 1's has its own; every other field of either joint reads its channel — the input
+    index of the channel with that role on that joint, taken from the profile here."""
+    from daq.loop.feedback_map import FIELDS
+    from daq.profile import load_profile
+    from tests.conftest import PROFILES
+    from tests.loop.compiled_harness import sim_loop
+
+    base = load_profile(PROFILES / "sim-2dof.toml")
+    data = base.model_dump(exclude_none=True)
+    data["channels"] = [
+        c for c in data["channels"] if not (c["role"] == "potentiometer" and c["joint"] == "j2")
+    ]
+    profile = type(base).model_validate(data)
+    loop = sim_loop(profile, compiled=True)
+    nj = len(profile.joints)
+    got = K._i(loop.kc.I, K.FB_INDEX, len(FIELDS) * nj).reshape(len(FIELDS), nj)
+    names = [c.name for c in profile.inputs]
+    for f, (_, role) in enumerate(FIELDS):
+        for j, joint in enumerate(profile.joints):
+            ch = profile.joint_channel(joint.name, role)
+            assert got[f, j] == (-1 if ch is None else names.index(ch.name)), (role, joint.name)
+    assert got[[r for _, r in FIELDS].index("potentiometer")].tolist()[1] == -1
+
+
+def test_compile_all_reports_the_seconds_it_took() -> None:
+    """The warm-up's figure (logged at start-up) is the time the compile or cache load took:
+    measured around a second call (cached kernels), it lies within the call's own span."""
+    import time
+
+    K.compile_all()
+    t0 = time.perf_counter()
+    took = K.compile_all()
+    span = time.perf_counter() - t0
+    assert 0.0 <= took <= span
