@@ -176,3 +176,23 @@ def test_compile_all_reports_the_seconds_it_took() -> None:
     took = K.compile_all()
     span = time.perf_counter() - t0
     assert 0.0 <= took <= span
+
+
+def test_a_kernel_trip_names_its_channel_joint_output_or_supply() -> None:
+    """`CompiledCycle.where`: the name a compiled trip reports, by the trip's code and index."""
+    from daq.profile import load_profile
+    from tests.conftest import PROFILES
+    from tests.loop.compiled_harness import sim_loop
+
+    loop = sim_loop(load_profile(PROFILES / "sim-2dof.toml"), compiled=True)
+    kc, il = loop.kc, loop.interlocks
+    assert kc.where(K._CHANNEL_RANGE, 2, "sup") == il.input_names[2]
+    assert kc.where(K._CHANNEL_FAULT, 1, "sup") == il.input_names[1]
+    assert kc.where(K._PRESSURE, 3, "sup") == il.p_names[3]
+    assert kc.where(K._SOFT_LIMIT, 1, "sup") == il.joint_names[1]
+    assert kc.where(K._FOLLOWING, 0, "sup") == il.joint_names[0]
+    assert kc.where(K._VALVE_RATE, 1, "sup") == il.output_names[1]
+    assert kc.where(K._COMMAND_INVALID, 0, "sup") == il.output_names[0]
+    assert kc.where(K._SUPPLY_LOST, 0, "p_supply") == "p_supply"
+    assert kc.where(99, 0, "sup") == ""
+    assert len({il.input_names[2], il.p_names[3], il.joint_names[1], il.output_names[1]}) == 4
