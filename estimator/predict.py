@@ -274,6 +274,8 @@ def predict_service_rig(
     """Predicted σ of the batch's reference models on a 1-/2-DOF service profile, planned with
     `params_path` (an earlier identification) else the profile's initial guesses
     (`daq.param_set.planning_params`: never the simulator's truth)."""
+    from scipy.signal import lfilter
+
     from controller.excitation import predicted_fluid_signals
     from daq.param_set import planning_params
     from daq.profile import load_profile
@@ -281,6 +283,7 @@ def predict_service_rig(
     from estimator.chain import N_SIGNALS, TEMP_SLOT, unmeasured_oil_c
     from estimator.models import load_models
     from estimator.observation import observation
+    from estimator.spool import CROSSOVER_HZ, valve_commands
 
     profile = load_profile(profile_path)
     params = planning_params(profile, params_path)
@@ -305,6 +308,21 @@ def predict_service_rig(
     have_pot = all((j.name, "potentiometer") in sigmas for j in profile.joints)
     fusion = AngleFusion(params, nj) if have_pot else None
     rng = np.random.default_rng(seed)
+    # The batch's spool is the LVDT below CROSSOVER_HZ and the valve command's lag above it
+    # (estimator.spool, where the profile records every valve command): what reaches it of the
+    # LVDT's noise is that noise through the fusion's first-order low-pass.
+    lvdt_cols = slice(roles.index("lvdt") * nj, (roles.index("lvdt") + 1) * nj)
+    lvdt_lp = None
+    if valve_commands(profile) is not None:
+        alpha = 1.0 - math.exp(-2.0 * math.pi * CROSSOVER_HZ / fs)
+        lvdt_lp = ([alpha], [1.0, alpha - 1.0])
+
+    def noise() -> np.ndarray:
+        e = rng.standard_normal(raw0.shape) * noise_sd
+        if lvdt_lp is not None:
+            e[:, lvdt_cols] = lfilter(*lvdt_lp, e[:, lvdt_cols], axis=0)
+        return e
+
     models = []
     cfg = getattr(profile, "estimator", None)
     models_used = load_models(
@@ -333,7 +351,7 @@ def predict_service_rig(
         th_n = theta / mdl.param_scale
         errs = []
         for _ in range(draws):
-            phi, y = obs(raw0 + rng.standard_normal(raw0.shape) * noise_sd)
+            phi, y = obs(raw0 + noise())
             errs.append((y - y0) - np.einsum("mnr,r->mn", phi - phi0, th_n))
         # The batch weights each output equation by 1/σ of its equation error
         # (estimator.wls.fit_model); on a plant its model describes that error is the noise's,

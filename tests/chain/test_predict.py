@@ -199,3 +199,39 @@ def test_a_service_rig_prediction_weights_each_equation_as_the_batch_does(
     scaled = predict_service_rig(profile, exp, draws=10, params_path=plan).models[0]
     assert plain.model == scaled.model == "mechanical"
     np.testing.assert_allclose(scaled.sigma, plain.sigma, rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_a_service_rig_prediction_passes_the_lvdt_noise_through_the_spool_fusion(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch's spool keeps the LVDT only below the fusion's 2 Hz crossover (estimator.spool):
+    with a noisy LVDT (30 mV) the predicted σ of 1/b is well below what the raw LVDT noise would
+    give — the prediction for a profile whose valve commands the batch cannot read."""
+    import tomllib
+
+    import estimator.spool as spool
+    from estimator.predict import predict_service_rig
+    from tests.params.conftest import write_params
+
+    exp = Experiment.from_dict(tomllib.loads(
+        'name = "short"\nhome_deg = [40.0, 30.0]\n[[segments]]\nname = "ms"\n'
+        'duration_s = 12.0\ncontroller = { kind = "pid" }\n[segments.trajectory]\n'
+        'kind = "multisine"\nfrequencies_hz = [[0.2, 1.1, 2.3], [0.25, 1.3, 2.5]]\n'
+        "amplitudes_deg = [[4.0, 1.0, 0.3], [4.0, 1.0, 0.3]]\n"
+    ))  # fmt: skip
+    plan = write_params(tmp_path / "plan.toml", "sim-2dof.toml")
+    text = (ROOT / "hw_profiles/sim-2dof.toml").read_text()
+    assert text.count("sim_noise = 1.0e-3") == 2  # the two LVDTs
+    noisy = tmp_path / "noisy-lvdt.toml"
+    noisy.write_text(text.replace("sim_noise = 1.0e-3", "sim_noise = 3.0e-2"))
+
+    def inv_b_sigma() -> float:
+        m = predict_service_rig(noisy, exp, draws=10, params_path=plan).models[1]
+        assert m.model == "fluid"
+        return float(m.sigma[list(m.names).index("1/b")])
+
+    fused = inv_b_sigma()
+    monkeypatch.setattr(spool, "valve_commands", lambda profile: None)
+    raw = inv_b_sigma()
+    assert fused < 0.8 * raw, (fused, raw)
