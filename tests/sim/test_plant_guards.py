@@ -60,12 +60,13 @@ def test_the_guard_puts_a_piston_back_on_its_stop_and_bounds_pressures_and_spool
         np.testing.assert_allclose(x[3 * n : 4 * n], [0.0, 0.5 * pmax])
         np.testing.assert_allclose(x[4 * n :], [params.spool_max[0], -params.spool_max[1]])
     # moving away from the stop it sits beyond: put back, the velocity kept
-    x = np.zeros(5 * n)
-    x[:n] = q_ext
-    r = [dynamics.piston(P, i, q_ext[i])[1] for i in range(n)]
-    x[n : 2 * n] = [-0.5 / ri for ri in r]
-    dynamics._constrain(x, P)
-    np.testing.assert_allclose(x[n : 2 * n], [-0.5 / ri for ri in r])
+    for q, sign in ((q_ext, 1.0), (q_ret, -1.0)):
+        x = np.zeros(5 * n)
+        x[:n] = q
+        r = [dynamics.piston(P, i, q[i])[1] for i in range(n)]
+        x[n : 2 * n] = [-sign * 0.5 / ri for ri in r]
+        dynamics._constrain(x, P)
+        np.testing.assert_allclose(x[n : 2 * n], [-sign * 0.5 / ri for ri in r])
 
 
 @pytest.mark.parametrize("name", ["sim-1dof.toml", "sim-2dof.toml"])
