@@ -136,3 +136,17 @@ def test_a_state_without_the_oil_temperature_is_neither_read_nor_written_past_it
     dxb = np.full(5 * n + 1, 123.0)
     dynamics.derivative_fx(x, np.zeros(n), P, E, dxb[: 5 * n])
     assert dxb[5 * n] == 123.0
+
+
+def test_a_spool_on_its_stop_leaves_it_when_the_command_turns(params) -> None:  # type: ignore[no-untyped-def]
+    """τ_v u̇ = k_v v − u, held at ±u_max only while pushed outward (DESIGN §1.2): a spool on
+    either stop with the command turned back moves off it at once; pushed on, it stays."""
+    n = params.n
+    umax = float(params.spool_max[0])
+    for side in (1.0, -1.0):
+        x = dynamics.equilibrium_state(params, np.radians([35.0, 25.0]))
+        x[4 * n :] = side * umax
+        back = dynamics.state_derivative(params, x, np.full(n, -side * 1.0))
+        on = dynamics.state_derivative(params, x, np.full(n, side * 10.0))
+        assert np.all(side * back[4 * n :] < 0.0), (side, back[4 * n :])
+        np.testing.assert_array_equal(on[4 * n :], 0.0)
