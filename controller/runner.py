@@ -187,7 +187,6 @@ class ExperimentRunner:
             "brake", 0, TrapezoidPath([[0.0, 0.0]] * n, [1.0] * n, self._decel),
             self._hold_law, period, 1,
         )  # fmt: skip
-        self._bq, self._bqd, self._bqdd = np.zeros(n), np.zeros(n), np.zeros(n)
         self._final = (prev_end if prev_end is not None else np.zeros(n)).copy()
         self._q, self._qd, self._qdd = np.zeros(n), np.zeros(n), np.zeros(n)
         self._zero = np.zeros(n)
@@ -261,7 +260,7 @@ class ExperimentRunner:
 
     def last_reference_time(self, ph: _Phase, k: int) -> float:
         """Phase `ph`'s time at its last cycle, after `k` cycles in it (where its last
-        reference was taken)."""
+        reference was taken: the compiled runner evaluates it there again)."""
         t = max(k - 1, 0) * self.period
         return t % ph.duration if ph.repeats > 1 else t
 
@@ -290,9 +289,9 @@ class ExperimentRunner:
             self._enter(self._recover, fb)
             return True
         if last:
-            ph, q, qd = self._cur, self._bq, self._bqd
-            ph.trajectory.eval(self.last_reference_time(ph, self._k), q, qd, self._bqdd)
-            if self.plan_brake(ph, q, qd):
+            # self._q, self._qd: the last step's reference (re-evaluating the trajectory would
+            # step an amplitude–phase compensator's state)
+            if self.plan_brake(self._cur, self._q, self._qd):
                 self._enter(self._brake, fb)
                 return True
             return False
