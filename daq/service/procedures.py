@@ -801,7 +801,7 @@ class ProcedureRunner:
 
     def _balance_run(
         self, rows: Rows, args: dict[str, Any]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float | None]:
         """Each piston pushed onto its retracted stop, its spool servoed to the chambers'
         balance, then stepped ±delta from there: the rows of the balance's settled end, of each
         step's settled half, and the oil temperature."""
