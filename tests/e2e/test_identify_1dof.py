@@ -47,8 +47,11 @@ def test_every_parameter_within_its_error_bars_and_1b_and_m_refined(tmp_path: Pa
     inv_b = params["1/b"]
     if inv_b["batch_method"] == "IV":
         assert abs(inv_b["batch_error_pct"]) < MAX_1B_ERROR_PCT, inv_b
-        # Least squares beside it is the biased one the refinement corrects.
-        assert abs(inv_b["batch_ls_error_pct"]) > abs(inv_b["batch_error_pct"]), inv_b
+        # Least squares beside it is the biased one the refinement corrects: errors in the
+        # pressure-rate column attenuate it (LS below IV by 0.5–1.1 % over 14 recordings, by
+        # 0.72 % on one where both lay within 0.4 % of the truth, LS the nearer: which of the
+        # two is nearer on one run is the noise's, the direction of the correction is not).
+        assert inv_b["batch_ls_error_pct"] < inv_b["batch_error_pct"] - 0.2, inv_b
     else:
         # The chooser prints least squares where the Hausman test finds no bias beyond the
         # two estimates' σ, or where the refinement is not trusted but differs immaterially
