@@ -17,6 +17,13 @@ from estimator.predict import predict_chain
 from tests.chain.conftest import EXCAVATOR
 
 ROOT = Path(__file__).resolve().parents[2]
+#: A 12 s two-joint multisine about the 2-DOF rig's home (the service-rig predictions' plan).
+SHORT_2DOF = (
+    'name = "short"\nhome_deg = [40.0, 30.0]\n[[segments]]\nname = "ms"\nduration_s = 12.0\n'
+    'controller = { kind = "pid" }\n[segments.trajectory]\nkind = "multisine"\n'
+    "frequencies_hz = [[0.2, 1.1, 2.3], [0.25, 1.3, 2.5]]\n"
+    "amplitudes_deg = [[4.0, 1.0, 0.3], [4.0, 1.0, 0.3]]\n"
+)
 
 
 def _bucket_only(excavator: ChainProfile) -> Experiment:
@@ -50,12 +57,7 @@ def test_rigctl_predict_on_the_2dof_rig_prints_every_parameter_of_both_models(
     tmp_path: Path,
 ) -> None:
     exp = tmp_path / "short.toml"
-    exp.write_text(
-        'name = "short"\nhome_deg = [40.0, 30.0]\n[[segments]]\nname = "ms"\nduration_s = 12.0\n'
-        'controller = { kind = "pid" }\n[segments.trajectory]\nkind = "multisine"\n'
-        "frequencies_hz = [[0.2, 1.1, 2.3], [0.25, 1.3, 2.5]]\n"
-        "amplitudes_deg = [[4.0, 1.0, 0.3], [4.0, 1.0, 0.3]]\n"
-    )
+    exp.write_text(SHORT_2DOF)
     profile = ROOT / "hw_profiles/sim-2dof.toml"
     cmd = [sys.executable, "-m", "rigctl.main", "predict", "--profile", str(profile),
            "--experiment", str(exp), "--draws", "4", "--json"]  # fmt: skip
@@ -174,12 +176,7 @@ def test_a_service_rig_prediction_weights_each_equation_as_the_batch_does(
     from estimator.predict import predict_service_rig
     from tests.params.conftest import write_params
 
-    exp = Experiment.from_dict(tomllib.loads(
-        'name = "short"\nhome_deg = [40.0, 30.0]\n[[segments]]\nname = "ms"\n'
-        'duration_s = 12.0\ncontroller = { kind = "pid" }\n[segments.trajectory]\n'
-        'kind = "multisine"\nfrequencies_hz = [[0.2, 1.1, 2.3], [0.25, 1.3, 2.5]]\n'
-        "amplitudes_deg = [[4.0, 1.0, 0.3], [4.0, 1.0, 0.3]]\n"
-    ))  # fmt: skip
+    exp = Experiment.from_dict(tomllib.loads(SHORT_2DOF))
     plan = write_params(tmp_path / "plan.toml", "sim-2dof.toml")
     profile = ROOT / "hw_profiles/sim-2dof.toml"
     plain = predict_service_rig(profile, exp, draws=10, params_path=plan).models[0]
@@ -214,12 +211,7 @@ def test_a_service_rig_prediction_passes_the_lvdt_noise_through_the_spool_fusion
     from estimator.predict import predict_service_rig
     from tests.params.conftest import write_params
 
-    exp = Experiment.from_dict(tomllib.loads(
-        'name = "short"\nhome_deg = [40.0, 30.0]\n[[segments]]\nname = "ms"\n'
-        'duration_s = 12.0\ncontroller = { kind = "pid" }\n[segments.trajectory]\n'
-        'kind = "multisine"\nfrequencies_hz = [[0.2, 1.1, 2.3], [0.25, 1.3, 2.5]]\n'
-        "amplitudes_deg = [[4.0, 1.0, 0.3], [4.0, 1.0, 0.3]]\n"
-    ))  # fmt: skip
+    exp = Experiment.from_dict(tomllib.loads(SHORT_2DOF))
     plan = write_params(tmp_path / "plan.toml", "sim-2dof.toml")
     text = (ROOT / "hw_profiles/sim-2dof.toml").read_text()
     assert text.count("sim_noise = 1.0e-3") == 2  # the two LVDTs
