@@ -39,7 +39,7 @@ from controller.experiment import Experiment  # noqa: E402
 from estimator.batch import identify_run  # noqa: E402
 from estimator.paramfile import write_param_file  # noqa: E402
 from estimator.predict import predict_service_rig  # noqa: E402
-from estimator.report.runs import load_run  # noqa: E402
+from estimator.report.runs import RunData, load_run  # noqa: E402
 from rigctl.cmd_run import load_experiment  # noqa: E402
 
 
@@ -60,16 +60,15 @@ def record(profile: Path, experiment: Path, where: Path) -> Path:
     return runs[0]
 
 
-def wls_fits(run_path: Path) -> dict[str, tuple[list[str], np.ndarray, object]]:
-    rd = load_run(run_path)
+def wls_fits(rd: RunData) -> dict[str, tuple[list[str], np.ndarray, object]]:
     res = identify_run(rd.columns, rd.params, profile=rd.profile, refine=False)
     return {f.name: (list(f.names), np.asarray(f.theta, dtype=float), f) for f in res.fits}
 
 
-def write_plan(path: Path, rig: str, fits: dict[str, tuple[list[str], np.ndarray, object]],
-               run_path: Path) -> None:  # fmt: skip
+def write_plan(
+    path: Path, rd: RunData, fits: dict[str, tuple[list[str], np.ndarray, object]]
+) -> None:
     """The first seed's estimate as a parameter file, its [plant] table included."""
-    rd = load_run(run_path)
     models = {
         name: {
             "names": names, "theta": theta.tolist(),
@@ -80,7 +79,7 @@ def write_plan(path: Path, rig: str, fits: dict[str, tuple[list[str], np.ndarray
         for name, (names, theta, f) in fits.items()
     }  # fmt: skip
     plant = rd.params.with_identified(fits["mechanical"][1], fits["fluid"][1])
-    write_param_file(path, rig, 0, models, plant, source="bench/predict_accuracy.py")
+    write_param_file(path, rd.profile.rig.id, 0, models, plant, source="bench/predict_accuracy.py")
 
 
 def main() -> int:
@@ -99,11 +98,10 @@ def main() -> int:
         for k in range(1, args.seeds + 1):
             print(f"seed {k} …", file=sys.stderr, flush=True)
             prof = seeded_profile(args.profile, k, where)
-            run_path = record(prof, args.experiment, where / f"seed{k}")
-            fits = wls_fits(run_path)
+            rd = load_run(record(prof, args.experiment, where / f"seed{k}"))
+            fits = wls_fits(rd)
             if k == 1:
-                rig = load_run(run_path).profile.rig.id
-                write_plan(plan, rig, fits, run_path)
+                write_plan(plan, rd, fits)
             for name, (nm, theta, _) in fits.items():
                 est.setdefault(name, []).append(theta)
                 names[name] = nm
