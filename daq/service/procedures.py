@@ -848,19 +848,24 @@ class ProcedureRunner:
             pot = p.joint_channel(joint.name, "potentiometer")
             if pot is not None:
                 x = win[:, self.api.loop.layout.index(f"eng.{pot.name}")]
-                out[j] = abs(float(np.polyfit(np.arange(len(x)) * p.period, x, 1)[0]))
+                out[j] = _speed(x, p.period)
         return out
 
     def _at_stop(self, win: np.ndarray, pot: str, joint: str, which: str) -> Mean:
         x = self._declared(win, pot)
         m = window_mean(x)
-        slope = abs(float(np.polyfit(np.arange(len(x)) * self.profile.period, x, 1)[0]))
+        slope = _speed(x, self.profile.period)
         if slope > 1e-4:  # m/s: still moving
             raise ProcedureError(
                 f"{joint}: the piston did not come to rest on its {which} stop (moving at "
                 f"{slope * 1e3:.2f} mm/s at the end of the push); raise valve_volts or push_s"
             )
         return m
+
+
+def _speed(x: np.ndarray, period: float) -> float:
+    """|dx/dt| of the straight line through a window sampled every `period` s."""
+    return abs(float(np.polyfit(np.arange(len(x)) * period, x, 1)[0]))
 
 
 def _settled(x: np.ndarray, on: np.ndarray) -> np.ndarray:
