@@ -49,7 +49,14 @@ __all__ = [
 
 
 #: Keys of a `[[segments]]` table.
-SEGMENT_KEYS = {"name", "duration_s", "repeats", "trajectory", "controller", "compensation"}
+SEGMENT_KEYS = {
+    "name", "duration_s", "repeats", "trajectory", "controller", "compensation", "identify",
+}  # fmt: skip
+#: A segment's `identify`: which of the identification's equations its rows feed. "fluid": the
+#: chambers' flow balances only (estimator.segment_rows) — e.g. a valve sine at a stroke end,
+#: which excites the oil's compressibility and whose small fast motion the mechanical model's
+#: stiction and velocity filter do not describe.
+IDENTIFY_USES = ("all", "fluid")
 #: Controller kinds that track a position reference, so can take amplitude–phase compensation.
 COMPENSATED_CONTROLLERS = {"pid", "pid_ff"}
 
@@ -63,6 +70,8 @@ class Segment:
     repeats: int = 1
     #: The checked `compensation` table (controller.amplitude_phase), or None.
     compensation: Mapping[str, float] | None = None
+    #: Which identification equations the segment's rows feed (`IDENTIFY_USES`).
+    identify: str = "all"
 
     @property
     def total(self) -> float:
@@ -148,8 +157,13 @@ class Experiment:
             comp = None
             if "compensation" in s:
                 comp = _compensation(s["compensation"], traj, kind, where)
+            use = s.get("identify", "all")
+            if use not in IDENTIFY_USES:
+                raise ExperimentError(
+                    f"{where}: identify must be one of {list(IDENTIFY_USES)}, got {use!r}"
+                )
             segs.append(
-                Segment(str(s.get("name", f"segment{i}")), traj, ctrl, duration, reps, comp)
+                Segment(str(s.get("name", f"segment{i}")), traj, ctrl, duration, reps, comp, use)
             )
         pid = d.get("pid")
         if pid is not None:

@@ -125,6 +125,7 @@ def identify_run(
     linkwise: bool = False,
     repeat_period_s: float | None = None,
     sensor_uncertainty: Mapping[str, Any] | None = None,
+    fluid_only: Sequence[slice] = (),
 ) -> BatchResult:
     """IDIM-LS/WLS of every model on a recorded run (see the module docstring).
 
@@ -145,6 +146,9 @@ def identify_run(
     `repeat_period_s`: the experiment's repeated period (s); where the recorded reference
     repeats with it, every model is also fitted by ML on the averaged repeats
     (`estimator.repeats`, `BatchResult.periodic`), beside the printed estimate.
+    `fluid_only` (row slices): rows only the fluid models (`LinearModel.fluid`) use — the
+    segments an experiment marks `identify = "fluid"` (estimator.segment_rows); every other
+    model's blocks stop at them.
     `sensor_uncertainty` (channel → `estimator.sensor_sigma.ChannelUncertainty`): carry each
     channel's offset and gain σ into every parameter's σ by sensitivities; `sigma_pct` is then
     the total and `sigma_pct_noise` the σ from the noise alone.
@@ -180,7 +184,14 @@ def identify_run(
         virtual_time=virtual_time,
     )
     good = cls.good & finite
-    all_blocks = blocks(good, cls.breaks | (np.r_[False, ~finite[:-1]] & good))
+    breaks = cls.breaks | (np.r_[False, ~finite[:-1]] & good)
+    all_blocks = blocks(good, breaks)
+    not_fluid_blocks = all_blocks
+    if fluid_only:
+        shared = np.ones(raw.shape[0], dtype=bool)
+        for sl in fluid_only:
+            shared[sl] = False
+        not_fluid_blocks = blocks(good & shared, breaks)
     # The spool with the LVDT's noise replaced above 2 Hz by the command's (estimator.spool);
     # the refinement's instruments from the command's almost alone (INSTRUMENT_CROSSOVER_HZ).
     instrument_raw = raw.copy() if fuse_spool and refine else None
@@ -214,7 +225,10 @@ def identify_run(
             raise ValueError(f"model '{mdl.name}': cutoff {fc} Hz outside (0, {fs / 2})")
         nd = decimation if decimation is not None else max(1, int(0.4 * fs / fc))
         trim = int((4.0 / fc if trim_s is None else trim_s) * fs)
-        blks = [b for b in all_blocks if b.stop - b.start > 2 * trim + 30 * nd]
+        blks = [
+            b for b in (all_blocks if mdl.fluid else not_fluid_blocks)
+            if b.stop - b.start > 2 * trim + 30 * nd
+        ]  # fmt: skip
         not_excited = [nm for j, _ in still for nm in joint_parameters(mdl.names, j, nj)]
         shape_value = None
         if mdl.shape is not None and blks:

@@ -113,6 +113,9 @@ class LinearModel:
     #: Parameters the model fits as a shape, not a measurement (a caveat says why): every
     #: fit flags them not identifiable and keeps their value for the model's own use.
     shapes: tuple[str, ...] = field(default=(), compare=False)
+    #: Its equations are the chambers' flow balances only (DESIGN §1.2): it also uses the rows
+    #: an experiment gives to those alone (`identify = "fluid"`, estimator.segment_rows).
+    fluid: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         for attr in ("truth", "prior"):
@@ -203,6 +206,7 @@ def fluid_model(params: PlantParams) -> LinearModel:
         taps=101,
         valid=valid,
         truth=params.theta_fluid(),
+        fluid=True,
     )
 
 

@@ -497,6 +497,7 @@ def lin_fluid_model(
         taps=ref.taps,
         valid=ref.valid,
         truth=truth,
+        fluid=True,
         # With the null shift the Q0ₑ are the null offsets at T_ref too.
         referred=tuple(nm for nm in names if "/b" in nm or nm.startswith(("Cint", "Q0", "Qt")))
         if params.oil

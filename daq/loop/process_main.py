@@ -153,7 +153,10 @@ class LinkWriter:
                 st[index] = getattr(runner, name)
             if self._follow_name and runner.segment_name is not self._segment_name:  # type: ignore[attr-defined]
                 self._segment_name = runner.segment_name  # type: ignore[attr-defined]
-                loop.events.append({"kind": "_runner", "segment_name": self._segment_name})
+                loop.events.append(
+                    {"kind": "_runner", "segment_name": self._segment_name, "seq": loop.seq,
+                     "t": loop.t}
+                )  # fmt: skip
         self.words[W.LOOP_HEARTBEAT] = loop.cycles
 
     def _new_runner(self, runner: Any) -> None:
@@ -173,8 +176,9 @@ class LinkWriter:
         self._segment_name = name if self._follow_name else None
         if runner is not None:
             self.loop.events.append(
-                {"kind": "_runner", "runner": type(runner).__name__, "segment_name": name}
-            )
+                {"kind": "_runner", "runner": type(runner).__name__, "segment_name": name,
+                 "seq": self.loop.seq, "t": self.loop.t}
+            )  # fmt: skip
 
     def service_lost(self, why: str, age_ns: int) -> None:
         """The service is gone or frozen: valves null now, FAULT latched, then one more cycle

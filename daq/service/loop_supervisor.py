@@ -64,6 +64,8 @@ LOOP_STALL_NOTICE_S = 0.5
 SUPERVISE_PERIOD_VIRTUAL_S = 0.01
 #: How long `start()` waits for the loop process to open its backend and warm up.
 START_TIMEOUT_S = 60.0
+#: Keys of the loop's `_runner` event that are not the runner's progress (status' `runner`).
+_NOT_PROGRESS = ("kind", "seq", "t")
 
 
 class LoopProcessError(RuntimeError):
@@ -397,8 +399,16 @@ class LoopProcess:
                 kind = ev.get("kind")
                 if kind == "_runner":
                     runner = dict(self._runner or {})
-                    runner.update({k: v for k, v in ev.items() if k != "kind"})
+                    runner.update({k: v for k, v in ev.items() if k not in _NOT_PROGRESS})
                     self._runner = runner
+                    # An experiment's segment boundaries go into the recording: what the
+                    # batch needs to give a segment's rows to some equations only
+                    # (`identify = "fluid"`, estimator.segment_rows).
+                    name = ev.get("segment_name")
+                    if runner.get("runner") == "ExperimentRunner" and isinstance(name, str):
+                        self._pending.append(
+                            {"kind": "segment", "seq": ev["seq"], "t": ev["t"], "name": name}
+                        )
                     continue
                 if kind == "_rt":
                     self.rt_report = ev["report"]

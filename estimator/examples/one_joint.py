@@ -82,5 +82,6 @@ def models(params: PlantParams) -> list[LinearModel]:
             taps=101,
             valid=fluid_holds,
             truth=params.theta_fluid(),
+            fluid=True,
         ),
     ]

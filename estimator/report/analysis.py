@@ -22,6 +22,7 @@ from estimator.models import load_models
 from estimator.models_lin import SMOOTH_SIGN_M_S, lin_plant
 from estimator.online import Estimate, OnlineIdentifier
 from estimator.report.runs import ReportError, RunData, measured, recorded_experiment
+from estimator.segment_rows import fluid_only_rows
 from estimator.shape_search import with_configured_shape, with_configured_switches
 from estimator.structure import Structure
 from estimator.validation import ValidationResult, validate
@@ -135,7 +136,9 @@ def batch_identify(
     period, for the ML fit on the averaged repeats beside it (estimator.repeats); `linkwise`:
     Lin's link-by-link estimate beside the stacked one (estimator.linkwise); `sensor_sigma`:
     every parameter's σ includes the sensors' calibration uncertainty (the calibration in the
-    run's header, else each channel's declared accuracy; estimator.sensor_sigma)."""
+    run's header, else each channel's declared accuracy; estimator.sensor_sigma). The rows of
+    segments the experiment gives to the fluid equations alone (`identify = "fluid"`) are left
+    out of every other model (estimator.segment_rows)."""
     cfg = rd.profile.estimator
     # A user model kept beside its profile loads from there (no PYTHONPATH needed).
     source = Path(rd.profile_source)
@@ -164,6 +167,7 @@ def batch_identify(
             repeat_period_s=repeat_period_s,
             linkwise=linkwise,
             sensor_uncertainty=_sensor_uncertainty(rd) if sensor_sigma else None,
+            fluid_only=fluid_only_rows(rd.run.events, np.asarray(rd.columns["seq"])),
         )
     except ValueError as exc:
         raise ReportError(f"{rd.path.name}: batch identification failed: {exc}") from None

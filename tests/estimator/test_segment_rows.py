@@ -1,0 +1,109 @@
+"""Rows an experiment gives to the fluid equations alone (`identify = "fluid"`;
+estimator.segment_rows, the batch's `fluid_only`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from daq.profile.plant import plant_params
+from estimator.batch import identify_run
+from estimator.segment_rows import fluid_only_rows
+
+
+def _experiment(seq: int, *marked: str) -> dict:
+    segs = [{"name": n, "identify": "fluid"} for n in marked] + [{"name": "plain"}]
+    return {"kind": "experiment", "seq": seq, "experiment": {"segments": segs}}
+
+
+def _segment(seq: int, name: str) -> dict:
+    return {"kind": "segment", "seq": seq, "t": seq * 1e-3, "name": name}
+
+
+SEQ = np.arange(100, 1100)  # the analysed rows' seq: row i is seq 100 + i
+
+
+def test_a_marked_segment_runs_to_the_next_phase() -> None:
+    events = [
+        _experiment(100, "bulk"),
+        _segment(100, "plain"),
+        _segment(300, "approach:bulk"),
+        _segment(400, "bulk"),
+        _segment(650, "plain"),
+        {"kind": "experiment_done", "seq": 900},
+    ]
+    assert fluid_only_rows(events, SEQ) == [slice(300, 550)]
+
+
+@pytest.mark.parametrize(
+    ("end", "stop"),
+    [
+        ({"kind": "experiment_done", "seq": 700}, 600),
+        ({"kind": "state", "seq": 720, "state": "FAULT"}, 620),  # a fault ends it too
+        (None, 1000),  # still in it where the recording ends
+    ],
+)
+def test_a_marked_last_segment_ends_with_the_experiment(end: dict | None, stop: int) -> None:
+    events = [_experiment(100, "bulk"), _segment(500, "bulk")] + ([end] if end else [])
+    assert fluid_only_rows(events, SEQ) == [slice(400, stop)]
+
+
+def test_only_the_running_experiments_marks_count() -> None:
+    """A second experiment without the mark: its segment of the same name is not fluid-only;
+    segment events before any experiment event mark nothing; rows outside the analysed ones are
+    clipped away."""
+    events = [
+        _segment(150, "bulk"),
+        _experiment(200, "bulk"),
+        _segment(200, "bulk"),
+        _segment(260, "plain"),
+        _experiment(300),
+        _segment(300, "bulk"),
+        _segment(400, "plain"),
+        _experiment(500, "bulk"),
+        _segment(1050, "bulk"),
+        _segment(1300, "plain"),
+    ]
+    assert fluid_only_rows(events, SEQ) == [slice(100, 160), slice(950, 1000)]
+    assert fluid_only_rows(events, SEQ[:0]) == []
+
+
+def test_the_mechanical_model_leaves_fluid_rows_out_and_the_fluid_model_keeps_them(
+    sim1dof_run,
+) -> None:
+    profile, layout, rows = sim1dof_run
+    cols = {n: rows[:, i] for i, n in enumerate(layout.names)}
+    known = plant_params(profile)
+    marked = slice(9000, 11000)
+    got = identify_run(cols, known, profile=profile, fluid_only=[marked])
+    whole = identify_run(cols, known, profile=profile)
+    cut = identify_run(
+        cols, known, profile=profile, segments=[slice(0, marked.start), slice(marked.stop, None)]
+    )
+    by = {f.name: f for f in got.fits}
+    assert {f.name for f in got.fits} == {"mechanical", "fluid"}
+    # The mechanical fit is the one on the data without the marked rows …
+    np.testing.assert_array_equal(by["mechanical"].theta, cut.fits[0].theta)
+    assert not np.array_equal(by["mechanical"].theta, whole.fits[0].theta)
+    # … the fluid fit the one on all of them.
+    np.testing.assert_array_equal(by["fluid"].theta, whole.fits[1].theta)
+    assert not np.array_equal(by["fluid"].theta, cut.fits[1].theta)
+
+
+@pytest.mark.parametrize("profile", ["sim-1dof.toml", "sim-2dof.toml", "sim-2dof-realistic.toml"])
+def test_every_shipped_fluid_model_says_so_and_no_mechanical_one(profile: str) -> None:
+    """The profiles' own model families, and the fluid family re-made with other valve switches
+    (what the batch's switch search fits): only the chambers' flow balances take fluid rows."""
+    from pathlib import Path
+
+    from daq.profile import load_profile
+    from estimator.models import load_models
+
+    prof = load_profile(Path(__file__).resolve().parents[2] / "hw_profiles" / profile)
+    known = plant_params(prof)
+    models = load_models(None if prof.estimator is None else prof.estimator.model, known)
+    assert [m.fluid for m in models] == [m.name.startswith("fluid") for m in models]
+    assert any(m.fluid for m in models) and not all(m.fluid for m in models)
+    for m in models:
+        if m.switches is not None:
+            assert m.switches.make(m.switches.value).fluid is m.fluid
