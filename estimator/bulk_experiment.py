@@ -9,13 +9,26 @@ collinear (1/b flagged on every realistic variant). Holding the arm at the ends 
 while the valve is driven with a sine (Sakai's open-loop valve excitation, seed 000, which
 makes ṗ large at rest) puts the same ṗ at very different swept volumes: the two columns part.
 
-The design is chosen by the condition number of that pair (`chamber_condition`, the worst
-chamber): with the valve sine at home alone (the standard experiment's) the swept volume is a
-single value; each added hold position widens its spread, and the extremes of the range (less
-a margin for the sine's own excursion) widen it most. Both joints go to opposite ends at once
-(joint 1 low with joint 2 high, then the other way), so two holds cover both ends of both
-strokes, and the gravity load differs between them (the chambers sit at different pressure
-levels). Generated and limit-checked like the other excitation (controller.checks):
+Where: the holds widen the spread of swept volumes, measured by the condition number of that
+pair (`chamber_condition`, the worst chamber): with the valve sine at home alone (the standard
+experiment's) the swept volume is a single value; the extremes of the range (less a margin for
+the sine's own excursion) widen it most. Both joints go to opposite ends at once (joint 1 low
+with joint 2 high, then the other way), so two holds cover both ends of both strokes, and the
+gravity load differs between them (the chambers sit at different pressure levels).
+
+How fast: the share of the valve's flow that compresses oil rather than moving the piston grows
+as (f/f_h)², f_h the oil column's natural frequency (controller.hydraulic_linear; 12–32 Hz at
+the realistic rig's holds, damping ratio 0.01–0.05). At the standard experiment's 1 Hz it is
+under 1 %, and the pair stayed unresolved with the holds (1/b flagged, the weak direction's
+singular value 26 → 49). The sine runs at `FREQUENCY_FRACTION` of the lowest f_h over the
+holds, from the planning parameters (an earlier identification or the profile's guesses):
+a quarter of the flow compresses oil, and the lightly damped column is driven at only 1.33× its
+static response, which leaves room for f_h itself being off (it scales with √b). Its amplitude is
+the largest of `AMPLITUDES_V` the limit check passes (controller.checks; the acceleration limit
+binds). On the realistic rig (calibrated, seed 1) 6 Hz at 35 mV resolved 1/b and all four V0/b.
+
+The holds are marked `identify = "fluid"` (estimator.segment_rows): the mechanical model does
+not use their rows. Generated and limit-checked like the other excitation (controller.checks):
 
     python -m estimator.bulk_experiment --profile hw_profiles/sim-2dof.toml \\
         --out experiments/standard-bulk-2dof.toml
@@ -38,11 +51,15 @@ from controller.plant.params import PlantParams
 ROOT = Path(__file__).resolve().parents[1]
 #: Margin inside the soft limits for the valve sine's excursion about the hold (degrees).
 MARGIN_DEG = 9.0
-#: The valve sine of each hold: the standard experiment's amplitude and frequency.
+#: Without planning parameters (no f_h): the standard experiment's valve sine.
 AMPLITUDE_V = 0.15
 FREQUENCY_HZ = 1.0
 CENTERING_V_PER_RAD = 1.0
-HOLD_S = 6.0
+HOLD_S = 8.0
+#: The valve sine's frequency over the lowest oil-column frequency at the holds (module doc).
+FREQUENCY_FRACTION = 0.5
+#: Amplitudes tried, largest first, until the limit check passes (V).
+AMPLITUDES_V = (0.15, 0.1, 0.07, 0.05, 0.035, 0.025, 0.018, 0.012)
 
 
 def stroke_holds(lo_deg: Sequence[float], hi_deg: Sequence[float]) -> list[list[float]]:
@@ -82,7 +99,12 @@ def experiment_positions(exp: Any, rate_hz: float = 20.0) -> np.ndarray:
     return np.vstack(out)
 
 
-def hold_segments_toml(holds: Sequence[Sequence[float]]) -> str:
+def hold_segments_toml(
+    holds: Sequence[Sequence[float]],
+    amplitude_v: float = AMPLITUDE_V,
+    frequency_hz: float = FREQUENCY_HZ,
+    hold_s: float = HOLD_S,
+) -> str:
     """The `[[segments]]` of the holds with their valve sines, as TOML text."""
     n = len(holds[0])
     vec = lambda v: "[" + ", ".join(f"{x:g}" for x in v) + "]"  # noqa: E731
@@ -92,13 +114,27 @@ def hold_segments_toml(holds: Sequence[Sequence[float]]) -> str:
             f"""
 [[segments]]
 name = "stroke-end-{k}"
-duration_s = {HOLD_S:g}
+duration_s = {hold_s:g}
 trajectory = {{ kind = "hold", position_deg = {vec(q)} }}
-controller = {{ kind = "valve_sine", amplitude_v = {vec([AMPLITUDE_V] * n)}, frequency_hz = \
-{vec([FREQUENCY_HZ] * n)}, centering_v_per_rad = {vec([CENTERING_V_PER_RAD] * n)} }}
+identify = "fluid"
+controller = {{ kind = "valve_sine", amplitude_v = {vec([amplitude_v] * n)}, frequency_hz = \
+{vec([frequency_hz] * n)}, centering_v_per_rad = {vec([CENTERING_V_PER_RAD] * n)} }}
 """
         )
     return "".join(out)
+
+
+def sine_frequency(planned: Any, holds_deg: Sequence[Sequence[float]]) -> float:
+    """`FREQUENCY_FRACTION` of the lowest oil-column natural frequency over the holds and
+    joints (Hz, rounded down to 0.5 Hz, at least 0.5 Hz)."""
+    from controller.hydraulic_linear import hydraulic_mode
+
+    f_h = min(
+        hydraulic_mode(planned, j, np.radians(np.asarray(q, dtype=float)))[0]
+        for q in holds_deg
+        for j in range(len(q))
+    )
+    return max(0.5, float(np.floor(2.0 * FREQUENCY_FRACTION * f_h) / 2.0))
 
 
 def load_experiment(path: Path) -> dict[str, Any]:
@@ -125,12 +161,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="check the valve sines against this parameter file (an earlier identification); "
         "without it, against the profile's initial guesses, else by the centring bound alone",
     )
+    ap.add_argument(
+        "--amplitude-v", type=float, default=None,
+        help="valve sine (V); default the largest of AMPLITUDES_V the limit check passes",
+    )  # fmt: skip
+    ap.add_argument(
+        "--frequency-hz", type=float, default=None,
+        help="valve sine (Hz); default FREQUENCY_FRACTION of the lowest oil-column frequency",
+    )  # fmt: skip
+    ap.add_argument("--hold-s", type=float, default=HOLD_S, help="each hold's length (s)")
     args = ap.parse_args(argv)
     profile = load_profile(args.profile)
     # The hold positions and the chambers' condition need only the known geometry; predicting
-    # the valve sines' excursion needs flow gains and loads, which come from what the engineer
-    # knows (never the simulator's truth): without them the check uses the conservative
-    # centring bound (controller.checks), as the service does with no parameters loaded.
+    # the valve sines' excursion needs flow gains and loads, and the oil column's frequency the
+    # bulk modulus and inertia, which come from what the engineer knows (never the simulator's
+    # truth): without them the check uses the conservative centring bound (controller.checks),
+    # as the service does with no parameters loaded, and the sine is the standard one.
     params = known_params(profile)
     try:
         planned = planning_params(profile, args.params)
@@ -139,28 +185,40 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"bulk_experiment: {exc}", file=sys.stderr)
             return 2
         planned = None
-        print(f"bulk_experiment: checked by the centring bound alone: {exc}", file=sys.stderr)
+        print(
+            f"bulk_experiment: the standard 1 Hz sine, checked by the centring bound alone: {exc}",
+            file=sys.stderr,
+        )
     lo = [j.limits.soft_min_deg for j in profile.joints]
     hi = [j.limits.soft_max_deg for j in profile.joints]
     holds = stroke_holds(lo, hi)
+    freq = args.frequency_hz
+    if freq is None:
+        freq = FREQUENCY_HZ if planned is None else sine_frequency(planned, holds)
+    ladder = (args.amplitude_v,) if args.amplitude_v is not None else AMPLITUDES_V
+    if planned is None and args.amplitude_v is None:
+        ladder = (AMPLITUDE_V,)
     base_text = args.base.read_text()
     base = load_experiment(args.base)
-    text = (
-        base_text.replace(f'name = "{base["name"]}"', f'name = "{base["name"]}-bulk"', 1)
-        + "\n# Generated by estimator/bulk_experiment.py: the valve sine at both ends of every"
-        + "\n# joint's range, so 1/b and the dead volumes separate (module doc).\n"
-        + hold_segments_toml(holds)
-    )
+    for amplitude in ladder:
+        text = (
+            base_text.replace(f'name = "{base["name"]}"', f'name = "{base["name"]}-bulk"', 1)
+            + "\n# Generated by estimator/bulk_experiment.py: the valve sine at both ends of every"
+            + "\n# joint's range, so 1/b and the dead volumes separate (module doc).\n"
+            + hold_segments_toml(holds, amplitude, freq, args.hold_s)
+        )
+        exp = Experiment.from_dict(tomllib.loads(text))
+        problems = check_experiment(exp, joint_limits(profile), planned)
+        if not problems:
+            break
     args.out.write_text(text)
-    exp = Experiment.from_dict(load_experiment(args.out))
-    problems = check_experiment(exp, joint_limits(profile), planned)
     before = chamber_condition(params, experiment_positions(Experiment.from_dict(base)))
     after = chamber_condition(params, experiment_positions(exp))
     length = sum(s.total for s in exp.segments)
     print(
-        f"{args.out}: holds {holds} deg; worst chamber condition of [swept·1/b, V0/b]: "
-        f"{args.base.name} {before:.3g} → with the holds {after:.3g}; {length:.0f} s of "
-        "segments (approach moves not counted)"
+        f"{args.out}: holds {holds} deg, valve sine {amplitude:g} V at {freq:g} Hz; worst "
+        f"chamber condition of [swept·1/b, V0/b]: {args.base.name} {before:.3g} → with the "
+        f"holds {after:.3g}; {length:.0f} s of segments (approach moves not counted)"
     )
     for v in problems:
         print(f"limit: {describe(v)}", file=sys.stderr)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -39,3 +40,67 @@ def test_the_shipped_experiment_is_within_the_limits(profile: str) -> None:
     params = plant_params(prof)
     worse = chamber_condition(params, experiment_positions(base))
     assert chamber_condition(params, experiment_positions(exp)) < worse
+
+
+def _engineers_file(tmp_path: Path, profile: str) -> Path:
+    """A parameter file with the profile's values (as an earlier identification would give)."""
+    from estimator.paramfile import write_param_file
+
+    prof = load_profile(ROOT / "hw_profiles" / profile)
+    params = plant_params(prof)
+    models = {
+        kind: {
+            "names": names,
+            "theta": list(map(float, theta)),
+            "sigma_pct": [1.0] * len(names),
+            "cov_diag": [0.0] * len(names),
+            "residual_var": 1.0,
+        }
+        for kind, names, theta in (
+            ("mechanical", params.mech_names(), params.theta_mech()),
+            ("fluid", params.fluid_names(), params.theta_fluid()),
+        )
+    }
+    path = tmp_path / "params.toml"
+    write_param_file(path, prof.rig.id, 1, models, params, source="test")
+    return path
+
+
+def test_the_sine_runs_at_half_the_oil_columns_lowest_frequency_and_the_largest_safe_amplitude(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With planning parameters the design chooses its sine: FREQUENCY_FRACTION of the lowest
+    f_h over the holds (rounded down to 0.5 Hz), and the largest amplitude of the ladder the
+    limit check passes — the next larger one would not."""
+    from controller.hydraulic_linear import hydraulic_mode
+    from daq.param_set import planning_params
+    from estimator.bulk_experiment import AMPLITUDES_V, FREQUENCY_FRACTION, main, sine_frequency
+
+    profile = ROOT / "hw_profiles" / "sim-2dof-realistic.toml"
+    params_file = _engineers_file(tmp_path, "sim-2dof-realistic.toml")
+    prof = load_profile(profile)
+    planned = planning_params(prof, params_file)
+    holds = stroke_holds(
+        [j.limits.soft_min_deg for j in prof.joints], [j.limits.soft_max_deg for j in prof.joints]
+    )
+    f_h = min(hydraulic_mode(planned, j, np.radians(q))[0] for q in holds for j in range(2))
+    f = sine_frequency(planned, holds)
+    assert FREQUENCY_FRACTION * f_h - 0.5 < f <= FREQUENCY_FRACTION * f_h and f % 0.5 == 0
+    assert 3.0 < f < 20.0  # the realistic rig's columns ring at 12–32 Hz
+    out = tmp_path / "bulk.toml"
+    assert main(["--profile", str(profile), "--params", str(params_file), "--out", str(out)]) == 0
+    exp = load_experiment(out)
+    holds_segs = [s for s in exp["segments"] if s["name"].startswith("stroke-end")]
+    assert len(holds_segs) == 2 and all(s["identify"] == "fluid" for s in holds_segs)
+    amp = holds_segs[0]["controller"]["amplitude_v"][0]
+    assert holds_segs[0]["controller"]["frequency_hz"] == [f, f]
+    assert f"{amp:g} V at {f:g} Hz" in capsys.readouterr().out
+    k = AMPLITUDES_V.index(amp)
+    assert k > 0  # at this frequency the standard 0.15 V breaks the acceleration limit
+    larger = Experiment.from_dict(
+        tomllib.loads(out.read_text().replace(f"amplitude_v = [{amp:g}, {amp:g}]",
+                                              f"amplitude_v = [{AMPLITUDES_V[k - 1]:g}, "
+                                              f"{AMPLITUDES_V[k - 1]:g}]"))
+    )  # fmt: skip
+    assert check_experiment(larger, joint_limits(prof), planned) != []
+    assert check_experiment(Experiment.from_dict(exp), joint_limits(prof), planned) == []
