@@ -464,6 +464,7 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
     from daq.profile.plant import known_params
     from estimator.batch import identify_run
     from estimator.models import load_models, reference_models
+    from estimator.segment_rows import fluid_only_rows
     from estimator.sensor_sigma import channel_uncertainty
     from estimator.sim_truth import family_truth
 
@@ -474,6 +475,8 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
     spec = None if prof.estimator is None else prof.estimator.model
     online = {p["name"]: p for p in result["parameters"]}
     out: dict[str, Any] = {"models": {}}
+    # The segments the experiment gives to the fluid equations alone, as `rigctl identify` does.
+    fluid_only = fluid_only_rows(run.run.events, run.columns["seq"])
     for label, models in (
         ("profile", load_models(spec, known, profile.parent)),
         ("reference", reference_models(known)),
@@ -484,7 +487,7 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
         unc = channel_uncertainty(prof, cal if isinstance(cal, dict) else None)
         bres = identify_run(
             run.columns, known, profile=prof, models=models, linkwise=label == "profile",
-            sensor_uncertainty=unc,
+            sensor_uncertainty=unc, fluid_only=fluid_only,
         )  # fmt: skip
         rows = []
         for f in bres.fits:
