@@ -225,6 +225,9 @@ TARGETS: dict[str, Target] = {
             "tests/live/test_check.py",  # the check's own paths (cost, period, progress)
             "tests/controller/test_experiment.py",
             "tests/params/test_valve_sine_check.py",
+            "tests/controller/test_checks_edges.py",
+            "tests/controller/test_runner_brake.py",  # brake_violations
+            "tests/estimator/test_bulk_experiment.py",  # the valve sine's acceleration bound
         ),
         ("controller/checks.py", "bad = signed > sign * bound", "bad = signed > 2 * sign * bound"),
         timeout_s=120.0,

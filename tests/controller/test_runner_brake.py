@@ -135,4 +135,5 @@ def test_the_check_refuses_a_brake_that_would_stop_beyond_a_position_limit(rig2:
     assert q[0, 0] > tight[0].position_min > stop[0]
     bad = [v for v in check_experiment(exp, tight) if "brake" in v.segment_name]
     assert len(bad) == 1 and bad[0].joint == 0 and bad[0].limit == "position_min"
+    assert bad[0].segment == 0 and bad[0].time == pytest.approx(1.1)
     assert bad[0].value == pytest.approx(stop[0])

@@ -1,0 +1,154 @@
+"""The limit check's edges (controller.checks): what it must still see after a refused segment,
+a valve sine's offset and held joints, a harmonic sum whose speed is fine but whose
+acceleration is not, the tolerance at a limit, incommensurate valve-sine frequencies, and the
+predicted excursion's dependence on the sine's frequency."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from controller.checks import MAX_SEGMENT_DURATION_S, _predict_valve_sine, check_experiment
+from controller.experiment import Experiment
+from controller.feedforward import PlantModel
+from daq.profile import load_profile
+from daq.service.control_api import joint_limits
+from tests.conftest import PROFILES
+from tests.params.test_valve_sine_check import _guess_params
+
+HOME = [40.0, 30.0]
+PID = {"kind": "pid"}
+
+
+def _limits() -> list[Any]:
+    return joint_limits(load_profile(PROFILES / "sim-2dof.toml"))
+
+
+def _exp(*segments: dict[str, Any]) -> Experiment:
+    return Experiment.from_dict({"name": "e", "home_deg": HOME, "segments": list(segments)})
+
+
+def _hold(duration: float, position_deg: list[float] | None = None) -> dict[str, Any]:
+    traj: dict[str, Any] = {"kind": "hold"}
+    if position_deg is not None:
+        traj["position_deg"] = position_deg
+    return {"name": "hold", "duration_s": duration, "trajectory": traj, "controller": PID}
+
+
+def _sine(amplitude_deg: float, frequency_hz: float, name: str = "sine") -> dict[str, Any]:
+    return {
+        "name": name,
+        "duration_s": 2.0,
+        "controller": PID,
+        "trajectory": {
+            "kind": "sine",
+            "amplitude_deg": [amplitude_deg, 0.0],
+            "frequency_hz": [frequency_hz, 1.0],
+        },
+    }
+
+
+def _valve_sine(amp: list[float], freq: list[float], offset: list[float] | None = None) -> dict:
+    ctrl: dict[str, Any] = {
+        "kind": "valve_sine",
+        "amplitude_v": amp,
+        "frequency_hz": freq,
+        "centering_v_per_rad": [1.0, 1.0],
+    }
+    if offset is not None:
+        ctrl["offset_v"] = offset
+    return {"name": "vs", "duration_s": 2.0, "trajectory": {"kind": "hold"}, "controller": ctrl}
+
+
+def test_a_segment_after_one_refused_for_its_length_is_still_checked() -> None:
+    exp = _exp(_hold(MAX_SEGMENT_DURATION_S + 1.0), _sine(1.0, 5.0))
+    got = {(v.segment, v.limit) for v in check_experiment(exp, _limits())}
+    assert (0, "duration_s") in got and (1, "acceleration") in got
+
+
+def test_a_harmonic_sum_within_its_speed_but_beyond_its_acceleration_is_refused() -> None:
+    """1° at 5 Hz: 31 °/s (limit 60) but 990 °/s² (limit 600). The envelope that proves a
+    harmonic sum safe without sampling must bound the acceleration by Σ ω² A."""
+    lim = _limits()
+    bad = [v for v in check_experiment(_exp(_sine(1.0, 5.0)), lim) if v.joint == 0]
+    assert [v.limit for v in bad] == ["acceleration"]
+    a = math.radians(1.0) * (2 * math.pi * 5.0) ** 2
+    assert bad[0].value == pytest.approx(a, rel=0.01) and bad[0].value > lim[0].max_acceleration
+    assert check_experiment(_exp(_sine(0.5, 5.0)), lim) == []  # 495 °/s²
+
+
+def test_the_valve_voltage_is_the_amplitude_plus_the_offset() -> None:
+    lim = _limits()
+    vmax = lim[0].valve_max_v
+    exp = _exp(_valve_sine([0.6 * vmax, 0.0], [1.0, 1.0], [0.6 * vmax, 0.0]))
+    volts = [v for v in check_experiment(exp, lim) if v.limit == "valve_voltage"]
+    assert [(v.joint, v.value) for v in volts] == [(0, pytest.approx(1.2 * vmax))]
+
+
+def test_a_held_joint_does_not_hide_the_next_joints_band() -> None:
+    """Without parameters: joint 1 held (amplitude 0), joint 2 driven out of its band — the
+    band of joint 2 is still reported."""
+    lim = _limits()
+    exp = _exp(_valve_sine([0.0, 1.0], [1.0, 1.0]))
+    bands = [v for v in check_experiment(exp, lim) if v.limit == "valve_sine_band"]
+    assert [v.joint for v in bands] == [1]
+
+
+def test_a_value_at_its_limit_within_float_noise_is_allowed_and_beyond_it_refused() -> None:
+    """The tolerance is 1e-9 of the bound (at least 1e-9 absolute): a hold at exactly the
+    position limit, or a relative 5e-10 beyond it on a limit of 2 rad, is allowed; 3e-9
+    beyond is not."""
+    lim = list(_limits())
+    lim[0] = dataclasses.replace(lim[0], position_max=2.0)
+    at = math.degrees(2.0)
+    assert check_experiment(_exp(_hold(1.0, [at, 30.0])), lim) == []
+    near = math.degrees(2.0 * (1.0 + 5e-10))
+    assert check_experiment(_exp(_hold(1.0, [near, 30.0])), lim) == []
+    beyond = math.degrees(2.0 * (1.0 + 3e-9))
+    got = check_experiment(_exp(_hold(1.0, [beyond, 30.0])), lim)
+    assert [(v.joint, v.limit) for v in got] == [(0, "position_max")]
+
+
+def test_incommensurate_valve_sine_frequencies_are_predicted_without_a_period() -> None:
+    """1 Hz and √2 Hz have no common period: the prediction runs the whole segment (no
+    steady-state shortcut) and finds it inside the limits."""
+    exp = _exp(_valve_sine([0.05, 0.05], [1.0, math.sqrt(2.0)]))
+    assert check_experiment(exp, _limits(), _guess_params()) == []
+
+
+def test_the_predicted_excursion_shrinks_as_the_valve_sine_speeds_up() -> None:
+    """Open loop the piston integrates the flow, pulled back by the centring gain: the
+    excursion about the hold goes as A/√(ω² + ω_c²) — four times the frequency, less than half
+    the swing (2.15× on these guesses)."""
+    lim = _limits()
+    model = PlantModel(_guess_params())
+
+    def swing(freq: float) -> float:
+        seg = _exp(_valve_sine([0.1, 0.0], [freq, 1.0])).segments[0]
+        q = np.vstack([c[1] for c in _predict_valve_sine(seg, lim, model, 500.0, 256)])
+        return float(np.ptp(q[:, 0]))
+
+    slow, fast = swing(0.5), swing(2.0)
+    assert 1.8 < slow / fast < 4.0, (slow, fast)
+
+
+def test_the_predicted_acceleration_is_the_predicted_speeds_derivative_across_chunks() -> None:
+    """The valve sine's acceleration check rests on q̈ = Δq̇/Δt of the prediction, row after
+    row and across the chunks it is made in; at steady state |q̈|max ≈ ω |q̇|max."""
+    lim = _limits()
+    model = PlantModel(_guess_params())
+    # incommensurate frequencies: no whole period to chunk by, so 64-row chunks
+    seg = _exp(_valve_sine([0.1, 0.05], [2.0, 2.0 * math.sqrt(2.0)])).segments[0]
+    rate = 500.0
+    chunks = list(_predict_valve_sine(seg, lim, model, rate, 64))
+    assert len(chunks) > 4
+    qd = np.vstack([c[2] for c in chunks])
+    qdd = np.vstack([c[3] for c in chunks])
+    np.testing.assert_allclose(qdd[1:], np.diff(qd, axis=0) * rate, rtol=1e-9, atol=1e-12)
+    omega = 2 * math.pi * 2.0
+    ratio = np.abs(qdd[:, 0]).max() / (omega * np.abs(qd[:, 0]).max())
+    assert 0.7 < ratio < 1.5, ratio
