@@ -36,6 +36,7 @@ from estimator.chain import N_SIGNALS, TEMP_SLOT, ModelChain, unmeasured_oil_c
 from estimator.datause import DataUse, blocks, classify
 from estimator.models import LinearModel, load_models
 from estimator.rls import RlsConfig
+from estimator.segment_rows import in_spans
 from estimator.shape_search import with_configured_shape, with_configured_switches
 from estimator.spool import SpoolFusion, valve_commands, valve_converters
 from estimator.structure import Structure, WithStructure, describe
@@ -102,9 +103,13 @@ class OnlineIdentifier:
         running_only: bool = True,
         chunk_s: float = 0.1,
         structure: Structure | None = None,
+        fluid_only: Sequence[tuple[int, float]] = (),
     ) -> None:
         """`structure`: the constants the batch chose (estimator.structure), in place of the
-        profile's `[estimator]` keys; ignored when `models` are given (already built)."""
+        profile's `[estimator]` keys; ignored when `models` are given (already built).
+        `fluid_only`: [seq from, seq to) spans whose rows only the fluid models take (the
+        segments an experiment marks `identify = "fluid"`, estimator.segment_rows); every other
+        model's filters restart after them, as the batch's blocks stop at them."""
         if profile.plant is None:
             raise ValueError(
                 "the estimator needs the [plant] section of the profile for the known geometry "
@@ -184,6 +189,9 @@ class OnlineIdentifier:
         self._pending = np.zeros((0, len(names)))
         self._n_pending = 0
         self._frozen = False
+        self._fluid_only = sorted(fluid_only)
+        self._seq_col = names.index("seq") if "seq" in names and fluid_only else -1
+        self._skipping = False  # the last row pushed was one the other models left out
 
     def _map_columns(self, profile: Profile, names: list[str]) -> np.ndarray:
         idx = np.full(N_SIGNALS * self.nj, -1)
@@ -308,9 +316,18 @@ class OnlineIdentifier:
             self._fusion.apply(raw)
         if self._spool is not None and self._cmd_index is not None:
             self._spool.apply(raw, rows[:, self._cmd_index])
+        skip = None if self._seq_col < 0 else in_spans(rows[:, self._seq_col], self._fluid_only)
         used = 0
         for c in self.chains:
-            used = c.push(raw)
+            if skip is None or c.model.fluid or (not skip.any() and not self._skipping):
+                used = c.push(raw)
+                continue
+            for b in blocks(~skip, np.zeros(N, dtype=bool)):
+                if b.start > 0 or self._skipping:  # rows left out just before: a break
+                    c.reset_continuity()
+                used = c.push(raw[b])
+        if skip is not None:
+            self._skipping = bool(skip[-1])
         self.rows += N
         self.t = float(rows[-1, self._t_col])
         if not self._hist_t or self.t - self._hist_t[-1] >= self.history_dt:

@@ -15,28 +15,25 @@ so the rows are found from the recording alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 
-def fluid_only_rows(events: Iterable[Mapping[str, Any]], seq: np.ndarray) -> list[slice]:
-    """Row slices (indices into the rows whose `seq` column is `seq`) of the segments marked
-    `identify = "fluid"`: from the row where the runner entered one to the row where the next
-    phase (an approach move, the next segment) began, the experiment ended or the state
-    changed."""
-    seq = np.asarray(seq)
-    if seq.size == 0:
-        return []
+def fluid_only_spans(events: Iterable[Mapping[str, Any]]) -> list[tuple[int, float]]:
+    """[seq from, seq to) of the segments marked `identify = "fluid"`: from the row where the
+    runner entered one to the row where the next phase (an approach move, the next segment)
+    began, the experiment ended or the state changed (to ∞ if the recording ends first)."""
     fluid: set[str] = set()
-    spans: list[tuple[int, int]] = []
+    spans: list[tuple[int, float]] = []
     start: int | None = None
     for ev in events:
         kind = ev.get("kind")
         at = ev.get("seq")
         if start is not None and kind in ("segment", "experiment_done", "state"):
-            spans.append((start, int(at) if isinstance(at, int | float) else int(seq[-1]) + 1))
+            spans.append((start, float(at) if isinstance(at, int | float) else math.inf))
             start = None
         if kind == "experiment":
             segs = (ev.get("experiment") or {}).get("segments") or []
@@ -44,10 +41,27 @@ def fluid_only_rows(events: Iterable[Mapping[str, Any]], seq: np.ndarray) -> lis
         elif kind == "segment" and ev.get("name") in fluid and isinstance(at, int | float):
             start = int(at)
     if start is not None:
-        spans.append((start, int(seq[-1]) + 1))
+        spans.append((start, math.inf))
+    return spans
+
+
+def fluid_only_rows(events: Iterable[Mapping[str, Any]], seq: np.ndarray) -> list[slice]:
+    """The `fluid_only_spans` as row slices of the rows whose `seq` column is `seq`."""
+    seq = np.asarray(seq)
     out = []
-    for a, b in spans:
+    for a, b in fluid_only_spans(events):
         i, j = np.searchsorted(seq, [a, b])
         if j > i:
             out.append(slice(int(i), int(j)))
     return out
+
+
+def in_spans(seq: np.ndarray, spans: Sequence[tuple[int, float]]) -> np.ndarray:
+    """Whether each seq lies in one of the [from, to) spans (sorted, not overlapping)."""
+    seq = np.asarray(seq, dtype=float)
+    if not spans:
+        return np.zeros(seq.shape, dtype=bool)
+    lo = np.array([a for a, _ in spans], dtype=float)
+    hi = np.array([b for _, b in spans], dtype=float)
+    k = np.searchsorted(lo, seq, side="right") - 1
+    return (k >= 0) & (seq < hi[np.maximum(k, 0)])

@@ -22,7 +22,7 @@ from estimator.models import load_models
 from estimator.models_lin import SMOOTH_SIGN_M_S, lin_plant
 from estimator.online import Estimate, OnlineIdentifier
 from estimator.report.runs import ReportError, RunData, measured, recorded_experiment
-from estimator.segment_rows import fluid_only_rows
+from estimator.segment_rows import fluid_only_rows, fluid_only_spans
 from estimator.shape_search import with_configured_shape, with_configured_switches
 from estimator.structure import Structure
 from estimator.validation import ValidationResult, validate
@@ -100,14 +100,16 @@ def online_replay(
 ) -> tuple[Estimate, Convergence]:
     """Feed the analysed rows through an `OnlineIdentifier` in chunks of `sample_dt` of rig
     time, as telemetry would, sampling θ and σ after each chunk (the convergence curve);
-    `structure`: the batch's (estimator.structure) instead of the profile's."""
+    `structure`: the batch's (estimator.structure) instead of the profile's. The segments the
+    experiment gives to the fluid equations alone reach only the fluid models, as in the batch."""
     rows = rd.rows
     state = rd.run.columns.index("state")
     # A run recorded straight from a backend has no RUNNING rows: then every row is the data.
     running = bool(np.any(rows[:, state] == STATE_RUNNING))
     ident = OnlineIdentifier(
-        rd.profile, rd.run.meta["columns"], running_only=running, structure=structure
-    )
+        rd.profile, rd.run.meta["columns"], running_only=running, structure=structure,
+        fluid_only=fluid_only_spans(rd.run.events),
+    )  # fmt: skip
     step = max(1, round(sample_dt / rd.period))
     ts, thetas, sigmas = [], [], []
     for k in range(0, len(rows), step):

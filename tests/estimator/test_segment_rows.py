@@ -107,3 +107,29 @@ def test_every_shipped_fluid_model_says_so_and_no_mechanical_one(profile: str) -
     for m in models:
         if m.switches is not None:
             assert m.switches.make(m.switches.value).fluid is m.fluid
+
+
+@pytest.mark.parametrize("chunk", [20, 7000])  # spans inside one call, and across calls
+def test_online_the_mechanical_model_restarts_after_fluid_rows_and_the_fluid_model_keeps_them(
+    sim1dof_run, chunk: int
+) -> None:
+    """Online as in the batch: the fluid-only rows reach the fluid chain (its estimate is the
+    one without any span) and not the mechanical one, whose filters restart after them (one
+    more FIR start-up lost, 103 taps + 2 − 1 rows)."""
+    from estimator.online import OnlineIdentifier
+
+    profile, layout, rows = sim1dof_run
+    seq = rows[:, layout.names.index("seq")]
+    span = (int(seq[9000]), int(seq[11000]))
+
+    def run(spans):
+        ident = OnlineIdentifier(profile, layout.names, fluid_only=spans)
+        for k in range(0, len(rows), chunk):
+            ident.update_rows(rows[k : k + chunk])
+        ident.flush()
+        return {c.model.name: c for c in ident.chains}
+
+    plain, marked = run(()), run([span])
+    np.testing.assert_array_equal(marked["fluid"].theta(), plain["fluid"].theta())
+    assert marked["fluid"].rls.samples == plain["fluid"].rls.samples
+    assert marked["mechanical"].rls.samples == plain["mechanical"].rls.samples - 2000 - 102
