@@ -21,7 +21,7 @@ same geometry, with the resolver's mean offset (`estimator.angles`: 5–7× less
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -36,7 +36,7 @@ from estimator.chain import N_SIGNALS, TEMP_SLOT, ModelChain, unmeasured_oil_c
 from estimator.datause import DataUse, blocks, classify
 from estimator.models import LinearModel, load_models
 from estimator.rls import RlsConfig
-from estimator.segment_rows import in_spans
+from estimator.segment_rows import FluidSpans, in_spans
 from estimator.shape_search import with_configured_shape, with_configured_switches
 from estimator.spool import SpoolFusion, valve_commands, valve_converters
 from estimator.structure import Structure, WithStructure, describe
@@ -189,8 +189,9 @@ class OnlineIdentifier:
         self._pending = np.zeros((0, len(names)))
         self._n_pending = 0
         self._frozen = False
-        self._fluid_only = sorted(fluid_only)
-        self._seq_col = names.index("seq") if "seq" in names and fluid_only else -1
+        self._fluid = FluidSpans()
+        self._fluid.spans = sorted(fluid_only)
+        self._seq_col = names.index("seq") if "seq" in names else -1
         self._skipping = False  # the last row pushed was one the other models left out
 
     def _map_columns(self, profile: Profile, names: list[str]) -> np.ndarray:
@@ -216,6 +217,11 @@ class OnlineIdentifier:
         if need_u and np.any(idx[4 * self.nj : 5 * self.nj] < 0):
             raise ValueError("the fluid model needs an 'lvdt' (spool) channel on every joint")
         return idx
+
+    def event(self, header: Mapping[str, Any]) -> None:
+        """A service event (telemetry's `event` topic): an experiment's `segment` boundaries
+        and its definition mark the rows only the fluid models take (`fluid_only`, live)."""
+        self._fluid.feed(header)
 
     def gap(self) -> None:
         """Samples were lost: derivatives across the gap would be wrong, so restart filters."""
@@ -316,7 +322,8 @@ class OnlineIdentifier:
             self._fusion.apply(raw)
         if self._spool is not None and self._cmd_index is not None:
             self._spool.apply(raw, rows[:, self._cmd_index])
-        skip = None if self._seq_col < 0 else in_spans(rows[:, self._seq_col], self._fluid_only)
+        spans = self._fluid.spans
+        skip = None if self._seq_col < 0 or not spans else in_spans(rows[:, self._seq_col], spans)
         used = 0
         for c in self.chains:
             if skip is None or c.model.fluid or (not skip.any() and not self._skipping):

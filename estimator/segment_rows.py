@@ -22,27 +22,38 @@ from typing import Any
 import numpy as np
 
 
-def fluid_only_spans(events: Iterable[Mapping[str, Any]]) -> list[tuple[int, float]]:
-    """[seq from, seq to) of the segments marked `identify = "fluid"`: from the row where the
-    runner entered one to the row where the next phase (an approach move, the next segment)
-    began, the experiment ended or the state changed (to ∞ if the recording ends first)."""
-    fluid: set[str] = set()
-    spans: list[tuple[int, float]] = []
-    start: int | None = None
-    for ev in events:
+class FluidSpans:
+    """The [seq from, seq to) spans of the segments marked `identify = "fluid"`, from the
+    service's events as they come (a recording's, or telemetry's live): a span opens at the row
+    where the runner entered such a segment and closes where the next phase (an approach move,
+    the next segment) began, the experiment ended or the state changed; an open one runs to ∞."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[int, float]] = []
+        self._fluid: set[str] = set()
+        self._open = False
+
+    def feed(self, ev: Mapping[str, Any]) -> None:
         kind = ev.get("kind")
         at = ev.get("seq")
-        if start is not None and kind in ("segment", "experiment_done", "state"):
-            spans.append((start, float(at) if isinstance(at, int | float) else math.inf))
-            start = None
+        if self._open and kind in ("segment", "experiment_done", "state"):
+            a, _ = self.spans[-1]
+            self.spans[-1] = (a, float(at) if isinstance(at, int | float) else math.inf)
+            self._open = False
         if kind == "experiment":
             segs = (ev.get("experiment") or {}).get("segments") or []
-            fluid = {str(s.get("name")) for s in segs if s.get("identify") == "fluid"}
-        elif kind == "segment" and ev.get("name") in fluid and isinstance(at, int | float):
-            start = int(at)
-    if start is not None:
-        spans.append((start, math.inf))
-    return spans
+            self._fluid = {str(s.get("name")) for s in segs if s.get("identify") == "fluid"}
+        elif kind == "segment" and ev.get("name") in self._fluid and isinstance(at, int | float):
+            self.spans.append((int(at), math.inf))
+            self._open = True
+
+
+def fluid_only_spans(events: Iterable[Mapping[str, Any]]) -> list[tuple[int, float]]:
+    """`FluidSpans` of a whole list of events (a recording's)."""
+    spans = FluidSpans()
+    for ev in events:
+        spans.feed(ev)
+    return spans.spans
 
 
 def fluid_only_rows(events: Iterable[Mapping[str, Any]], seq: np.ndarray) -> list[slice]:

@@ -33,7 +33,7 @@ import zmq
 
 from daq.profile.loader import ProfileError, load_profile
 from daq.profile.schema import Estimator as EstimatorCfg
-from daq.telemetry.wire import Meta, SampleBatch
+from daq.telemetry.wire import Event, Meta, SampleBatch
 from estimator.models_lin import lin_plant
 from estimator.online import Estimate, OnlineIdentifier
 from estimator.paramfile import read_param_file, write_param_file
@@ -232,6 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     ident.gap()
                 ident.update_rows(msg.rows())
                 next_seq = msg.seq0 + msg.n
+            elif isinstance(msg, Event) and ident is not None:
+                ident.event(msg.header)  # segments only the fluid models take
             if ident is not None:
                 if flags.reset:
                     flags.reset = False

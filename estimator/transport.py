@@ -34,7 +34,7 @@ from daq.security import (
     release_authenticator,
 )
 from daq.telemetry.subscriber import TelemetrySubscriber
-from daq.telemetry.wire import TOPIC_META, TOPIC_SAMPLES, Meta
+from daq.telemetry.wire import TOPIC_EVENT, TOPIC_META, TOPIC_SAMPLES, Meta
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,11 @@ def open_sockets(
     except SecurityError as e:
         raise TransportError(str(e)) from e
     sub = TelemetrySubscriber(
-        tel_ep, topics=(TOPIC_META, TOPIC_SAMPLES), keys=keys, ctx=ctx, rcvhwm=rcvhwm
+        tel_ep,
+        topics=(TOPIC_META, TOPIC_SAMPLES, TOPIC_EVENT),
+        keys=keys,
+        ctx=ctx,
+        rcvhwm=rcvhwm,
     )
     pub = ctx.socket(zmq.PUB)
     pub.setsockopt(zmq.SNDHWM, 10)

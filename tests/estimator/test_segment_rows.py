@@ -133,3 +133,39 @@ def test_online_the_mechanical_model_restarts_after_fluid_rows_and_the_fluid_mod
     np.testing.assert_array_equal(marked["fluid"].theta(), plain["fluid"].theta())
     assert marked["fluid"].rls.samples == plain["fluid"].rls.samples
     assert marked["mechanical"].rls.samples == plain["mechanical"].rls.samples - 2000 - 102
+
+
+def test_live_events_mark_the_same_rows_as_the_recordings_spans(sim1dof_run) -> None:
+    """rig-estimator hears the experiment and its segment boundaries on telemetry's `event`
+    topic while the rows stream: fed as they come, they leave the same rows out of the
+    mechanical chain as the spans read from a recording."""
+    from estimator.online import OnlineIdentifier
+    from estimator.segment_rows import fluid_only_spans
+
+    profile, layout, rows = sim1dof_run
+    seq = rows[:, layout.names.index("seq")]
+    events = [
+        _experiment(int(seq[0]), "bulk"),
+        _segment(int(seq[0]), "plain"),
+        _segment(int(seq[9000]), "bulk"),
+        _segment(int(seq[11000]), "plain"),
+    ]
+    live = OnlineIdentifier(profile, layout.names)
+    for k in range(0, len(rows), 100):
+        for ev in events:  # each boundary heard just before the rows that reach it
+            if k <= np.searchsorted(seq, ev["seq"]) < k + 100:
+                live.event(ev)
+        live.update_rows(rows[k : k + 100])
+    live.flush()
+    replay = OnlineIdentifier(profile, layout.names, fluid_only=fluid_only_spans(events))
+    for k in range(0, len(rows), 100):  # the same chunks (the random walk steps per chunk)
+        replay.update_rows(rows[k : k + 100])
+    replay.flush()
+    for a, b in zip(live.chains, replay.chains, strict=True):
+        assert a.rls.samples == b.rls.samples
+        np.testing.assert_allclose(a.theta(), b.theta(), rtol=1e-9)
+    plain = OnlineIdentifier(profile, layout.names)
+    for k in range(0, len(rows), 100):
+        plain.update_rows(rows[k : k + 100])
+    plain.flush()
+    assert live.chains[0].rls.samples == plain.chains[0].rls.samples - 2000 - 102
