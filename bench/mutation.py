@@ -283,6 +283,15 @@ TARGETS: dict[str, Target] = {
             'RATE_FIELDS = ("pd_cap", "pd_rod")',
         ),
     ),
+    "segment_rows": Target(
+        ("estimator/segment_rows.py",),
+        ("tests/estimator/test_segment_rows.py",),
+        (
+            "estimator/segment_rows.py",
+            'self._fluid = {str(s.get("name")) for s in segs if s.get("identify") == "fluid"}',
+            'self._fluid = {str(s.get("name")) for s in segs}',
+        ),
+    ),
     "sensor_sigma": Target(
         ("estimator/sensor_sigma.py",),
         ("tests/estimator/test_sensor_sigma.py",),

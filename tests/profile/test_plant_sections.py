@@ -197,6 +197,14 @@ def test_the_oil_law_refers_parameters_from_the_measured_temperature(tmp_path: P
     for name in [f"dFs{s}{j}" for s in "+-" for j in (1, 2)]:
         assert not res.identifiable[names.index(name)], name
         assert np.isfinite(res.theta[names.index(name)]), name
+    # The null flows, conditional on the null offset and lap the search chose, likewise.
+    flows = [f"{k}{e}{j}" for k in ("Q0", "QL") for e in ("++", "+-", "-+", "--") for j in (1, 2)]
+    said = [w for w in res.warnings if "the null flows" in w]
+    assert len(said) == 1 and all(nm in said[0] for nm in flows)
+    for name in flows:
+        assert not res.identifiable[names.index(name)], name
+        assert np.isfinite(res.theta[names.index(name)]), name
+    assert res.identifiable[names.index("Cf++1")]  # the metering edges' gains stay measured
     blind = profile.model_copy(
         update={"channels": [c for c in profile.channels if c.role != "temperature"]}
     )
