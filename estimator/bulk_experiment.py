@@ -25,13 +25,14 @@ holds, from the planning parameters (an earlier identification or the profile's 
 a quarter of the flow compresses oil, and the lightly damped column is driven at only 1.33× its
 static response, which leaves room for f_h itself being off (it scales with √b). Its amplitude is
 the largest of `AMPLITUDES_V` the limit check passes (controller.checks; the acceleration limit
-binds). On the realistic rig (calibrated, seed 1) 6 Hz at 35 mV resolved 1/b and all four V0/b.
+binds). On the realistic rig that is 6 Hz at 35 mV, which resolves 1/b and all four V0/b
+(docs/estimator.md).
 
 The holds are marked `identify = "fluid"` (estimator.segment_rows): the mechanical model does
 not use their rows. Generated and limit-checked like the other excitation (controller.checks):
 
-    python -m estimator.bulk_experiment --profile hw_profiles/sim-2dof.toml \\
-        --out experiments/standard-bulk-2dof.toml
+    python -m estimator.bulk_experiment --profile hw_profiles/sim-2dof-realistic.toml \\
+        --params batch-params.toml --out experiments/standard-bulk-2dof.toml
 """
 
 from __future__ import annotations

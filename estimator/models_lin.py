@@ -464,9 +464,9 @@ def null_flow_caveat(names: Sequence[str]) -> str:
     and QLₑ = sₑCfₑa_L are defined at the null offset b₀ and lap d the batch's switch search
     chose (estimator.shape_search): a b₀ off by δ moves every Q0ₑ by Cfₑ·δ, and the search
     fixes b₀ and d without an error bar, so their σ does not count it. On the realistic plant
-    with the bulk experiment's stroke-end holds (which resolve them) Q0⁺⁻₁ read 12.5–12.9 % high
-    at σ 4 %, outside ±3σ, on every seed — about 1.4 mV of b₀ — so the fit names them in words
-    and flags them (`LinearModel.shapes`), their values kept for the model."""
+    with the bulk experiment's stroke-end holds (which resolve them) Q0⁺⁻₁ read 9–13 % high at
+    σ 4 % on every seed, outside ±3σ on two of five — about 1.4 mV of b₀ — so the fit names them
+    in words and flags them (`LinearModel.shapes`), their values kept for the model."""
     flows = [nm for nm in names if nm.startswith(("Q0", "QL"))]
     return (
         f"{', '.join(flows)} (the null flows) are conditional on the valve null offset and lap "
