@@ -39,3 +39,20 @@ def stop(proc: subprocess.Popen[str]) -> int:
     if proc.stdout is not None:
         proc.stdout.close()
     return code
+
+
+def record_experiment(tmp_path: Path, experiment: str, name: str) -> Path:
+    """Run one experiment (TOML text) on the simulated 2-DOF rig in virtual time, recorded from
+    before arm to just after its end (the recording stopped at once: the events still on
+    their way must be in it); the run file's path."""
+    import tomllib
+
+    from tests.telemetry.conftest import wait_until
+
+    with RigSession(PROFILE_2DOF, tmp_path / "rig", virtual_time=True, estimator=False) as s:
+        path = Path(s.command("record_start", {"name": name})["path"])
+        s.command("arm")
+        s.command("run", {"experiment": tomllib.loads(experiment)})
+        assert wait_until(lambda: s.request("status")["state"] != "RUNNING", 300)
+        s.command("record_stop")
+    return path

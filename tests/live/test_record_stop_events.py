@@ -4,29 +4,21 @@ already posted before it writes the trailer."""
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
 
 from daq.recording import read_run
-from rigctl.session import RigSession
-from tests.live.conftest import PROFILE_2DOF
+from tests.live.conftest import record_experiment
 from tests.live.test_run import SHORT
-from tests.telemetry.conftest import wait_until
 
 pytestmark = pytest.mark.slow
 
 
 def test_events_posted_before_record_stop_are_in_the_file(tmp_path: Path) -> None:
-    with RigSession(PROFILE_2DOF, tmp_path / "rig", virtual_time=True, estimator=False) as s:
-        path = Path(s.command("record_start", {"name": "ending"})["path"])
-        s.command("arm")
-        s.command("run", {"experiment": tomllib.loads(SHORT)})
-        # The status block shows the end as soon as the loop reaches it; the events may
-        # still be on their way to the service. Stop the recording at once.
-        assert wait_until(lambda: s.request("status")["state"] != "RUNNING", 300)
-        s.command("record_stop")
+    # The status block shows the end as soon as the loop reaches it; the events may still be
+    # on their way to the service when the recording stops.
+    path = record_experiment(tmp_path, SHORT, "ending")
     run = read_run(path)
     kinds = [e["kind"] for e in run.events]
     assert "experiment_done" in kinds, kinds

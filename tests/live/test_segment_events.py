@@ -4,7 +4,6 @@ give the rows of a segment marked `identify = "fluid"` to the fluid equations al
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -12,9 +11,7 @@ import pytest
 
 from daq.recording import read_run
 from estimator.segment_rows import fluid_only_rows
-from rigctl.session import RigSession
-from tests.live.conftest import PROFILE_2DOF
-from tests.telemetry.conftest import wait_until
+from tests.live.conftest import record_experiment
 
 pytestmark = pytest.mark.slow
 
@@ -42,12 +39,7 @@ controller = { kind = "pid" }
 
 
 def test_segment_boundaries_are_recorded_and_give_the_fluid_rows(tmp_path: Path) -> None:
-    with RigSession(PROFILE_2DOF, tmp_path / "rig", virtual_time=True, estimator=False) as s:
-        path = Path(s.command("record_start", {"name": "segments"})["path"])
-        s.command("arm")
-        s.command("run", {"experiment": tomllib.loads(EXPERIMENT)})
-        assert wait_until(lambda: s.request("status")["state"] != "RUNNING", 300)
-        s.command("record_stop")
+    path = record_experiment(tmp_path, EXPERIMENT, "segments")
     run = read_run(path)
     marks = [(e["name"], e["seq"]) for e in run.events if e["kind"] == "segment"]
     names = [n for n, _ in marks]
