@@ -213,6 +213,13 @@ def identify_run(
     used: list[tuple[float, int]] = []
     warnings: list[str] = []
     notes: list[str] = []
+    if fluid_only:
+        marked = sum(len(range(*sl.indices(raw.shape[0]))) for sl in fluid_only)
+        fluid = [m.name for m in models if m.fluid]
+        notes.append(
+            f'{marked / fs:.1f} s of segments the experiment marks identify = "fluid" used by '
+            f"{', '.join(fluid) or 'no model'} only"
+        )
     if fuse_spool and not spool_fused and any(m.name == "fluid" for m in models):
         notes.append(
             "no valve command recorded for every joint: the flow gains use the LVDT's spool "

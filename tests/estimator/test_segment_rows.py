@@ -88,6 +88,10 @@ def test_the_mechanical_model_leaves_fluid_rows_out_and_the_fluid_model_keeps_th
     # … the fluid fit the one on all of them.
     np.testing.assert_array_equal(by["fluid"].theta, whole.fits[1].theta)
     assert not np.array_equal(by["fluid"].theta, cut.fits[1].theta)
+    # and the report says so
+    assert f"{2000 / profile.rig.loop_rate_hz:.1f} s of segments" in " ".join(got.notes)
+    assert any("used by fluid only" in n for n in got.notes)
+    assert not any("identify" in n for n in whole.notes)
 
 
 @pytest.mark.parametrize("profile", ["sim-1dof.toml", "sim-2dof.toml", "sim-2dof-realistic.toml"])
