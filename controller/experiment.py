@@ -70,8 +70,6 @@ class Segment:
     repeats: int = 1
     #: The checked `compensation` table (controller.amplitude_phase), or None.
     compensation: Mapping[str, float] | None = None
-    #: Which identification equations the segment's rows feed (`IDENTIFY_USES`).
-    identify: str = "all"
 
     @property
     def total(self) -> float:
@@ -157,13 +155,13 @@ class Experiment:
             comp = None
             if "compensation" in s:
                 comp = _compensation(s["compensation"], traj, kind, where)
-            use = s.get("identify", "all")
-            if use not in IDENTIFY_USES:
+            # Read from the recorded experiment by the estimator (estimator.segment_rows).
+            if s.get("identify", "all") not in IDENTIFY_USES:
                 raise ExperimentError(
-                    f"{where}: identify must be one of {list(IDENTIFY_USES)}, got {use!r}"
+                    f"{where}: identify must be one of {list(IDENTIFY_USES)}, got {s['identify']!r}"
                 )
             segs.append(
-                Segment(str(s.get("name", f"segment{i}")), traj, ctrl, duration, reps, comp, use)
+                Segment(str(s.get("name", f"segment{i}")), traj, ctrl, duration, reps, comp)
             )
         pid = d.get("pid")
         if pid is not None:

@@ -169,7 +169,7 @@ def batch_identify(
             repeat_period_s=repeat_period_s,
             linkwise=linkwise,
             sensor_uncertainty=_sensor_uncertainty(rd) if sensor_sigma else None,
-            fluid_only=fluid_only_rows(rd.run.events, np.asarray(rd.columns["seq"])),
+            fluid_only=fluid_only_rows(rd.run.events, rd.columns["seq"]),
         )
     except ValueError as exc:
         raise ReportError(f"{rd.path.name}: batch identification failed: {exc}") from None

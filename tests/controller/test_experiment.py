@@ -425,3 +425,16 @@ def test_a_sine_over_one_limit_only_is_sampled_not_passed_by_its_envelope(rig2: 
     exp = Experiment.from_dict({**data, "home_deg": [45.0, 30.0]})
     found = check_experiment(exp, rig2[1])
     assert [(v.limit, v.joint) for v in found] == [("position_max", 0)]
+
+
+@pytest.mark.parametrize("use", ["all", "fluid"])
+def test_a_segment_says_which_equations_its_rows_feed(use: str) -> None:
+    Experiment.from_dict(one({"kind": "hold"}, identify=use))
+
+
+@pytest.mark.parametrize("use", ["mechanical", "FLUID", 1, None])
+def test_an_unknown_identify_value_is_refused_naming_the_allowed_ones(use: object) -> None:
+    with pytest.raises(
+        ExperimentError, match=r"segment 0 .*identify must be one of \['all', 'fluid'\]"
+    ):
+        Experiment.from_dict(one({"kind": "hold"}, identify=use))
