@@ -283,6 +283,24 @@ TARGETS: dict[str, Target] = {
             'RATE_FIELDS = ("pd_cap", "pd_rod")',
         ),
     ),
+    "bulk_experiment": Target(
+        ("estimator/bulk_experiment.py",),
+        ("tests/estimator/test_bulk_experiment.py", "tests/live/test_check.py"),
+        (
+            "estimator/bulk_experiment.py",
+            "return max(0.5, float(np.floor(2.0 * FREQUENCY_FRACTION * f_h) / 2.0))",
+            "return max(0.5, float(np.floor(FREQUENCY_FRACTION * f_h) / 2.0))",
+        ),
+    ),
+    "batch": Target(
+        ("estimator/batch.py",),
+        ("tests/estimator/test_segment_rows.py", "tests/estimator/test_trust.py"),
+        (
+            "estimator/batch.py",
+            "b for b in (all_blocks if mdl.fluid else not_fluid_blocks)",
+            "b for b in (all_blocks if not mdl.fluid else not_fluid_blocks)",
+        ),
+    ),
     "segment_rows": Target(
         ("estimator/segment_rows.py",),
         ("tests/estimator/test_segment_rows.py",),

@@ -104,3 +104,59 @@ def test_the_sine_runs_at_half_the_oil_columns_lowest_frequency_and_the_largest_
     )  # fmt: skip
     assert check_experiment(larger, joint_limits(prof), planned) != []
     assert check_experiment(Experiment.from_dict(exp), joint_limits(prof), planned) == []
+
+
+def test_the_holds_put_each_joint_at_alternate_ends() -> None:
+    """Joint 1 low with joint 2 high, then the other way; each end less the margin."""
+    from estimator.bulk_experiment import MARGIN_DEG
+
+    holds = stroke_holds([20.0, 0.0, 10.0], [60.0, 50.0, 30.0])
+    m = MARGIN_DEG
+    assert holds == [[20.0 + m, 50.0 - m, 10.0 + m], [60.0 - m, 0.0 + m, 30.0 - m]]
+
+
+def test_the_pairs_condition_by_hand_and_the_designs_samples() -> None:
+    """Two positions: √ of the eigenvalue ratio of XᵀX, X = [swept/V0, 1] per chamber (the cap
+    side's swept volume grows with the piston, the rod side's shrinks), the worst chamber; the
+    design sampled at `rate_hz` over every segment."""
+    from controller.plant.dynamics import cylinder
+
+    params = plant_params(load_profile(ROOT / "hw_profiles" / "sim-2dof.toml"))
+    # across the range (a rod chamber the worst), and close together near the top of both
+    # ranges (joint 2's cap chamber the worst)
+    for deg in ([[30.0, 5.0], [50.0, 40.0]], [[55.0, 45.0], [58.0, 48.0]]):
+        q = np.radians(deg)
+        s, _ = cylinder(params, q)
+        worst = 0.0
+        for j in range(2):
+            half = 0.5 * params.stroke[j]
+            cap, rod = (half + s[:, j]) * params.area_cap[j], (half - s[:, j]) * params.area_rod[j]
+            for x in (cap, rod):
+                X = np.column_stack([x / params.dead_volume[j], np.ones(2)])
+                ev = np.linalg.eigvalsh(X.T @ X)
+                worst = max(worst, float(np.sqrt(ev[1] / ev[0])))
+        assert chamber_condition(params, q) == pytest.approx(worst, rel=1e-12), deg
+    exp = Experiment.from_dict(load_experiment(SHIPPED))
+    pos = experiment_positions(exp, rate_hz=20.0)
+    assert pos.shape == (sum(round(seg.total * 20.0) for seg in exp.segments), 2)
+
+
+def test_without_parameters_the_design_is_the_standard_sine_and_its_refusal_is_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The realistic profile has no initial guesses: no f_h, so the standard 1 Hz, 0.15 V sine,
+    checked by the centring bound, which refuses holds this near the soft limits (exit 1, each
+    violation on stderr); `--out` is required."""
+    from estimator.bulk_experiment import main
+
+    profile = str(ROOT / "hw_profiles" / "sim-2dof-realistic.toml")
+    out = tmp_path / "bulk.toml"
+    assert main(["--profile", profile, "--out", str(out)]) == 1
+    said = capsys.readouterr()
+    assert "0.15 V at 1 Hz" in said.out
+    assert "the standard 1 Hz sine, checked by the centring bound alone" in said.err
+    assert said.err.count("limit: segment 'stroke-end-") == 4
+    ctrl = load_experiment(out)["segments"][-1]["controller"]
+    assert ctrl["amplitude_v"] == [0.15, 0.15] and ctrl["frequency_hz"] == [1.0, 1.0]
+    with pytest.raises(SystemExit):
+        main(["--profile", profile])
