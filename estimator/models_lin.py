@@ -36,12 +36,17 @@ into dFs (and a little into Fc), not into the rigid-body parameters.
 
 Fluid (DESIGN §2.2 with V0 unknown; Sakai's shared 1/b kept), per joint i, cap and rod rows:
 
-    −ṗ⁺ (L/2 + s) A⁺ · (1/b) − ṗ⁺ · (V0⁺/b) + Σ h u Cf − (p⁺ − p⁻) C_int + Σ h Q0 = A⁺ ṡ
-    −ṗ⁻ (L/2 − s) A⁻ · (1/b) − ṗ⁻ · (V0⁻/b) − Σ h u Cf + (p⁺ − p⁻) C_int − Σ h Q0 = −A⁻ ṡ
+    −ṗ⁺ (L/2 + s) A⁺ · (1/b) − ṗ⁺ · (V0⁺/b) + Σ h u Cf − (p⁺ − p⁻) C_int − p⁺ C_ext + Σ h Q0 = A⁺ ṡ
+    −ṗ⁻ (L/2 − s) A⁻ · (1/b) − ṗ⁻ · (V0⁻/b) − Σ h u Cf + (p⁺ − p⁻) C_int − p⁻ C_ext − Σ h Q0 = −A⁻ ṡ
 
 so the swept-volume column (ṗ·(L/2 ± s)A, known geometry) carries 1/b and the ṗ column the
 dead volume over b, V0/b, per chamber: V0 = (V0/b)/(1/b). C_int is the laminar piston leakage
-(cap → rod, m³/(s·Pa)).
+(cap → rod, m³/(s·Pa)), C_ext each chamber's to drain (the rod seal's and the valve body's, at
+the chamber's gauge pressure; one per joint, as the simulator has it). C_ext is small (a tenth
+of C_int on the realistic profile) but it is the only term that bleeds both chambers at once:
+without it the simulator's own plant, simulated in closed loop at its true values, lost 12
+points of FIT on the cap pressure of joint 2 (a hold's pressure level is set by the balance
+of the null flows against this drain).
 
 Entrained air (Simscape *Hydraulic Fluid*, docs/simulator.md): the chamber's compliance is
 1/E(p) = [1/E_l + α r/(n p_abs)]/(1 + α r), r = (p_atm/p_abs)^(1/n). To first order in α
@@ -85,13 +90,13 @@ the gains absorbed it (Cf⁺⁺₂ +28 %). Q0 per edge rather than per chamber: 
 edges' gains (joint 2's cap edges are 17 % apart on the realistic simulator; one Q0 per
 chamber printed Cf⁺⁻₂ 4 % off at σ 0.3 %). With d = a_L = 0 the model is the null offset's
 alone (QL = 0). The online estimator runs b₀ = d = 0, what the QL columns can absorb of the
-band. Not in the model: external leakage.
+band.
 
 Temperature (controller/plant/oil.py): with the oil's datasheet declared (`[plant.oil]`,
 `PlantParams.oil`) and the oil temperature in `Sample.temp`, the columns carry the oil law so
 the parameters are the reference temperature's (40 °C): the Fv± columns × ν(T)/ν_ref (viscous
-friction ∝ ν), the C_int column × ν_ref/ν(T) (laminar leakage ∝ 1/ν), the 1/b and V0/b columns
-× e^(k (T − T_ref)) (Tait), and the valve's null shift (above). The air column is not
+friction ∝ ν), the C_int and C_ext columns × ν_ref/ν(T) (laminar leakage ∝ 1/ν), the 1/b and
+V0/b columns × e^(k (T − T_ref)) (Tait), and the valve's null shift (above). The air column is not
 scaled: the gas's compliance does not follow the liquid's law. Without a law or a temperature
 every factor is 1 (`oil_factors`).
 """
@@ -190,9 +195,9 @@ def lin_mech_regressor(
 EDGES = ("++", "+-", "-+", "--")
 #: s_e: +1 for the edges a positive spool opens (P→cap, rod→T), −1 for the others.
 EDGE_SIGNS = np.array([1.0, -1.0, 1.0, -1.0])
-#: Fluid parameters per joint: 4 gains, V0⁺/b, V0⁻/b, C_int, 4 null offsets, 4 null leakages
-#: (then, with an oil law, 4 null shifts: `fluid_per_joint`).
-FLUID_PER_JOINT = 15
+#: Fluid parameters per joint: 4 gains, V0⁺/b, V0⁻/b, C_int, C_ext, 4 null offsets, 4 null
+#: leakages (then, with an oil law, 4 null shifts: `fluid_per_joint`).
+FLUID_PER_JOINT = 16
 #: Polytropic index n the air column assumes: between isothermal (1.0) and adiabatic (1.4)
 #: bubbles. At 3 MPa g(p) is 32 % lower with n = 1 and 29 % higher with n = 1.4 than with 1.2:
 #: α absorbs the level, not the shape over the run's pressures, so a wrong n biases α.
@@ -216,11 +221,11 @@ def fluid_per_joint(null_shift: bool) -> int:
 
 
 def lin_fluid_names(n: int, null_shift: bool = False) -> list[str]:
-    """[1/b, per joint Cfₑ, V0±/b, Cint, Q0ₑ, QLₑ (, Qtₑ with `null_shift`), then air]."""
+    """[1/b, per joint Cfₑ, V0±/b, Cint, Cext, Q0ₑ, QLₑ (, Qtₑ with `null_shift`), then air]."""
     names = ["1/b"]
     for i in range(1, n + 1):
         names += [f"Cf{e}{i}" for e in EDGES]
-        names += [f"V0+/b{i}", f"V0-/b{i}", f"Cint{i}"]
+        names += [f"V0+/b{i}", f"V0-/b{i}", f"Cint{i}", f"Cext{i}"]
         names += [f"Q0{e}{i}" for e in EDGES]
         names += [f"QL{e}{i}" for e in EDGES]
         if null_shift:
@@ -277,7 +282,7 @@ def air_compliance(p: np.ndarray, n: float = POLYTROPIC_INDEX) -> np.ndarray:
 def lin_fluid_regressor(
     params: PlantParams, x: Sample, valve: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Φ (N, 2n, 2 + 15n) and y (N, 2n) of the fluid model (module doc), order
+    """Φ (N, 2n, 2 + 16n) and y (N, 2n) of the fluid model (module doc), order
     `lin_fluid_names`; rows [cap₁, rod₁, cap₂, rod₂]. `valve` = [b₀ per joint, d per joint]
     (spool units; None: zeros), which edges are open.
 
@@ -378,13 +383,13 @@ def lin_fluid_regressor_reference(
         # (only this joint's two rows hold them).
         g = edge[:, rc : rr + 1, cr : cr + 4]
         o, z = opened[:, i, None, :], shut[:, i, None, :]
-        phi[:, rc : rr + 1, c + 7 : c + 11] = g * o
-        phi[:, rc : rr + 1, c : c + 4] = phi[:, rc : rr + 1, c + 7 : c + 11] * x.u[:, i, None, None]
-        phi[:, rc : rr + 1, c + 11 : c + 15] = g * z
+        phi[:, rc : rr + 1, c + 8 : c + 12] = g * o
+        phi[:, rc : rr + 1, c : c + 4] = phi[:, rc : rr + 1, c + 8 : c + 12] * x.u[:, i, None, None]
+        phi[:, rc : rr + 1, c + 12 : c + 16] = g * z
         if shift:
             # The null shift with temperature (controller.plant.dynamics: the spool meters at
             # u + b₀ + β (T − T_ref)): Cfₑ β (T − T_ref) per open edge, Qtₑ = Cfₑ β.
-            phi[:, rc : rr + 1, c + 15 : c + 19] = g * o * dtemp[:, i, None, None]
+            phi[:, rc : rr + 1, c + 16 : c + 20] = g * o * dtemp[:, i, None, None]
         # α: the air in the whole chamber, the dead volume taken at its nominal value (the
         # error is second order: α times the dead volume's mismatch).
         # The gas's compliance does not follow the liquid's temperature law (simulator alike).
@@ -395,6 +400,10 @@ def lin_fluid_regressor_reference(
         leak = dp / visc[:, i]
         phi[:, rc, c + 6] = -leak
         phi[:, rr, c + 6] = leak
+        # External leakage, each chamber to drain at its own (gauge) pressure, laminar like
+        # C_int (controller.plant.dynamics: q_cap −= C_ext p_cap, q_rod −= C_ext p_rod).
+        phi[:, rc, c + 7] = -x.p_cap[:, i] / visc[:, i]
+        phi[:, rr, c + 7] = -x.p_rod[:, i] / visc[:, i]
     return phi, y
 
 
@@ -492,7 +501,10 @@ def lin_fluid_model(
     shift = params.oil is not None
     # Qtₑ = Cfₑ β ~ 6e-7 × 7e-4 V/K: a tenth of a null offset's Q0 per kelvin.
     per_joint = (
-        [1.0e-6] * 4 + [1.0e-13, 1.0e-13, 1.0e-12] + [1.0e-9] * 8 + [1.0e-10] * (4 if shift else 0)
+        [1.0e-6] * 4
+        + [1.0e-13, 1.0e-13, 1.0e-12, 1.0e-13]
+        + [1.0e-9] * 8
+        + [1.0e-10] * (4 if shift else 0)
     )
     names = lin_fluid_names(n, shift)
     b0, lap = (np.zeros(n), np.zeros(n)) if valve is None else np.reshape(valve, (2, n))
@@ -519,7 +531,9 @@ def lin_fluid_model(
         caveats=(null_flow_caveat(names),),
         shapes=tuple(nm for nm in names if nm.startswith(("Q0", "QL"))),
         # With the null shift the Q0ₑ are the null offsets at T_ref too.
-        referred=tuple(nm for nm in names if "/b" in nm or nm.startswith(("Cint", "Q0", "Qt")))
+        referred=tuple(
+            nm for nm in names if "/b" in nm or nm.startswith(("Cint", "Cext", "Q0", "Qt"))
+        )
         if params.oil
         else (),
         switches=JointSwitches(
@@ -552,15 +566,15 @@ def lin_plant(
     """The shared physics (controller.plant, with its effects) that this family's estimate
     describes, for validation by simulation; None if `names` are not this family's.
 
-    Exact for M, R12, W, 1/b, Cf, Fc±, C_int, V0 = (V0/b)·b, α. Approximate where the simulator's
-    terms differ in form: the joint viscous Fv± become a symmetric joint Fv = min(Fv⁺, Fv⁻)
-    plus a piston term f_v = (Fv± − Fv)/r² with r at mid-stroke (the simulator's f_v± act at
-    the piston, ∝ r(q)²); the four null-offset coefficients give one null bias b₀, the mean of
-    Q0ₑ/Cfₑ over the edges, the lap and the leakage opening likewise (`valve_shape`); the
-    Coulomb terms' band is the one the estimate was made with
-    (`band_m_s`: the batch's choice, estimator.shape_search). Estimates outside the physics
-    (a negative force, leakage or volume) are clipped to its range, so a poor estimate
-    validates poorly rather than failing.
+    Exact for M, R12, W, 1/b, Cf, Fc±, C_int, C_ext, V0 = (V0/b)·b, α. Approximate where the
+    simulator's terms differ in form: the joint viscous Fv± become a symmetric joint Fv =
+    min(Fv⁺, Fv⁻) plus a piston term f_v = (Fv± − Fv)/r² with r at mid-stroke (the simulator's
+    f_v± act at the piston, ∝ r(q)²); the four null-offset coefficients give one null bias b₀,
+    the mean of Q0ₑ/Cfₑ over the edges, the lap and the leakage opening likewise
+    (`valve_shape`); the Coulomb terms' band is the one the estimate was made with (`band_m_s`:
+    the batch's choice, estimator.shape_search). Estimates outside the physics (a negative
+    force, leakage or volume) are clipped to its range, so a poor estimate validates poorly
+    rather than failing.
 
     With a declared oil law (`known.oil`), the estimate is the reference temperature's; with
     `oil_c` (°C, e.g. the validation run's mean oil temperature) the plant returned is the one
@@ -568,14 +582,17 @@ def lin_plant(
     valve's null offset shifted by β (T − T_ref) (`null_shift`; the plant returned has no
     thermal state, so the shift is taken into its null bias)."""
     n = known.n
-    # The Stribeck bumps are optional: a parameter file written before them has none (0).
+    # The Stribeck bumps and the external leakage are optional: a parameter file written
+    # before them has none (0).
     mech = [nm for nm in lin_mech_names(n) if not nm.startswith("dFs")]
-    if not all(nm in names for nm in mech + lin_fluid_names(n)):
+    fluid = [nm for nm in lin_fluid_names(n) if not nm.startswith("Cext")]
+    if not all(nm in names for nm in mech + fluid):
         return None
     th = dict(zip(names, np.asarray(theta, dtype=float), strict=True))
     for i in range(1, n + 1):
         th.setdefault(f"dFs+{i}", 0.0)
         th.setdefault(f"dFs-{i}", 0.0)
+        th.setdefault(f"Cext{i}", 0.0)
     if not all(np.isfinite(v) for v in th.values()):
         return None
     bulk = 1.0 / th["1/b"]
@@ -606,6 +623,7 @@ def lin_plant(
                 viscous_pos=max(visc * th[f"Fv+{i}"] - fv[i - 1], 0.0) / r2,
                 viscous_neg=max(visc * th[f"Fv-{i}"] - fv[i - 1], 0.0) / r2,
                 leak_internal=max(th[f"Cint{i}"], 0.0) / visc,
+                leak_external=max(th[f"Cext{i}"], 0.0) / visc,
                 null_bias=float(np.clip(b0[i - 1], -0.5, 0.5)),
                 lap=float(np.clip(lap[i - 1], -0.5, 0.5)),
                 null_leak_opening=max(float(leak[i - 1]), 0.0),

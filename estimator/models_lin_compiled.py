@@ -71,12 +71,12 @@ def lin_fluid_rows(
                 row = rc if e < 2 else rr
                 sign = 1.0 if e % 2 == 0 else -1.0  # EDGE_SIGNS: ++, −+ open with u > 0
                 if sign * w > lap[i]:
-                    phi[k, row, c + 7 + e] = g[e]
+                    phi[k, row, c + 8 + e] = g[e]
                     phi[k, row, c + e] = g[e] * uk
                     if shift:
-                        phi[k, row, c + 15 + e] = g[e] * dtemp[k, i]
+                        phi[k, row, c + 16 + e] = g[e] * dtemp[k, i]
                 else:
-                    phi[k, row, c + 11 + e] = g[e]
+                    phi[k, row, c + 12 + e] = g[e]
             swept_cap = -pdc[k, i] * (half + s[k, i]) * acap[i]
             swept_rod = -pdr[k, i] * (half - s[k, i]) * arod[i]
             phi[k, rc, 0] = swept_cap * compl[k, i]
@@ -86,6 +86,8 @@ def lin_fluid_rows(
             leak = (pc[k, i] - pr[k, i]) / visc[k, i]
             phi[k, rc, c + 6] = -leak
             phi[k, rr, c + 6] = leak
+            phi[k, rc, c + 7] = -pc[k, i] / visc[k, i]
+            phi[k, rr, c + 7] = -pr[k, i] / visc[k, i]
             last = phi.shape[2] - 1
             phi[k, rc, last] = (swept_cap - pdc[k, i] * v0[i]) * g_cap[k, i]
             phi[k, rr, last] = (swept_rod - pdr[k, i] * v0[i]) * g_rod[k, i]

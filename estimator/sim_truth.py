@@ -202,6 +202,7 @@ def family_truth(profile: Profile, columns: Mapping[str, Any]) -> dict[str, floa
                 f"V0+/b{i}": v0c / b,
                 f"V0-/b{i}": v0r / b,
                 f"Cint{i}": j.leak_internal,
+                f"Cext{i}": j.leak_external,
                 **{f"Q0{e}{i}": v for e, v in zip(EDGES, q0, strict=True)},
                 **{f"QL{e}{i}": v for e, v in zip(EDGES, ql, strict=True)},
             }

@@ -55,6 +55,7 @@ def _plant(air: float = 0.0):
             stiction_neg=STICTION * (320.0 - 70.0 * i),
             stribeck_velocity=STRIBECK_M_S,
             leak_internal=2.0e-12,
+            leak_external=2.0e-13 * (1 + i),
             null_bias=BIAS[i],
             lap=LAP[i],
             null_leak_opening=LEAK_OPENING[i],
@@ -114,7 +115,8 @@ def _truth(params, effects):
         mech += [j.stiction_pos - j.coulomb_pos, j.stiction_neg - j.coulomb_neg]
         cf = params.flow_gains[i]
         v0c, v0r = j.dead_volumes(float(params.dead_volume[i]))
-        fluid += [*cf, v0c / params.bulk_modulus, v0r / params.bulk_modulus, j.leak_internal]
+        fluid += [*cf, v0c / params.bulk_modulus, v0r / params.bulk_modulus]
+        fluid += [j.leak_internal, j.leak_external]
         q0, ql = valve_coefficients(cf, j.null_bias, j.lap, j.null_leak_opening)
         fluid += [*q0, *ql]
         if params.oil is not None:  # the null shift's Qtₑ = Cfₑ β
@@ -228,6 +230,14 @@ def test_validation_plant_reproduces_the_equations() -> None:
         derivative_fx(x, np.zeros(2), p2.pack(), e2.pack(p2), b)
         np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-9 * np.max(np.abs(a)))
     assert lin_plant(params, list(params.mech_names()) + params.fluid_names(), theta[:16]) is None
+    # A parameter file written before C_ext: no external leakage, the rest as estimated.
+    names = [*mech.names, *fluid.names]
+    keep = [k for k, nm in enumerate(names) if not nm.startswith("Cext")]
+    old = lin_plant(params, [names[k] for k in keep], theta[keep])
+    assert old is not None
+    assert [j.leak_external for j in old[1].joints] == [0.0, 0.0]
+    assert [j.leak_internal for j in old[1].joints] == [j.leak_internal for j in e2.joints]
+    assert all(j.leak_external > 0.0 for j in e2.joints)
 
 
 def _switches(bias, lap) -> np.ndarray:
@@ -331,7 +341,9 @@ def test_oil_law_refers_the_simulators_warm_and_cold_oil_to_40c() -> None:
         )
         assert np.max(resid0) > 1e-3, model.name
         assert set(model.referred) == {
-            nm for nm in model.names if nm.startswith(("Fv", "Cint", "Q0", "Qt")) or "/b" in nm
+            nm
+            for nm in model.names
+            if nm.startswith(("Fv", "Cint", "Cext", "Q0", "Qt")) or "/b" in nm
         }
 
 

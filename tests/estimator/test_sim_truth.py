@@ -55,6 +55,7 @@ def test_every_real_rig_parameter_has_the_simulators_value() -> None:
         assert truth[f"dFs+{i}"] == pytest.approx(j.stiction_pos - j.coulomb_pos)
         assert truth[f"dFs-{i}"] == pytest.approx(j.stiction_neg - j.coulomb_neg)
         assert truth[f"Cint{i}"] == j.leak_internal
+        assert truth[f"Cext{i}"] == j.leak_external
         # The profile declares an oil law: the null offsets at its 40 °C, the shift per K.
         cf = true.flow_gains[i - 1]
         q0, _ = valve_coefficients(cf, j.null_bias, j.lap, j.null_leak_opening)
