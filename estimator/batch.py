@@ -70,6 +70,11 @@ class BatchResult:
     sigma_pct_noise: np.ndarray | None = field(init=False)
 
     def __post_init__(self) -> None:
+        self.refresh()
+
+    def refresh(self) -> None:
+        """The concatenated per-parameter arrays, again from `fits` (after a fit's values
+        were changed in place, e.g. by estimator.closed_loop_choice)."""
         noise = [f.sigma_pct if f.sigma_pct_noise is None else f.sigma_pct_noise for f in self.fits]
         counted = any(f.sigma_pct_noise is not None for f in self.fits)
         self.sigma_pct_noise = np.concatenate(noise) if counted else None

@@ -116,6 +116,9 @@ class LinearModel:
     #: Its equations are the chambers' flow balances only (DESIGN §1.2): it also uses the rows
     #: an experiment gives to those alone (`identify = "fluid"`, estimator.segment_rows).
     fluid: bool = field(default=False, compare=False)
+    #: Per-joint parameters the batch chooses by closed-loop simulation where its equations
+    #: flag them (estimator.closed_loop_choice: weak in the equations, strong in the loop).
+    closed_loop: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         for attr in ("truth", "prior"):

@@ -528,6 +528,9 @@ def lin_fluid_model(
         valid=ref.valid,
         truth=truth,
         fluid=True,
+        # C_ext sets the pressure a valve near null holds a chamber at, yet its column is
+        # nearly the null flows' (module doc): chosen in closed loop where the fit flags it.
+        closed_loop=tuple(nm for nm in names if nm.startswith("Cext")),
         caveats=(null_flow_caveat(names),),
         shapes=tuple(nm for nm in names if nm.startswith(("Q0", "QL"))),
         # With the null shift the Q0ₑ are the null offsets at T_ref too.

@@ -17,15 +17,16 @@ import numpy as np
 from controller.plant.params import PlantEffects, PlantParams
 from daq.profile.plant import known_params
 from estimator.batch import BatchResult, identify_run
+from estimator.closed_loop_choice import WINDOW_S, choose_closed_loop
 from estimator.datause import STATE_RUNNING
-from estimator.models import load_models
+from estimator.models import LinearModel, load_models
 from estimator.models_lin import SMOOTH_SIGN_M_S, lin_plant
 from estimator.online import Estimate, OnlineIdentifier
 from estimator.report.runs import ReportError, RunData, measured, recorded_experiment
 from estimator.segment_rows import fluid_only_rows, fluid_only_spans
 from estimator.shape_search import with_configured_shape, with_configured_switches
 from estimator.structure import Structure
-from estimator.validation import ValidationResult, validate
+from estimator.validation import Measured, ValidationResult, validate
 from estimator.validation_closed_loop import (
     VELOCITY_FIT_S,
     ClosedLoopResult,
@@ -181,7 +182,76 @@ def batch_identify(
                     f"{m.n_params} parameters {m.names}"
                 )
             result.plant_names.update(zip(m.names, m.plant_names, strict=True))
+    if refine:
+        choose_in_closed_loop(rd, result, models)
     return result
+
+
+def choose_in_closed_loop(rd: RunData, result: BatchResult, models: Sequence[LinearModel]) -> None:
+    """The parameters the models name `closed_loop` and the fit flagged, chosen by simulating
+    the identified model in closed loop on the run (estimator.closed_loop_choice); the fits'
+    values changed in place (their WLS values kept beside), a note says what was chosen. Where
+    the run recorded no experiment, or the model cannot drive the physics, nothing changes
+    and a note says why."""
+    by_name = {f.name: f for f in result.fits}
+    wanted = [(by_name[m.name], m) for m in models if m.closed_loop and m.name in by_name]
+    candidates = [
+        nm
+        for f, m in wanted
+        for nm in m.closed_loop
+        if nm in f.names and not f.identifiable[f.names.index(nm)]
+    ]
+    if not candidates:
+        return
+    event = recorded_experiment(rd)
+    if event is None:
+        result.notes.append(
+            f"{', '.join(candidates)}: the run recorded no experiment, so they are not chosen "
+            "in closed loop (the equations' values kept)"
+        )
+        return
+    scale = {nm: float(m.param_scale[m.names.index(nm)]) for _, m in wanted for nm in m.closed_loop}
+    band = next((f.shape_value for f in result.fits if f.shape_value is not None), None)
+    plant_names = [result.plant_names.get(n, n) for n in result.names]
+    setup = control_setup(rd.profile, event["experiment"], event.get("gains"))
+    m_all = measured(rd)
+    rows = min(len(m_all.t), round(WINDOW_S / rd.period))
+    window = Measured(
+        m_all.t[:rows],
+        m_all.q[:rows],
+        m_all.p_cap[:rows],
+        m_all.p_rod[:rows],
+        m_all.spool[:rows],
+        None if m_all.piston is None else m_all.piston[:rows],
+    )
+    qd0 = _velocity_before(rd)
+    why: list[str] = []
+
+    def fits_of(theta: np.ndarray) -> dict[str, float]:
+        plant, reason = identified_params(rd.params, plant_names, theta, band, rd.oil_c)
+        if plant is None:
+            why.append(reason or "the parameters cannot drive the physics")
+            return {}
+        params, effects = plant
+        with np.errstate(all="ignore"):  # a poor trial may diverge: its cost is ∞
+            return validate_closed_loop(params, rd.period, window, setup, effects, None, qd0).fit
+
+    try:
+        choice = choose_closed_loop(result.names, result.theta, candidates, scale, fits_of)
+    except (ValueError, TypeError, KeyError, FloatingPointError) as exc:
+        result.notes.append(f"{', '.join(candidates)}: the closed-loop choice failed: {exc}")
+        return
+    if why:
+        result.notes.append(f"{', '.join(candidates)}: not chosen in closed loop: {why[0]}")
+        return
+    for f, _ in wanted:
+        if f.theta_wls is None:
+            f.theta_wls = f.theta.copy()
+        for nm, v in choice.values.items():
+            if nm in f.names:
+                f.theta[f.names.index(nm)] = v
+    result.refresh()
+    result.notes.append(f"{', '.join(candidates)}: {choice.note()}")
 
 
 #: A parameter set validation simulates: the shared physics' parameters and, for a model family
