@@ -148,6 +148,7 @@ TARGETS: dict[str, Target] = {
             "tests/loop/test_alloc.py",
             "tests/loop/test_state.py",
             "tests/loop/test_stall.py",  # the real-time path and its overrun accounting
+            "tests/loop/test_pacing_clock.py",  # the same paths' arithmetic, exact
             "tests/loop/test_compiled_trips.py",  # a compiled law that raises
         ),
         ("daq/loop/cycle.py", "row[0] = self.seq", "row[0] = self.seq + 1"),
