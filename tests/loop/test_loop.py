@@ -12,8 +12,8 @@ from daq.loop.cycle import LoopError
 from daq.loop.interlocks import Trip
 from daq.loop.states import State
 from daq.profile.schema import Profile
-from tests.loop.conftest import col, cycles, post, row
-from tests.loop.fakes import FakeBackend, HoldP, Ramp
+from tests.loop.conftest import col, cycles, post, row, with_changes
+from tests.loop.fakes import Constant, FakeBackend, HoldP, Ramp
 
 MakeLoop = Callable[..., tuple[Loop, FakeBackend]]
 
@@ -210,3 +210,39 @@ def test_an_exception_outside_the_controller_stops_the_loop_latched_with_valves_
     assert backend.null_writes >= 1
     assert backend.last_volts.tolist() == [c.null_volts for c in profile.outputs]
     assert loop.finished.is_set()
+
+
+def test_a_failed_write_without_the_backend_error_interlock_nulls_and_goes_on(
+    profile: Profile,
+) -> None:
+    """`backend_error = false` (a rig whose driver reports transient errors): a write that
+    fails is followed by a null write, and the loop stays armed rather than tripping."""
+    prof = with_changes(profile, backend_error=False)
+    backend = FakeBackend(prof)
+    loop = Loop(prof, backend, hold=Constant(), virtual_time=True, ring_capacity=1 << 12)
+    post(loop, "arm")
+    cycles(loop, 5)
+    nulls = backend.null_writes
+    backend.write_error = True
+    cycles(loop, 3)
+    assert loop.state == State.ARMED and loop.fault is None
+    assert backend.null_writes >= nulls + 3  # one after each failed write
+    assert col(loop, loop.seq - 1, "cmd.valve_1") == 0.0  # what reached the valves: null
+    backend.write_error = False
+    cycles(loop, 2)
+    assert col(loop, loop.seq - 1, "cmd.valve_1") != 0.0
+
+
+def test_a_hold_whose_compiled_twin_cannot_be_built_is_only_logged_at_warm_up(
+    profile: Profile, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from controller.compiled import runner as compiled_runner
+
+    def refuse(runner: object) -> object:
+        raise ValueError("no twin for this law")
+
+    monkeypatch.setattr(compiled_runner, "compile_runner", refuse)
+    loop = Loop(profile, FakeBackend(profile), hold=HoldP(), virtual_time=True, compiled=True)
+    with caplog.at_level("WARNING"):
+        loop.warm_up()  # does not raise: the arm that needs the twin names why
+    assert "could not be built" in caplog.text and "no twin for this law" in caplog.text
