@@ -225,10 +225,17 @@ def choose_in_closed_loop(rd: RunData, result: BatchResult, models: Sequence[Lin
         None if m_all.piston is None else m_all.piston[:rows],
     )
     qd0 = _velocity_before(rd)
+    # The plant at the window's own oil temperature (a run warms by kelvins, and the valve's
+    # null moves ~0.7 mV per kelvin with it: the run's mean would put the window's null off).
+    oil_c, temp = rd.oil_c, rd.profile.oil_temperature
+    if oil_c is not None and temp is not None:
+        t = np.asarray(rd.columns[f"eng.{temp.name}"][:rows], dtype=float)
+        t = t[np.isfinite(t)]
+        oil_c = float(np.mean(t)) if t.size else oil_c
     why: list[str] = []
 
     def fits_of(theta: np.ndarray) -> dict[str, float]:
-        plant, reason = identified_params(rd.params, plant_names, theta, band, rd.oil_c)
+        plant, reason = identified_params(rd.params, plant_names, theta, band, oil_c)
         if plant is None:
             why.append(reason or "the parameters cannot drive the physics")
             return {}
