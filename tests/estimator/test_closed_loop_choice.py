@@ -5,10 +5,17 @@ batch (estimator.report.analysis.choose_in_closed_loop)."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
 
+from daq.profile import load_profile
+from daq.profile.plant import plant_params
+from estimator.batch import BatchResult
 from estimator.closed_loop_choice import (
     SPAN,
     STEPS,
@@ -17,7 +24,13 @@ from estimator.closed_loop_choice import (
     joint_of,
     pressure_cost,
 )
+from estimator.models import LinearModel
+from estimator.models_lin import lin_models
+from estimator.report import analysis
+from estimator.validation import Measured
+from estimator.wls import ModelFit
 
+ROOT = Path(__file__).resolve().parents[2]
 NAMES = ["Cint1", "Cext1", "Cint2", "Cext2"]
 SCALE = {"Cext1": 1e-13, "Cext2": 1e-13}
 
@@ -112,3 +125,123 @@ def test_parameters_must_name_one_joint_each() -> None:
         choose_closed_loop(["Cext1", "Cext1b1"], theta[:2], ["Cext1", "Cext1b1"], {
             "Cext1": 1e-13, "Cext1b1": 1e-13}, fits_of)  # fmt: skip
     assert choose_closed_loop(NAMES, theta, [], SCALE, fits_of) == ClosedLoopChoice()
+
+
+# ---------------------------------------------------------------- the wiring into the batch
+
+
+def _model_fit(name: str, names: list[str], theta: list[float], flagged: set[str]) -> ModelFit:
+    n = len(names)
+    return ModelFit(
+        name=name,
+        names=list(names),
+        theta_ls=np.array(theta),
+        theta=np.array(theta),
+        cov=np.eye(n),
+        sigma_pct=np.array([np.nan if nm in flagged else 1.0 for nm in names]),
+        sigma_pct_ls=np.ones(n),
+        residual_var=1.0,
+        equation_sigma=np.ones(2),
+        singular_values=np.ones(n),
+        condition=1.0,
+        unidentifiable=sorted(flagged),
+        rows=100,
+        identifiable=np.array([nm not in flagged for nm in names]),
+    )
+
+
+@dataclass
+class _Run:
+    """What `choose_in_closed_loop` reads of a run."""
+
+    profile: Any
+    params: Any = None
+    period: float = 1e-3
+    oil_c: float | None = None
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+BEST = {"Cext1": 2.0e-13, "Cext2": 1.0e-13}
+
+
+@pytest.fixture
+def fake_loop(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, float]]:
+    """The closed loop replaced by a cost that is best at `BEST` (the plant handed through is
+    the parameter vector itself): only the wiring is under test here; the physics is the
+    bench's (bench/identification_accuracy.py)."""
+    seen: list[dict[str, float]] = []
+    names: list[str] = []
+
+    def identified(known: Any, plant_names: list[str], theta: np.ndarray, *a: Any) -> Any:
+        names[:] = plant_names
+        return (dict(zip(plant_names, theta, strict=True)), None), None
+
+    def closed(params: dict[str, float], *a: Any, **k: Any) -> Any:
+        seen.append(params)
+        fit = {}
+        for j in ("1", "2"):
+            d = abs(params[f"Cext{j}"] - BEST[f"Cext{j}"]) / 4e-13
+            fit[f"p_cap{j}"] = fit[f"p_rod{j}"] = 100.0 * (1.0 - d)
+        return SimpleNamespace(fit=fit)
+
+    t = np.arange(100) * 1e-3
+    z = np.zeros((100, 2))
+    monkeypatch.setattr(analysis, "recorded_experiment", lambda rd: {"experiment": {}})
+    monkeypatch.setattr(analysis, "control_setup", lambda *a: None)
+    monkeypatch.setattr(analysis, "measured", lambda rd: Measured(t, z, z, z, z, None))
+    monkeypatch.setattr(analysis, "_velocity_before", lambda rd: None)
+    monkeypatch.setattr(analysis, "identified_params", identified)
+    monkeypatch.setattr(analysis, "validate_closed_loop", closed)
+    return seen
+
+
+def _batch(flagged: set[str]) -> tuple[BatchResult, list[LinearModel]]:
+    prof = load_profile(ROOT / "hw_profiles" / "sim-2dof-realistic.toml")
+    models = lin_models(plant_params(prof))
+    fits = []
+    for m in models:
+        theta = [{"Cext1": 1.5e-13, "Cext2": 3.0e-13}.get(nm, 1.0) for nm in m.names]
+        fits.append(_model_fit(m.name, list(m.names), theta, flagged & set(m.names)))
+    return BatchResult(fits=fits, fs=1000.0, conditioning=[(20.0, 1)] * 2), models
+
+
+def test_the_batch_puts_the_flagged_parameters_at_their_closed_loop_choice(
+    fake_loop: list[dict[str, float]],
+) -> None:
+    result, models = _batch({"Cext1", "Cext2", "Cint1"})
+    prof = load_profile(ROOT / "hw_profiles" / "sim-2dof-realistic.toml")
+    analysis.choose_in_closed_loop(_Run(prof), result, models)  # type: ignore[arg-type]
+    fluid = result.fits[1]
+    for nm in ("Cext1", "Cext2"):
+        i = result.names.index(nm)  # in the fit and in the concatenation
+        assert result.theta[i] == pytest.approx(BEST[nm], rel=0.05, abs=0.0)
+        assert fluid.theta[fluid.names.index(nm)] == result.theta[i]
+        assert not result.identifiable[i]  # still flagged: no σ comes with it
+    assert fluid.theta_wls is not None
+    assert fluid.theta_wls[fluid.names.index("Cext2")] == 3.0e-13  # the equations' beside
+    assert result.theta[result.names.index("Cint1")] == 1.0  # not a closed-loop parameter
+    assert len(fake_loop) == 3 + STEPS
+    (note,) = result.notes
+    assert note.startswith("Cext1, Cext2: chosen by closed-loop simulation") and "no σ" in note
+
+
+def test_a_measured_parameter_keeps_its_measurement(fake_loop: list[dict[str, float]]) -> None:
+    result, models = _batch({"Cext2"})
+    prof = load_profile(ROOT / "hw_profiles" / "sim-2dof-realistic.toml")
+    analysis.choose_in_closed_loop(_Run(prof), result, models)  # type: ignore[arg-type]
+    assert result.theta[result.names.index("Cext1")] == 1.5e-13
+    assert result.theta[result.names.index("Cext2")] == pytest.approx(1.0e-13, rel=0.05, abs=0.0)
+    assert all(set(p) >= {"Cext1", "Cext2"} for p in fake_loop)
+    assert all(p["Cext1"] == 1.5e-13 for p in fake_loop)  # never moved in a trial either
+
+
+def test_nothing_changes_without_a_recorded_experiment(
+    fake_loop: list[dict[str, float]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(analysis, "recorded_experiment", lambda rd: None)
+    result, models = _batch({"Cext1", "Cext2"})
+    prof = load_profile(ROOT / "hw_profiles" / "sim-2dof-realistic.toml")
+    before = result.theta.copy()
+    analysis.choose_in_closed_loop(_Run(prof), result, models)  # type: ignore[arg-type]
+    assert np.array_equal(result.theta, before) and not fake_loop
+    assert "recorded no experiment" in result.notes[0]
