@@ -60,8 +60,8 @@ def test_every_real_rig_parameter_has_the_simulators_value() -> None:
         cf = true.flow_gains[i - 1]
         q0, _ = valve_coefficients(cf, j.null_bias, j.lap, j.null_leak_opening)
         for e, v, t in zip(EDGES, q0, cf * j.null_shift_per_k, strict=True):
-            assert truth[f"Q0{e}{i}"] == pytest.approx(v, rel=1e-12)
-            assert truth[f"Qt{e}{i}"] == pytest.approx(t, rel=1e-12)
+            assert truth[f"Q0{e}{i}"] == pytest.approx(v, rel=1e-12, abs=0.0)
+            assert truth[f"Qt{e}{i}"] == pytest.approx(t, rel=1e-12, abs=0.0)
     assert truth["air"] == eff.air_content
 
 
@@ -77,7 +77,7 @@ def test_without_an_oil_law_the_null_offsets_are_the_runs() -> None:
         b0 = j.null_bias + j.null_shift_per_k * (30.0 - eff.reference_c)
         q0, _ = valve_coefficients(true.flow_gains[i - 1], b0, j.lap, j.null_leak_opening)
         for e, v in zip(EDGES, q0, strict=True):
-            assert truth[f"Q0{e}{i}"] == pytest.approx(v, rel=1e-12)
+            assert truth[f"Q0{e}{i}"] == pytest.approx(v, rel=1e-12, abs=0.0)
 
 
 def test_no_truth_off_the_simulator() -> None:
