@@ -243,3 +243,28 @@ def test_a_law_that_raises_inside_the_compiled_cycle_trips_and_the_loop_goes_on(
     assert loop.fault is not None and loop.fault.code == Trip.CONTROLLER_ERROR, loop.fault
     assert "ZeroDivisionError" in loop.fault.where
     assert (rows[:, 0] > loop.fault.seq).sum() > 100  # it went on cycling
+
+
+def test_a_runner_whose_phase_change_raises_trips_and_the_loop_goes_on() -> None:
+    """The compiled runner's `prepare` (its rare phase changes, in Python) raising is the
+    controller's fault as a law's error is: CONTROLLER_ERROR naming it, valves null, the loop
+    still cycling."""
+    from daq.loop.mailbox import Request
+    from daq.loop.states import State
+
+    loop = sim_loop(load_profile(PROFILE), compiled=True, ring_capacity=1 << 10)
+    loop.mailbox._slot.append(Request("arm", None))
+    loop.run(0.02)
+    assert loop.state == State.ARMED and loop._fast is not None
+
+    def broken(fb: Any) -> bool:
+        raise RuntimeError("phase table corrupt")
+
+    loop._fast.prepare = broken  # type: ignore[method-assign]
+    seq = loop.seq
+    loop.run(0.05)
+    assert loop.error is None
+    assert loop.fault is not None and loop.fault.code == Trip.CONTROLLER_ERROR
+    assert "phase table corrupt" in loop.fault.where and loop.fault.seq == seq
+    assert loop.seq == seq + 50  # it went on cycling
+    assert np.all(loop.volts == loop.null)

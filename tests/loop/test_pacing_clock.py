@@ -189,3 +189,17 @@ def test_a_hardware_paced_loop_measures_wake_up_against_the_device_grid(
     assert loop.seq == 17
     slow = _PacedLate.SLOW_NS - _PacedLate.LATENCY_NS
     assert slow <= loop.timing.wake_max_ns <= slow + 5 * TICK
+    # The rig's step between cycles (nothing here) costs the clock reads around it.
+    assert 0 < loop.timing.between_max_ns <= 2 * TICK
+
+
+def test_a_backend_whose_channels_do_not_match_the_profile_is_refused(profile: Profile) -> None:
+    class _Short(FakeBackend):
+        def __init__(self, p: Profile, inputs: int, outputs: int) -> None:
+            super().__init__(p)
+            self.n_inputs, self.n_outputs = inputs, outputs
+
+    n_in, n_out = len(profile.inputs), len(profile.outputs)
+    for inputs, outputs in ((n_in - 1, n_out), (n_in, n_out + 1)):
+        with pytest.raises(ValueError, match=f"backend has {inputs} inputs/{outputs} outputs"):
+            Loop(profile, _Short(profile, inputs, outputs), virtual_time=True)
