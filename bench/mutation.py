@@ -297,7 +297,19 @@ TARGETS: dict[str, Target] = {
     ),
     "batch": Target(
         ("estimator/batch.py",),
-        ("tests/estimator/test_segment_rows.py", "tests/estimator/test_trust.py"),
+        (
+            "tests/estimator/test_segment_rows.py",
+            "tests/estimator/test_trust.py",
+            # The batch end to end on short recorded and synthetic runs (45 s in all).
+            "tests/estimator/test_identification.py",
+            "tests/estimator/test_batch_accuracy.py",
+            "tests/estimator/test_model_shapes.py",
+            "tests/estimator/test_sensor_sigma.py",
+            "tests/estimator/test_structure.py",
+            "tests/estimator/test_rate_4khz.py",
+            "tests/estimator/test_spool.py",
+            "tests/estimator/test_closed_loop_choice.py",
+        ),
         (
             "estimator/batch.py",
             "b for b in (all_blocks if mdl.fluid else not_fluid_blocks)",
