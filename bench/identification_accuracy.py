@@ -464,6 +464,7 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
     from daq.profile.plant import known_params
     from estimator.batch import identify_run
     from estimator.models import load_models, reference_models
+    from estimator.report.analysis import choose_in_closed_loop
     from estimator.segment_rows import fluid_only_rows
     from estimator.sensor_sigma import channel_uncertainty
     from estimator.sim_truth import family_truth
@@ -489,6 +490,9 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
             run.columns, known, profile=prof, models=models, linkwise=label == "profile",
             sensor_uncertainty=unc, fluid_only=fluid_only,
         )  # fmt: skip
+        # The parameters chosen in closed loop where the equations flag them, as `rigctl
+        # identify` prints them (estimator.closed_loop_choice).
+        choose_in_closed_loop(run, bres, models)
         rows = []
         for f in bres.fits:
             noise_pct = f.sigma_pct if f.sigma_pct_noise is None else f.sigma_pct_noise
