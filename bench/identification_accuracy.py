@@ -251,6 +251,24 @@ def _finite(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and math.isfinite(v) else None
 
 
+def named_in(name: str, warnings: list[str]) -> bool:
+    """Whether a warning names the parameter as its subject (flags it in words): outside the
+    parentheses, which hold the weak directions' linear combinations and the σ budgets — a
+    parameter that only appears in one of those is described, not flagged — and as a whole
+    name (Fc+1 is not Fc+12)."""
+    pattern = re.compile(rf"(?<![\w+\-/]){re.escape(name)}(?![\w+\-/])")
+    for w in warnings:
+        depth, outside = 0, []
+        for ch in w:
+            depth += ch == "("
+            if depth == 0:
+                outside.append(ch)
+            depth -= ch == ")" and depth > 0
+        if pattern.search("".join(outside)):
+            return True
+    return False
+
+
 def summarise(result: dict[str, Any]) -> dict[str, Any]:
     params = result["parameters"]
     warnings = list(result.get("warnings", []))
@@ -258,7 +276,7 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
     out["flagged"] = [
         p["name"]
         for p in params
-        if not p.get("identifiable", True) or any(p["name"] in w for w in warnings)
+        if not p.get("identifiable", True) or named_in(p["name"], warnings)
     ]
     for est in ("online", "batch"):
         errs = [abs(p[f"{est}_error_pct"]) for p in params]
