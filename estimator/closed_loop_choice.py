@@ -28,6 +28,7 @@ model's, and the batch's notes say so with both values.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -57,6 +58,8 @@ class ClosedLoopChoice:
     cost: dict[str, float] = field(default_factory=dict)
     cost_equations: dict[str, float] = field(default_factory=dict)
     trials: int = 0
+    #: Wall seconds the simulations took.
+    seconds: float = 0.0
 
     def note(self) -> str:
         if not self.values:
@@ -68,7 +71,8 @@ class ClosedLoopChoice:
         )
         return (
             f"chosen by closed-loop simulation of the identification run's first {WINDOW_S:g} s "
-            f"with its own controller (DIDIM, {self.trials} simulations): {parts}; flagged, no σ"
+            f"with its own controller (DIDIM, {self.trials} simulations in {self.seconds:.0f} s): "
+            f"{parts}; flagged, no σ"
         )
 
 
@@ -128,6 +132,7 @@ def choose_closed_loop(
                 best[nm] = (c, trial[nm])
         return costs
 
+    t0 = time.monotonic()
     at_start = run(start)
     out.cost_equations = dict(at_start)
     a = {nm: hi[nm] - INVPHI * (hi[nm] - lo[nm]) for nm in candidates}
@@ -153,4 +158,5 @@ def choose_closed_loop(
     for nm in candidates:
         out.equations[nm] = start[nm]
         out.cost[nm], out.values[nm] = best[nm]
+    out.seconds = time.monotonic() - t0
     return out
