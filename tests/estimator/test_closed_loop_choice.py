@@ -29,6 +29,7 @@ from estimator.models_lin import lin_models
 from estimator.report import analysis
 from estimator.validation import Measured
 from estimator.wls import ModelFit
+from tests.estimator.fits import model_fit
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = ["Cint1", "Cext1", "Cint2", "Cext2"]
@@ -131,22 +132,14 @@ def test_parameters_must_name_one_joint_each() -> None:
 
 
 def _model_fit(name: str, names: list[str], theta: list[float], flagged: set[str]) -> ModelFit:
-    n = len(names)
-    return ModelFit(
-        name=name,
-        names=list(names),
-        theta_ls=np.array(theta),
-        theta=np.array(theta),
-        cov=np.eye(n),
-        sigma_pct=np.array([np.nan if nm in flagged else 1.0 for nm in names]),
-        sigma_pct_ls=np.ones(n),
-        residual_var=1.0,
-        equation_sigma=np.ones(2),
-        singular_values=np.ones(n),
-        condition=1.0,
+    return model_fit(
+        name,
+        names,
+        theta=theta,
+        identifiable=[nm not in flagged for nm in names],
+        sigma_pct=[np.nan if nm in flagged else 1.0 for nm in names],
+        kappa=(1.0, 1.0),
         unidentifiable=sorted(flagged),
-        rows=100,
-        identifiable=np.array([nm not in flagged for nm in names]),
     )
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from estimator.fit_warnings import fit_warnings, output_labels, still_joints
 from estimator.wls import ModelFit
+from tests.estimator.fits import model_fit
 
 
 def fit(
@@ -19,24 +20,8 @@ def fit(
     identifiable: tuple[bool, ...] = (True, True),
     unidentifiable: tuple[str, ...] = (),
 ) -> ModelFit:
-    n = len(names)
-    return ModelFit(
-        name=name,
-        names=list(names),
-        theta_ls=np.ones(n),
-        theta=np.ones(n),
-        cov=np.eye(n),
-        sigma_pct=np.ones(n),
-        sigma_pct_ls=np.ones(n),
-        residual_var=1.0,
-        equation_sigma=np.ones(len(kappa)),
-        singular_values=np.ones(n),
-        condition=1.0,
-        unidentifiable=list(unidentifiable),
-        rows=100,
-        identifiable=np.array(identifiable, dtype=bool),
-        output_correlation=list(kappa),
-        disagreement_z=np.array(z, dtype=float),
+    return model_fit(
+        name, names, kappa=kappa, z=z, identifiable=identifiable, unidentifiable=unidentifiable
     )
 
 
