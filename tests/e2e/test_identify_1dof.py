@@ -24,6 +24,8 @@ MAX_1B_ERROR_PCT = 0.5
 #: Least squares printed instead (its errors-in-variables bias, −0.5…−0.75 %): the nominal
 #: plant's 1 % target.
 LS_1B_ERROR_PCT = 1.0
+#: M's least squares printed instead: its bias from the angle noise in q̈ is −0.13 % (10 runs).
+M_LS_ERROR_PCT = 0.3
 
 
 def test_every_parameter_within_its_error_bars_and_1b_and_m_refined(tmp_path: Path) -> None:
@@ -43,7 +45,13 @@ def test_every_parameter_within_its_error_bars_and_1b_and_m_refined(tmp_path: Pa
     # M: least squares sits −0.13 % low (the angle sensors' noise in q̈); the refinement's
     # instruments take q̈ from the measured force (measured +0.014 % mean, sd 0.022, 10 runs).
     m = params["M"]
-    assert m["batch_method"] == "IV" and abs(m["batch_error_pct"]) < 0.1, m
+    if m["batch_method"] == "IV":
+        assert abs(m["batch_error_pct"]) < 0.1, m
+    else:
+        # The chooser prints least squares where the Hausman test finds no bias beyond the two
+        # estimates' σ (estimator.refine.choose), as for 1/b below: seen in a fresh-clone CI
+        # run (M −0.106 %). Then within ±3σ (above) and its known bias's reach.
+        assert abs(m["batch_error_pct"]) < M_LS_ERROR_PCT, m
     inv_b = params["1/b"]
     if inv_b["batch_method"] == "IV":
         assert abs(inv_b["batch_error_pct"]) < MAX_1B_ERROR_PCT, inv_b
