@@ -8,6 +8,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 
 from daq.loop import Loop, cycle
@@ -50,11 +51,13 @@ class _SlowStep(FakeBackend):
     def __init__(self, profile: Profile, clock: FakeClock, at: int, extra_ns: int) -> None:
         super().__init__(profile)
         self.clock, self.at, self.extra_ns, self.calls = clock, at, extra_ns, 0
+        self.t_next: list[float] = []
 
     def between_cycles(self, t_next: float) -> None:
         if self.calls == self.at:
             self.clock.ns += self.extra_ns
         self.calls += 1
+        self.t_next.append(t_next)
 
 
 def test_a_realtime_run_of_n_periods_runs_n_cycles_each_on_its_deadline(
@@ -73,6 +76,7 @@ def test_a_realtime_run_of_n_periods_runs_n_cycles_each_on_its_deadline(
     assert min(clock.sleeps) > loop.period - 200e-6 - 50 * TICK * 1e-9
     # The wake-up is a few clock reads after the deadline, never a period.
     assert loop.timing.wake_max_ns <= 5 * TICK
+    assert 0 < loop.timing.between_max_ns <= 2 * TICK  # the rig's step: nothing here
     rows = loop.ring.data[:50]
     assert rows[:, 1].tolist() == pytest.approx([k * loop.period for k in range(50)])
     # Once stopped, the wall time is the run's and stays so (the clock moves on regardless).
@@ -149,6 +153,48 @@ def test_a_late_cycle_under_the_stall_limit_does_not_trip(
     loop.run(40 * loop.period)
     assert loop.fault is None and loop.state == State.ARMED
     assert loop.timing.snapshot()["overruns"] == 1
+    # The rig's step is told the loop time it runs to: the next cycle's, on the period grid
+    # (two deadlines skipped after the slow one).
+    grid = [(k + 1) * loop.period for k in range(21)] + [
+        (k + 3) * loop.period for k in range(21, 38)
+    ]
+    assert backend.t_next == pytest.approx(grid, rel=0, abs=1e-12)
+    # Each row's compute time is the cycle's own, in seconds: a few clock reads, not a period.
+    rows = loop.ring.data[: loop.seq]
+    assert np.all(rows[:, 6] > 0.0) and np.all(rows[:, 6] < 20 * TICK * 1e-9)
+
+
+def test_consecutive_overruns_trip_at_the_profiles_limit(
+    profile: Profile, clock: FakeClock
+) -> None:
+    """overrun_limit = 3: three late cycles in a row trip, on the third (the stall form off)."""
+
+    class _SlowRun(FakeBackend):
+        def between_cycles(self, t_next: float) -> None:
+            if 10 <= round(t_next / prof.period) <= 30:
+                clock.ns += round(1.2 * prof.period * 1e9)
+
+    prof = with_changes(profile, overrun_limit=3, stall_ms=0.0)
+    loop = Loop(prof, _SlowRun(prof), hold=HoldP(), virtual_time=False)
+    post(loop, "arm")
+    loop.run(60 * loop.period)
+    f = loop.fault
+    assert f is not None and f.code == Trip.OVERRUN and f.where != STALL
+    assert f.value == 3.0 and f.limit == 3.0
+    assert loop.timing.snapshot()["max_consecutive_overruns"] >= 3
+
+
+def test_a_ring_of_another_width_is_refused_and_a_loop_never_started_joins_at_once(
+    profile: Profile,
+) -> None:
+    from daq.ring import SampleRing
+
+    loop = Loop(profile, FakeBackend(profile), virtual_time=True)
+    assert loop.join(0.0) is True  # nothing to wait for
+    width = loop.layout.width
+    Loop(profile, FakeBackend(profile), virtual_time=True, ring=SampleRing(64, width))
+    with pytest.raises(ValueError, match=f"ring rows have {width + 1} columns"):
+        Loop(profile, FakeBackend(profile), virtual_time=True, ring=SampleRing(64, width + 1))
 
 
 class _PacedLate(FakeBackend):
