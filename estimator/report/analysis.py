@@ -227,11 +227,9 @@ def choose_in_closed_loop(rd: RunData, result: BatchResult, models: Sequence[Lin
     qd0 = _velocity_before(rd)
     # The plant at the window's own oil temperature (a run warms by kelvins, and the valve's
     # null moves ~0.7 mV per kelvin with it: the run's mean would put the window's null off).
-    oil_c, temp = rd.oil_c, rd.profile.oil_temperature
-    if oil_c is not None and temp is not None:
-        t = np.asarray(rd.columns[f"eng.{temp.name}"][:rows], dtype=float)
-        t = t[np.isfinite(t)]
-        oil_c = float(np.mean(t)) if t.size else oil_c
+    oil_c = rd.mean_oil_c(rows)
+    if oil_c is None:  # no finite reading in the window: the run's
+        oil_c = rd.oil_c
     why: list[str] = []
 
     def fits_of(theta: np.ndarray) -> dict[str, float]:

@@ -62,10 +62,14 @@ class RunData:
     def oil_c(self) -> float | None:
         """Mean measured oil temperature (°C) of the analysed rows where an oil law uses it
         (`[plant.oil]` and a temperature channel), else None."""
+        return self.mean_oil_c()
+
+    def mean_oil_c(self, rows: int | None = None) -> float | None:
+        """`oil_c` over the analysed segment's first `rows` rows (None: all of them)."""
         ch = self.profile.oil_temperature
         if self.params.oil is None or ch is None:
             return None
-        t = np.asarray(self.columns.get(f"eng.{ch.name}", []), dtype=float)
+        t = np.asarray(self.columns.get(f"eng.{ch.name}", [])[:rows], dtype=float)
         t = t[np.isfinite(t)]
         return float(np.mean(t)) if t.size else None
 

@@ -153,6 +153,9 @@ class _Run:
     oil_c: float | None = None
     columns: dict[str, np.ndarray] = field(default_factory=dict)
 
+    def mean_oil_c(self, rows: int | None = None) -> float | None:
+        return self.oil_c
+
 
 BEST = {"Cext1": 2.0e-13, "Cext2": 1.0e-13}
 
