@@ -60,6 +60,17 @@ class Measured:
     spool: np.ndarray
     piston: np.ndarray | None = None
 
+    def head(self, rows: int) -> Measured:
+        """The first `rows` rows of every signal (views)."""
+        return Measured(
+            self.t[:rows],
+            self.q[:rows],
+            self.p_cap[:rows],
+            self.p_rod[:rows],
+            self.spool[:rows],
+            None if self.piston is None else self.piston[:rows],
+        )
+
 
 @dataclass
 class ValidationResult:

@@ -26,7 +26,7 @@ from estimator.report.runs import ReportError, RunData, measured, recorded_exper
 from estimator.segment_rows import fluid_only_rows, fluid_only_spans
 from estimator.shape_search import with_configured_shape, with_configured_switches
 from estimator.structure import Structure
-from estimator.validation import Measured, ValidationResult, validate
+from estimator.validation import ValidationResult, validate
 from estimator.validation_closed_loop import (
     VELOCITY_FIT_S,
     ClosedLoopResult,
@@ -216,14 +216,7 @@ def choose_in_closed_loop(rd: RunData, result: BatchResult, models: Sequence[Lin
     setup = control_setup(rd.profile, event["experiment"], event.get("gains"))
     m_all = measured(rd)
     rows = min(len(m_all.t), round(WINDOW_S / rd.period))
-    window = Measured(
-        m_all.t[:rows],
-        m_all.q[:rows],
-        m_all.p_cap[:rows],
-        m_all.p_rod[:rows],
-        m_all.spool[:rows],
-        None if m_all.piston is None else m_all.piston[:rows],
-    )
+    window = m_all.head(rows)
     qd0 = _velocity_before(rd)
     # The plant at the window's own oil temperature (a run warms by kelvins, and the valve's
     # null moves ~0.7 mV per kelvin with it: the run's mean would put the window's null off).

@@ -82,3 +82,15 @@ def test_simulation_restarts_from_the_measured_state_each_window() -> None:
         np.testing.assert_array_equal(r.simulated["q"][k0], m.q[k0])
     # …and in between it runs free: one sample later it differs.
     assert not np.array_equal(r.simulated["p_cap"][1001], m.p_cap[1001])
+
+
+def test_measured_head_is_the_first_rows_of_every_signal() -> None:
+    from estimator.validation import Measured
+
+    rows = np.arange(20.0).reshape(10, 2)
+    m = Measured(rows[:, 0], rows, rows + 1, rows + 2, rows + 3, rows + 4)
+    h = m.head(4)
+    for name in ("q", "p_cap", "p_rod", "spool", "piston"):
+        assert np.array_equal(getattr(h, name), getattr(m, name)[:4]), name
+    assert np.array_equal(h.t, m.t[:4])
+    assert Measured(m.t, m.q, m.p_cap, m.p_rod, m.spool).head(3).piston is None
