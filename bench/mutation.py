@@ -325,6 +325,27 @@ TARGETS: dict[str, Target] = {
             'self._fluid = {str(s.get("name")) for s in segs}',
         ),
     ),
+    # The closed-loop choice's search and its wiring into the batch (a fake loop: seconds).
+    "closed_loop_choice": Target(
+        ("estimator/closed_loop_choice.py",),
+        ("tests/estimator/test_closed_loop_choice.py",),
+        (
+            "estimator/closed_loop_choice.py",
+            "if c < best[nm][0]:",
+            "if c > best[nm][0]:",
+        ),
+    ),
+    # The real-rig family's regressors against the simulator's own equations, the compiled
+    # twin, the validation plant, the truth.
+    "models_lin": Target(
+        ("estimator/models_lin.py",),
+        (
+            "tests/estimator/test_models_lin.py",
+            "tests/estimator/test_lin_compiled.py",
+            "tests/estimator/test_sim_truth.py",
+        ),
+        ("estimator/models_lin.py", "phi[:, rr, c + 6] = leak", "phi[:, rr, c + 6] = -leak"),
+    ),
     "sensor_sigma": Target(
         ("estimator/sensor_sigma.py",),
         ("tests/estimator/test_sensor_sigma.py",),
