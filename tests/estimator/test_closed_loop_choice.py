@@ -241,3 +241,16 @@ def test_nothing_changes_without_a_recorded_experiment(
     analysis.choose_in_closed_loop(_Run(prof), result, models)  # type: ignore[arg-type]
     assert np.array_equal(result.theta, before) and not fake_loop
     assert "recorded no experiment" in result.notes[0]
+
+
+def test_a_model_that_diverges_at_every_trial_keeps_the_equations_value() -> None:
+    theta = np.array([2e-12, 1.5e-13, 2e-12, 3e-13])
+
+    def diverged(th: np.ndarray) -> dict[str, float]:
+        return dict.fromkeys(("p_cap1", "p_rod1", "p_cap2", "p_rod2"), math.nan)
+
+    choice = choose_closed_loop(NAMES, theta, ["Cext1", "Cext2"], SCALE, diverged, steps=4)
+    assert choice.values == {"Cext1": 1.5e-13, "Cext2": 3e-13}
+    assert choice.cost == {"Cext1": math.inf, "Cext2": math.inf}
+    # The time the simulations took, for the note: here next to nothing.
+    assert 0.0 <= choice.seconds < 60.0
