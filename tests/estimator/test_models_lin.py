@@ -10,22 +10,27 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from controller.plant.dynamics import P_ATM, cylinder, derivative_fx
+from controller.plant.dynamics import P_ATM, cylinder, derivative_fx, joint_from_piston
 from controller.plant.oil import OilLaw
 from controller.plant.params import JointEffects, PlantEffects
 from daq.profile import load_profile
 from daq.profile.plant import plant_params
-from estimator.models import Sample, evaluate, load_models
+from estimator.models import Sample, evaluate, fluid_model, load_models, mechanical_model
 from estimator.models_lin import (
+    EDGE_SIGNS,
+    EDGES,
     POLYTROPIC_INDEX,
     SMOOTH_SIGN_M_S,
     STRIBECK_M_S,
+    lin_fluid_regressor,
+    lin_fluid_regressor_reference,
     lin_models,
     lin_plant,
     null_shift,
     valve_coefficients,
     valve_shape,
 )
+from estimator.shape_search import choose_switches
 
 ROOT = Path(__file__).resolve().parents[2]
 BIAS = (0.02, -0.015)
@@ -443,3 +448,181 @@ def test_a_gain_estimated_at_zero_implies_no_valve_constants() -> None:
     assert b0[1] == lap[1] == leak[1] == 0.0 and b0[0] == pytest.approx(BIAS[0])
     plant = lin_plant(params, names, theta)
     assert plant is not None and plant[1].joints[1].null_bias == 0.0
+
+
+def _names_theta(params, effects):
+    mech, fluid = lin_models(params)
+    return [*mech.names, *fluid.names], np.concatenate(_truth(params, effects))
+
+
+def _arm_at_mid_stroke(params) -> np.ndarray:
+    """r = ds/dq at s = 0, by central difference of the piston's displacement."""
+    q = joint_from_piston(params, np.zeros((1, params.n)))
+    h = 1e-6
+    return ((cylinder(params, q + h)[0] - cylinder(params, q - h)[0]) / (2 * h))[0]
+
+
+def test_validation_plant_splits_unequal_viscous_terms_at_the_piston() -> None:
+    """Fv⁺ ≠ Fv⁻ (lin_plant's doc): the joint keeps Fv = min(Fv⁺, Fv⁻), the excess goes to the
+    piston as f_v± = (Fv± − Fv)/r² with r at mid-stroke, all × ν(T)/ν_ref at `oil_c`."""
+    params, effects = _warm_plant()
+    names, theta = _names_theta(params, effects)
+    fv = params.viscous_friction
+    fv_pos, fv_neg = np.array([1.5, 1.0]) * fv, np.array([1.0, 2.0]) * fv
+    for i in range(2):
+        theta[names.index(f"Fv+{i + 1}")] = fv_pos[i]
+        theta[names.index(f"Fv-{i + 1}")] = fv_neg[i]
+    assert params.oil is not None
+    visc = float(params.oil.viscosity_ratio(28.0))
+    assert visc > 1.5  # colder than 40 °C: the factor shows
+    plant = lin_plant(params, names, theta, oil_c=28.0)
+    assert plant is not None
+    p2, e2 = plant
+    r = _arm_at_mid_stroke(params)
+    np.testing.assert_allclose(p2.viscous_friction, visc * fv, rtol=1e-12)
+    got = [(j.viscous_pos, j.viscous_neg) for j in e2.joints]
+    want = [(visc * 0.5 * fv[0] / r[0] ** 2, 0.0), (0.0, visc * fv[1] / r[1] ** 2)]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_validation_plant_applies_the_oil_law_only_with_law_and_temperature() -> None:
+    """Without `oil_c` the plant is the estimate's own (the law's reference temperature);
+    without a declared law an `oil_c` has nothing to refer by and changes nothing."""
+    for params, effects in (_warm_plant(), _plant()):
+        names, theta = _names_theta(params, effects)
+        cases = [lin_plant(params, names, theta)]
+        if params.oil is None:
+            cases.append(lin_plant(params, names, theta, oil_c=28.0))
+        for plant in cases:
+            assert plant is not None
+            p2, e2 = plant
+            np.testing.assert_allclose(p2.viscous_friction, params.viscous_friction, rtol=1e-12)
+            assert p2.bulk_modulus == pytest.approx(params.bulk_modulus, rel=1e-12)
+            for got, want in zip(e2.joints, effects.joints, strict=True):
+                assert got.null_bias == pytest.approx(want.null_bias, rel=1e-9)
+                assert got.leak_internal == pytest.approx(want.leak_internal, rel=1e-12)
+
+
+def test_validation_plant_from_a_file_without_the_stribeck_bumps() -> None:
+    """A parameter file written before the dFs± has no bump (breakaway = Coulomb force); a θ
+    that does not match its names is refused, not paired up to the shorter."""
+    params, effects = _plant()
+    names, theta = _names_theta(params, effects)
+    keep = [k for k, nm in enumerate(names) if not nm.startswith("dFs")]
+    old = lin_plant(params, [names[k] for k in keep], theta[keep])
+    assert old is not None
+    for got, want in zip(old[1].joints, effects.joints, strict=True):
+        assert got.stiction_pos == got.coulomb_pos == want.coulomb_pos
+        assert got.stiction_neg == got.coulomb_neg == want.coulomb_neg
+    with pytest.raises(ValueError):
+        lin_plant(params, names, np.r_[theta, 0.0])
+
+
+def test_null_shift_of_a_joint_after_one_without() -> None:
+    """β per joint: a joint whose estimate has no Qtₑ reads 0 and the next still gets its own."""
+    th = {f"Cf{e}{i}": 1e-6 * (1 + k) for i in (1, 2) for k, e in enumerate(EDGES)}
+    th |= {f"Qt{e}2": 5e-4 * th[f"Cf{e}2"] for e in EDGES}
+    np.testing.assert_allclose(null_shift(th, 2), [0.0, 5e-4], rtol=1e-12)
+
+
+def test_without_a_measured_temperature_the_null_shift_columns_are_empty() -> None:
+    """An oil law but no oil temperature: T − T_ref unknown, the Qtₑ columns carry nothing
+    (in the compiled regressor and its definition alike) and the rest is the model's without
+    the law."""
+    params, effects = _warm_plant()
+    x = _sample(
+        params, replace(effects, thermal=False), _states(params, np.random.default_rng(14), 50)
+    )
+    assert x.temp is None
+    names = lin_models(params)[1].names
+    qt = [k for k, nm in enumerate(names) if nm.startswith("Qt")]
+    assert len(qt) == 8
+    for regressor in (lin_fluid_regressor, lin_fluid_regressor_reference):
+        phi, _ = regressor(params, x)
+        assert np.all(phi[:, :, qt] == 0.0)
+        rest = np.delete(phi, qt, axis=2)
+        np.testing.assert_allclose(rest, regressor(replace(params, oil=None), x)[0], rtol=1e-15)
+
+
+def test_an_edge_is_shut_exactly_at_its_opening_point() -> None:
+    """o_e = [s_e (u + b₀) > d] (module doc): at s_e (u + b₀) = d the edge still passes only its
+    null leakage (QL column), and just past it it is open, the same g_e in its Q0 column."""
+    params, _ = _plant()
+    # Joint 1 at null (b₀ = d = 0, u = 0); joint 2 at its s = +1 edges' opening point
+    # u = d − b₀ = 0.25 (b₀ = −0.125, d = 0.125, all exact in binary).
+    valve = np.array([0.0, -0.125, 0.0, 0.125])
+    names = lin_models(params)[1].names
+    pos_edges = [e for e, s in zip(EDGES, EDGE_SIGNS, strict=True) if s > 0]
+    q = np.full((2, 2), 0.6)
+    z = np.zeros_like(q)
+    s, _ = cylinder(params, q)
+    p = np.full_like(q, 0.5 * params.supply_pressure)
+    u = np.array([[0.0, 0.25], [2.0**-20, 0.25 + 2.0**-20]])  # at, then just past
+    x = Sample(q=q, qd=z, qdd=z, s=s, sd=z, p_cap=p, pd_cap=z, p_rod=p, pd_rod=z, u=u)
+    for regressor in (lin_fluid_regressor, lin_fluid_regressor_reference):
+        phi, _ = regressor(params, x, valve)
+        for i in (1, 2):
+            rows = slice(2 * i - 2, 2 * i)
+            col = {
+                nm: names.index(f"{nm}{i}")
+                for nm in (f"{k}{e}" for k in ("Cf", "Q0", "QL") for e in EDGES)
+            }
+            for e in EDGES:
+                assert np.all(phi[0, rows, col[f"Cf{e}"]] == 0.0), (regressor, i, e)
+                assert np.all(phi[0, rows, col[f"Q0{e}"]] == 0.0), (regressor, i, e)
+                assert np.any(phi[0, rows, col[f"QL{e}"]] != 0.0), (regressor, i, e)
+            for e in pos_edges:
+                np.testing.assert_array_equal(
+                    phi[1, rows, col[f"Q0{e}"]], phi[0, rows, col[f"QL{e}"]]
+                )
+                assert np.all(phi[1, rows, col[f"QL{e}"]] == 0.0)
+
+
+def test_the_switch_search_follows_each_pair_of_edges_alone() -> None:
+    """The residual's valley along one pair of edges' opening point (`VALVE_DIRECTIONS`):
+    a cost that resolves one opening point sharply and the other weakly pins the b₀ and d
+    moves (each moves both points), so only the line that moves the weak point alone
+    reaches the minimum. Joint 1's valley runs along u = d − b₀, joint 2's along u = −d − b₀;
+    the search must find both valves' b₀ and d."""
+    params, _ = _plant()
+    sw = lin_models(params)[1].switches
+    assert sw is not None
+    b0, lap = np.array([0.006, -0.005]), np.array([-0.007, 0.004])
+    weight_open, weight_close = np.array([1.0, 1e4]), np.array([1e4, 1.0])
+
+    def cost(value: np.ndarray) -> np.ndarray:
+        b, d = value
+        e_open = (d - b - (lap - b0)) / 1e-3  # mV off the s = +1 edges' opening point
+        e_close = (-d - b - (-lap - b0)) / 1e-3  # and the s = −1 edges'
+        return 1.0 + weight_open * e_open**2 + weight_close * e_close**2
+
+    got = choose_switches(sw, cost).value
+    np.testing.assert_allclose(got, [b0, lap], atol=2e-4)
+
+
+def test_coulomb_scale_is_a_seal_force() -> None:
+    """The Coulomb and bump parameters are normalised by 5 % of the cap area's force at supply
+    pressure (N, their size), the others by 1."""
+    params, _ = _plant()
+    mech = lin_models(params)[0]
+    force = 0.05 * params.supply_pressure * max(params.area_cap)
+    assert 100.0 < force < 1e5  # the size of a seal's friction force
+    for nm, scale in zip(mech.names, mech.param_scale, strict=True):
+        assert scale == pytest.approx(force if nm[:2] in {"Fc", "dF"} else 1.0, rel=1e-12), nm
+
+
+def test_the_fluid_model_uses_the_fluid_only_rows_like_the_reference() -> None:
+    """Its equations are the chambers' flow balances (`LinearModel.fluid`), the mechanical
+    model's are not: the same as the reference family's."""
+    params, _ = _plant()
+    mech, fluid = lin_models(params)
+    assert fluid.fluid and fluid_model(params).fluid
+    assert not mech.fluid and not mechanical_model(params).fluid
+
+
+def test_the_switch_note_prints_millivolts() -> None:
+    params, _ = _plant()
+    sw = lin_models(params)[1].switches
+    assert sw is not None
+    text = sw.show(np.array([[0.003, -0.0125], [-0.007, 0.004]]))
+    assert text == "null offset b₀ [3.00, -12.50] mV, lap d [-7.00, 4.00] mV (< 0 underlap)"
