@@ -36,7 +36,6 @@ Compared: every joint's angle, spool, both pressures and (with a potentiometer) 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -44,6 +43,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize
 
+from controller.compiled.runner import compile_runner
 from controller.experiment import Experiment
 from controller.feedback import Feedback
 from controller.limits import JointLimits
@@ -190,29 +190,12 @@ def simulate_closed_loop(
     fb = Feedback(n)
     ref, volts = np.zeros(n), np.zeros(n)
     states, refs, cmds = np.empty((steps, 5 * n)), np.empty((steps, n)), np.empty((steps, n))
-    runner = setup.runner(period)
+    # The loop's own compiled twin of the runner where it has one (bit-equal to the Python
+    # runner, tests/controller/test_compiled.py): the replay runs the runner every cycle.
+    py_runner = setup.runner(period)
+    runner = compile_runner(py_runner) or py_runner
 
-    noise = [(getattr(fb, name), e) for name, e in (sensor_noise or {}).items()]
-    frames = [(getattr(fb, name), f) for name, f in setup.sensors.items()]
-    resolutions = [(getattr(fb, name), res) for name, res in setup.sensing.items()]
-
-    def sense(k: int) -> None:
-        fb.t = k * period
-        fb.q[:] = x[:n]
-        fb.p_cap[:] = x[2 * n : 3 * n]
-        fb.p_rod[:] = x[3 * n : 4 * n]
-        fb.spool[:] = x[4 * n : 5 * n]
-        for j in range(n):
-            fb.piston[j], _ = dynamics.piston(P, j, x[j])
-        for arr, f in frames:
-            f.error(arr)
-        for arr, e in noise:
-            arr += e[k]
-        for arr, res in resolutions:
-            res.apply(arr)
-        for arr, f in frames:
-            f.correct(arr)
-
+    sense = _sensing(fb, x, P, n, period, setup, sensor_noise, steps)
     logged = [(getattr(fb, name), out) for name, out in (seen or {}).items()]
     sense(0)
     runner.enable(fb)
@@ -223,12 +206,7 @@ def simulate_closed_loop(
         for arr, out in logged:
             out[k] = arr
         runner.step(fb, ref, volts)
-        np.clip(volts, setup.v_lo, setup.v_hi, out=volts)
-        # The D/A writes whole codes (the simulator's write(), the profile's converter).
-        np.floor((volts - setup.v_min) / setup.v_lsb + 0.5, out=volts)
-        volts *= setup.v_lsb
-        volts += setup.v_min
-        refs[k], cmds[k] = ref, volts
+        _write_valves(k, ref, volts, setup.v_lo, setup.v_hi, setup.v_min, setup.v_lsb, refs, cmds)
         if E is None:
             dynamics.integrate(x[: 5 * n], volts, P, period, SUBSTEPS, work)
         else:
@@ -412,6 +390,136 @@ def initial_velocity(q: np.ndarray, k0: int, period: float) -> np.ndarray:
     return np.asarray(np.polyfit(t, rows, 2)[1], dtype=float)
 
 
+@njit
+def _write_valves(k, ref, volts, v_lo, v_hi, v_min, v_lsb, refs, cmds):
+    """The valve volts as the rig's outputs write them: the interlocks' amplitude clamp, then
+    the D/A's whole codes (the simulator's write(), the profile's converter); row k of the
+    references and commands stored."""
+    for j in range(volts.shape[0]):
+        v = volts[j]
+        if v < v_lo[j]:
+            v = v_lo[j]
+        elif v > v_hi[j]:
+            v = v_hi[j]
+        v = np.floor((v - v_min[j]) / v_lsb[j] + 0.5) * v_lsb[j]  # NaN stays NaN
+        volts[j] = v + v_min[j]
+        refs[k, j] = ref[j]
+        cmds[k, j] = volts[j]
+
+
+#: The feedback fields in the order `_read_fields` fills its rows (controller.feedback.Feedback).
+SENSED = ("q", "p_cap", "p_rod", "spool", "piston")
+
+
+def _sensing(
+    fb: Feedback,
+    x: np.ndarray,
+    P: np.ndarray,
+    n: int,
+    period: float,
+    setup: ControlSetup,
+    sensor_noise: Mapping[str, np.ndarray] | None,
+    steps: int,
+) -> Callable[[int], None]:
+    """`sense(k)`: the simulated state `x` as the channels read it at cycle k, into `fb` — per
+    value the true sensor's error, the run's noise, the converter's step, the calibration's
+    correction (`SensorFrame`, `Resolution`). One compiled call per cycle (`_read_fields`)
+    where every channel's scaling is linear; per field in Python otherwise (the same
+    arithmetic in the same order: bit-equal)."""
+    if any(res.other for res in setup.sensing.values()):
+        return _sensing_python(fb, x, P, n, period, setup, sensor_noise)
+    rows = np.full((len(SENSED), n), np.nan)
+    for i, name in enumerate(SENSED):  # the fields become views of one block
+        setattr(fb, name, rows[i])
+    shape = (len(SENSED), n)
+    # Per field and joint (rows in SENSED order); the identity where a field has no true
+    # sensor frame or no converter (×1, +0, /1: exact, so the arithmetic stays bit-equal).
+    gain, cal_gain, r_gain, r_lsb, r_full = (np.ones(shape) for _ in range(5))
+    offset, cal_offset, r_offset, r_min = (np.zeros(shape) for _ in range(4))
+    r_wraps, r_linear, r_missing = (np.zeros(shape, bool) for _ in range(3))
+    noise = np.zeros((steps if sensor_noise else 1, *shape))
+    for i, name in enumerate(SENSED):
+        f = setup.sensors.get(name)
+        if f is not None:
+            gain[i], offset[i] = f.gain, f.offset
+            cal_gain[i], cal_offset[i] = f.cal_gain, f.cal_offset
+        res = setup.sensing.get(name)
+        if res is not None:
+            r_gain[i], r_offset[i], r_min[i], r_lsb[i] = res.gain, res.offset, res.cmin, res.lsb
+            r_full[i], r_wraps[i] = res.full, res.wraps
+            r_linear[i], r_missing[i] = res.linear, res.missing
+        if sensor_noise and name in sensor_noise:
+            noise[:, i] = sensor_noise[name][:steps]
+    noisy = bool(sensor_noise)
+    conv = (r_gain, r_offset, r_min, r_lsb, r_full, r_wraps, r_linear, r_missing)
+
+    def sense(k: int) -> None:
+        fb.t = k * period
+        _read_fields(x, P, n, rows, gain, offset, noise[k if noisy else 0], *conv, cal_gain,
+                     cal_offset)  # fmt: skip
+
+    return sense
+
+
+def _sensing_python(
+    fb: Feedback,
+    x: np.ndarray,
+    P: np.ndarray,
+    n: int,
+    period: float,
+    setup: ControlSetup,
+    sensor_noise: Mapping[str, np.ndarray] | None,
+) -> Callable[[int], None]:
+    """`_sensing` for channels with a scaling `_read_fields` does not compile: per field."""
+    noise = [(getattr(fb, name), e) for name, e in (sensor_noise or {}).items()]
+    frames = [(getattr(fb, name), f) for name, f in setup.sensors.items()]
+    resolutions = [(getattr(fb, name), res) for name, res in setup.sensing.items()]
+
+    def sense(k: int) -> None:
+        fb.t = k * period
+        fb.q[:] = x[:n]
+        fb.p_cap[:] = x[2 * n : 3 * n]
+        fb.p_rod[:] = x[3 * n : 4 * n]
+        fb.spool[:] = x[4 * n : 5 * n]
+        for j in range(n):
+            fb.piston[j], _ = dynamics.piston(P, j, x[j])
+        for arr, f in frames:
+            f.error(arr)
+        for arr, e in noise:
+            arr += e[k]
+        for arr, res in resolutions:
+            res.apply(arr)
+        for arr, f in frames:
+            f.correct(arr)
+
+    return sense
+
+
+@njit
+def _read_fields(x, P, n, rows, gain, offset, noise, r_gain, r_offset, r_min, r_lsb, r_full,
+                 r_wraps, r_linear, r_missing, cal_gain, cal_offset):  # fmt: skip
+    """`_sensing_python`'s `sense` for linear channels, every field in one pass (rows in
+    `SENSED` order): (true · g + o) + noise, the converter's step, then the calibration."""
+    for j in range(n):
+        rows[0, j] = x[j]
+        rows[1, j] = x[2 * n + j]
+        rows[2, j] = x[3 * n + j]
+        rows[3, j] = x[4 * n + j]
+        rows[4, j] = dynamics.piston(P, j, x[j])[0]
+    for i in range(rows.shape[0]):
+        for j in range(n):
+            y = rows[i, j] * gain[i, j]
+            y += offset[i, j]
+            y += noise[i, j]
+            if r_linear[i, j]:
+                y = _quantised(y, r_gain[i, j], r_offset[i, j], r_min[i, j], r_lsb[i, j],
+                               r_full[i, j], r_wraps[i, j])  # fmt: skip
+            if r_missing[i, j]:
+                y = np.nan
+            y -= cal_offset[i, j]
+            rows[i, j] = y / cal_gain[i, j]
+
+
 class Resolution:
     """The joints' input channels of one feedback field at their converters' resolution: eng →
     counts → eng as the loop sees them (`daq.scaling`; linear scalings vectorised, others per
@@ -451,15 +559,20 @@ class Resolution:
 
 
 @njit
+def _quantised(y, gain, offset, cmin, lsb, full, wraps):
+    """One linear channel's value: eng → nearest code (wrapped or saturated,
+    `daq.scaling.units_to_counts`) → eng."""
+    code = np.floor(((y - offset) / gain - cmin) / lsb + 0.5)  # NaN stays NaN
+    if wraps:
+        code = code % full
+    else:
+        code = min(max(code, 0.0), full - 1.0)
+    return gain * (cmin + code * lsb) + offset
+
+
+@njit
 def _quantise(y, gain, offset, cmin, lsb, full, wraps, linear):
-    """Linear channels: eng → nearest code (wrapped or saturated, `daq.scaling.units_to_counts`)
-    → eng, in place; one compiled pass, as the replay calls it every simulated cycle."""
+    """Linear channels of `y` through `_quantised`, in place."""
     for j in range(y.shape[0]):
-        if not linear[j]:
-            continue
-        code = math.floor(((y[j] - offset[j]) / gain[j] - cmin[j]) / lsb[j] + 0.5)
-        if wraps[j]:
-            code = code % full[j]
-        else:
-            code = min(max(code, 0.0), full[j] - 1.0)
-        y[j] = gain[j] * (cmin[j] + code * lsb[j]) + offset[j]
+        if linear[j]:
+            y[j] = _quantised(y[j], gain[j], offset[j], cmin[j], lsb[j], full[j], wraps[j])
