@@ -18,8 +18,8 @@ Paths, each timed in its own fresh process, alternately (`--repeats` rounds):
              instead of its residual alone, the static part added and the decimation scaled
              over the whole Φ, and each sensor refit conditioning every signal again (the
              conditioned signals are still shared by a search's candidates, as before).
-`--blas-threads 1` runs both with one BLAS thread (docs/estimator.md: OpenBLAS's threads wait
-for each other on a busy machine). Both must give the same estimates: every θ and σ, flag,
+`--blas-threads K` runs both with K BLAS threads (the batch runs one unless told otherwise:
+estimator.blas; OpenBLAS's threads wait for each other on a busy machine). Both must give the same estimates: every θ and σ, flag,
 note and warning (`equal`; the largest relative θ and σ difference beside it). Figures on a
 shared machine are loaded: the load average is printed with them.
 
@@ -147,7 +147,7 @@ def main() -> None:
     ap.add_argument("--profile", default=str(PROFILE))
     ap.add_argument("--repeats", type=int, default=1, help="rounds of (reference, fast)")
     ap.add_argument("--only", choices=("fast", "reference"), help="time one path only")
-    ap.add_argument("--blas-threads", type=int, help="OPENBLAS_NUM_THREADS of the timed processes")
+    ap.add_argument("--blas-threads", type=int, help="BLAS threads of the timed processes (default: the batch's own, one)")
     ap.add_argument("--worker", nargs=3, metavar=("RUN", "PATH", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -166,6 +166,7 @@ def main() -> None:
                 env = dict(os.environ)
                 if args.blas_threads:
                     env["OPENBLAS_NUM_THREADS"] = str(args.blas_threads)
+                    env["HYDRIG_BLAS_THREADS"] = str(args.blas_threads)  # estimator.blas
                 subprocess.run(cmd, check=True, cwd=ROOT, env=env)
                 with open(out, "rb") as fh:
                     got[path].append(pickle.load(fh))

@@ -28,6 +28,7 @@ import numpy as np
 
 from controller.plant.params import PlantParams
 from daq.profile.schema import Profile
+from estimator.blas import blas_limited
 from estimator.chain import TEMP_SLOT
 from estimator.datause import STATE_RUNNING, DataUse, blocks, classify
 from estimator.fit_warnings import STILL_DEG, fit_warnings, still_joints
@@ -109,6 +110,7 @@ def joint_parameters(names: Sequence[str], joint: int, nj: int) -> list[str]:
     return out
 
 
+@blas_limited()  # one BLAS thread unless $HYDRIG_BLAS_THREADS says otherwise (estimator.blas)
 def identify_run(
     columns: Mapping[str, np.ndarray],
     params_known: PlantParams,

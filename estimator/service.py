@@ -34,6 +34,7 @@ import zmq
 from daq.profile.loader import ProfileError, load_profile
 from daq.profile.schema import Estimator as EstimatorCfg
 from daq.telemetry.wire import Event, Meta, SampleBatch
+from estimator.blas import limit_blas_threads
 from estimator.models_lin import lin_plant
 from estimator.online import Estimate, OnlineIdentifier
 from estimator.paramfile import read_param_file, write_param_file
@@ -139,6 +140,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("-v", "--verbose", action="count", default=0)
     args = ap.parse_args(argv)
+    try:  # the refits and fits in this process: estimator.blas says why
+        limit_blas_threads()
+    except ValueError as e:
+        ap.error(str(e))
     logging.basicConfig(
         level=logging.WARNING - 10 * min(args.verbose, 2),
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
