@@ -39,7 +39,7 @@ import numpy as np
 
 from daq.profile import ProfileError, load_profile
 from rigctl.cmd_run import load_experiment
-from rigctl.common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
+from rigctl.common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE, limit_estimator_threads
 from rigctl.identify_power import power_down, power_up
 from rigctl.identify_table import ParameterRow, fit_warnings, format_table, rows_from
 from rigctl.session import ROOT, RigSession, SessionError
@@ -106,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     # otherwise pay for loading it (≈0.6 s).
     from estimator.report.runs import ReportError
 
+    limit_estimator_threads()
     try:
         if args.run is not None:
             result = _offline(

@@ -151,3 +151,15 @@ def simple_command(subparsers: Any, name: str, cmd: str, help_text: str) -> argp
     add_json_option(p)
     p.set_defaults(func=lambda args: call(args, cmd))
     return p
+
+
+def limit_estimator_threads() -> None:
+    """One BLAS thread for the estimator's numerics in this command, unless
+    `$HYDRIG_BLAS_THREADS` says otherwise (estimator.blas says why); a bad value is a usage
+    error. Imported here, when a command needs the estimator, not for every command."""
+    from estimator.blas import limit_blas_threads
+
+    try:
+        limit_blas_threads()
+    except ValueError as e:
+        raise UsageError(str(e)) from None

@@ -14,7 +14,6 @@ import os
 import sys
 from collections.abc import Sequence
 
-from estimator.blas import limit_blas_threads
 from rigctl.common import EXIT_OK, EXIT_USAGE, UsageError, resolve_connection
 
 log = logging.getLogger(__name__)
@@ -69,10 +68,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     try:
-        try:  # identification, prediction, reports: estimator.blas says why
-            limit_blas_threads()
-        except ValueError as e:
-            raise UsageError(str(e)) from None
         resolve_connection(args)  # --endpoint, else --profile, else $RIG_COMMANDS/$RIG_TELEMETRY
         return int(args.func(args))
     except UsageError as e:

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rigctl.common import EXIT_OK, UsageError, add_json_option
+from rigctl.common import EXIT_OK, UsageError, add_json_option, limit_estimator_threads
 
 
 def register(subparsers: Any) -> None:
@@ -74,6 +74,8 @@ def predict(args: argparse.Namespace, profile: Path, experiment: Path) -> Any:
     from controller.experiment import Experiment, ExperimentError
     from estimator.predict import is_chain_profile, predict_chain, predict_service_rig
     from rigctl.cmd_run import load_experiment
+
+    limit_estimator_threads()
 
     if args.draws is not None and not 2 <= args.draws <= 10000:
         raise UsageError(f"--draws must be in [2, 10000], got {args.draws}")

@@ -66,11 +66,15 @@ def test_the_batch_fit_runs_with_one_thread(two_threads, monkeypatch):
 
 
 def test_rigctl_refuses_a_bad_count_as_a_usage_error(monkeypatch, capsys):
+    """`rigctl predict` (and `check`, `identify`) limit the threads when they load the
+    estimator: a bad count is refused before anything is computed."""
     from rigctl.common import EXIT_USAGE
     from rigctl.main import main
 
     monkeypatch.setenv(ENV, "lots")
-    experiment = PROFILES.parent / "experiments" / "validation-2dof.toml"
-    assert main(["check", str(experiment)]) == EXIT_USAGE
+    root = PROFILES.parent
+    args = ["predict", "--profile", str(PROFILES / "sim-2dof.toml"), "--experiment",
+            str(root / "experiments" / "validation-2dof.toml")]  # fmt: skip
+    assert main(args) == EXIT_USAGE
     err = capsys.readouterr().err
     assert ENV in err and "≥ 1" in err
