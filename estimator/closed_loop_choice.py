@@ -36,8 +36,8 @@ import numpy as np
 
 #: Seconds of the identification run each trial simulates. On the standard experiment this
 #: holds its settle, multisine and valve-sine segments; the choice of C_ext₂ on the first 45 s
-#: and on the whole 115 s run agreed (seed 1: both best at 0.6–0.7 × the equations' value), at
-#: 2.5 s per trial instead of 6 s on this machine.
+#: and on the whole 115 s run agreed (seed 1: both best at 0.6–0.7 × the equations' value), in
+#: half the time per trial.
 WINDOW_S = 60.0
 #: The search interval's top over the equations' value: C_ext came out within a factor 1.5 of
 #: the truth on the realistic rig.
