@@ -239,10 +239,8 @@ def identify_run(
             raise ValueError(f"model '{mdl.name}': cutoff {fc} Hz outside (0, {fs / 2})")
         nd = decimation if decimation is not None else max(1, int(0.4 * fs / fc))
         trim = int((4.0 / fc if trim_s is None else trim_s) * fs)
-        blks = [
-            b for b in (all_blocks if mdl.fluid else not_fluid_blocks)
-            if b.stop - b.start > 2 * trim + 30 * nd
-        ]  # fmt: skip
+        candidates = all_blocks if mdl.fluid else not_fluid_blocks
+        blks = [b for b in candidates if b.stop - b.start > 2 * trim + 30 * nd]
         not_excited = [nm for j, _ in still for nm in joint_parameters(mdl.names, j, nj)]
         shape_value = None
         if mdl.shape is not None and blks:
@@ -276,7 +274,10 @@ def identify_run(
             instrument_raw=instrument_raw,
         )
         if got is None:
-            fits.append(prior_fit(mdl, use.summary(1.0 / fs)))
+            why = use.summary(1.0 / fs)
+            if not blks:
+                why += f"; {_too_short(candidates, 2 * trim + 30 * nd, fs)}"
+            fits.append(prior_fit(mdl, why))
             used.append((fc, nd))
             continue
         fit, notes_m = got
@@ -349,6 +350,16 @@ def identify_run(
         warnings=warnings,
         notes=notes,
         periodic=periodic,
+    )
+
+
+def _too_short(candidates: Sequence[slice], need: int, fs: float) -> str:
+    """Why no block served a model: its longest stretch of usable rows against the rows it
+    needs (the filter's start-up trimmed at both ends and 30 decimated rows)."""
+    longest = max((b.stop - b.start for b in candidates), default=0)
+    return (
+        f"its longest stretch of usable rows is {longest / fs:.2f} s and it needs more than "
+        f"{need / fs:.2f} s (the filter's start-up at both ends and 30 decimated rows)"
     )
 
 

@@ -203,6 +203,20 @@ def test_a_model_the_run_gave_nothing_keeps_its_prior_and_the_next_is_still_fitt
     assert not got.fits[1].identifiable.any()
 
 
+def test_a_model_with_no_long_enough_stretch_says_how_long_its_longest_is_and_what_it_needs(
+    harness,
+) -> None:
+    # trim 0.1 s = 100 rows, n_d 2: more than 2·100 + 30·2 = 260 rows needed; the longest
+    # segment is 250 rows.
+    got = harness.run(segments=[slice(0, 250), slice(400, 600)], trim_s=0.1, decimation=2)
+    assert harness.calls[0]["blks"] == []
+    (warning,) = got.fits[0].warnings
+    assert "longest stretch of usable rows is 0.25 s and it needs more than 0.26 s" in warning
+    # A model that had a long enough stretch and still got nothing is not told it lacked one.
+    got = harness.run(segments=[slice(0, 400)], trim_s=0.1, decimation=2)
+    assert "longest stretch" not in got.fits[0].warnings[0]
+
+
 @pytest.mark.parametrize("cutoff", [0.0, 500.0, 600.0])
 def test_a_models_own_cutoff_outside_zero_to_nyquist_is_refused(harness, cutoff) -> None:
     with pytest.raises(ValueError) as err:
