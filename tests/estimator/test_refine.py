@@ -14,6 +14,7 @@ import pytest
 
 from estimator.models import LinearModel, Sample
 from estimator.refine import (
+    MATERIAL_FRACTION,
     MAX_ITERATIONS,
     SETTLE_SIGMA,
     choose,
@@ -338,6 +339,34 @@ def test_settled_bounds_every_free_parameter_by_its_own_sigma() -> None:
     assert not settled(_THETA2, _THETA2 - np.array([0.0, above]) * sigma, sigma, both)
     first = np.array([True, False])
     assert settled(_THETA2, _THETA2 + np.array([below, 10.0]) * sigma, sigma, first)
+
+
+def test_settled_at_exactly_its_bound_and_without_a_usable_sigma() -> None:
+    """ "More than SETTLE_SIGMA of its σ": a move of exactly that much is settled; a free
+    parameter whose σ is 0, infinite or not a number has no scale to judge its move by and
+    does not hold the refinement back (a σ of 0 must not demand that it never move)."""
+    old = np.array([0.0, 2.0])  # 0 + SETTLE_SIGMA moves by exactly SETTLE_SIGMA
+    sigma = np.array([1.0, 1.0])
+    both = np.ones(2, dtype=bool)
+    assert settled(old, old + np.array([SETTLE_SIGMA, 0.0]), sigma, both)
+    for bad in (0.0, np.inf, np.nan):
+        s = np.array([1.0, bad])
+        assert settled(old, old + np.array([0.0, 5.0]), s, both), bad
+        assert not settled(old, old + np.array([1.0, 5.0]), s, both), bad
+
+
+def test_the_untrusted_note_gives_the_material_threshold_in_percent() -> None:
+    truth = np.array([4.3e-9, 6.3e-7])
+    ls = _Fit(truth * np.array([1.0 - 0.001, 1.0]), 0.0005)
+    iv = _Fit(truth * np.array([1.0 + 0.001, 1.0]), 0.0005)
+    ls.disagreement_z = np.array([1.0, 0.5])
+    iv.disagreement_z = np.array([7.0, 0.5])
+    _, notes, warnings = choose(ls, iv)
+    assert not warnings
+    assert (
+        f"differs from least squares by less than {MATERIAL_FRACTION:.0%}".replace("%", " %")
+        in notes[0]
+    )
 
 
 @dataclass
