@@ -150,3 +150,31 @@ def test_a_spool_on_its_stop_leaves_it_when_the_command_turns(params) -> None:  
         on = dynamics.state_derivative(params, x, np.full(n, side * 10.0))
         assert np.all(side * back[4 * n :] < 0.0), (side, back[4 * n :])
         np.testing.assert_array_equal(on[4 * n :], 0.0)
+
+
+def test_the_oil_temperature_moves_only_with_the_thermal_model_on() -> None:
+    """With the effects on and the thermal model off (`E_THERMAL` 0), the state's temperature
+    slot is the operating temperature the effects are evaluated at: it must not drift. With
+    the thermal model on, the valves' losses and the cooling move it."""
+    import dataclasses
+
+    from daq.profile.plant import sim_plant
+
+    params, effects = sim_plant(load_profile(PROFILES / "sim-2dof-realistic.toml"))
+    n = params.n
+    P = params.pack()
+    moved = {}
+    for thermal in (False, True):
+        E = dataclasses.replace(effects, thermal=thermal).pack(params)
+        x = np.zeros(5 * n + 1)
+        x[:n] = np.radians([40.0, 30.0])
+        x[2 * n : 4 * n] = 5e6
+        x[5 * n] = 55.0  # away from the reference and the ambient temperature
+        work = np.zeros((5, x.shape[0]))
+        volts = np.array([2.0, -2.0])  # flow through the valves: losses that heat the oil
+        for _ in range(500):
+            dynamics.integrate_fx(x, volts, P, E, 1e-3, 4, work)
+        assert np.all(np.isfinite(x))
+        moved[thermal] = x[5 * n] - 55.0
+    assert moved[False] == 0.0
+    assert abs(moved[True]) > 1e-6
