@@ -435,3 +435,37 @@ def test_refine_without_instruments_or_with_broken_ones() -> None:
     got = refine(_Step(_THETA2 * 1.04), breaks_second, it.fit)
     assert got is not None and got.iterations == 1 and not got.settled
     assert it.fitted == 1
+
+
+def test_predicted_rates_of_two_chambers_at_once() -> None:
+    """Two rate channels solved together per sample (the 2 × 2 normal equations and their
+    ridge): both chambers' rates are the true ones. Here the rod chamber is a copy of the
+    cap chamber, each with its own equation."""
+    raw = chamber_run(5.0, p_noise=0.0, seed=0)
+    raw[:, 3] = raw[:, 2]
+    N = raw.shape[0]
+
+    def regressor(x: Sample) -> tuple[np.ndarray, np.ndarray]:
+        rows = [
+            np.stack([-pd[:, 0] * V, x.u[:, 0], -p[:, 0]], axis=1)
+            for pd, p in ((x.pd_cap, x.p_cap), (x.pd_rod, x.p_rod))
+        ]
+        y = AREA * x.sd[:, 0]
+        return np.stack(rows, axis=1), np.stack([y, y], axis=1)
+
+    both = LinearModel(
+        name="chambers",
+        names=("1/b", "Cf", "CL"),
+        n_outputs=2,
+        regressor=regressor,
+        param_scale=THETA.copy(),
+        output_scale=np.array([1.0e-7, 1.0e-7]),
+    )
+    x = _exact_sample(raw)
+    channels = rate_channels(both, x)
+    assert channels == [("pd_cap", 0), ("pd_rod", 0)]
+    xp = predicted_rates(both, x, np.zeros((N, 2, 3)), np.zeros((N, 2)), THETA, channels)
+    _assert_true_pressure_rate(xp, raw)
+    fd = np.gradient(raw[:, 3], 1 / FS)
+    inner = slice(10, N - 10)
+    np.testing.assert_allclose(xp.pd_rod[inner, 0], fd[inner], atol=1e-3 * np.ptp(fd))
