@@ -5,12 +5,11 @@ Why: the batch's cost is least squares and SVDs of tall matrices (~10⁵ rows by
 columns), which OpenBLAS splits over every core by default. On the rig PC those cores are
 shared: with the 1 kHz loop, the recorder and two other real-time services beside it, an
 OpenBLAS worker that spins waiting for a preempted sibling makes each call several times
-slower, and takes a core the service's threads want. Measured on this 2-core machine with one
-other CPU-bound process running: a 115 000 × 70 least squares 1.07 s with two threads, 0.33 s
-with one; the batch identification of a realistic-rig run 248 s and 80 s
-(`bench/batch_speed.py --blas-threads K` times it with K threads). A different count changes
-only the last bits of a solution. The limit is `threadpoolctl`'s, applied at run time (numpy
-is already imported by then); where that package is missing nothing is limited."""
+slower, and takes a core the service's threads want (docs/estimator.md gives the measured
+cost; `bench/batch_speed.py --blas-threads K` times the batch with K threads). A different
+count changes only the last bits of a solution. The limit is `threadpoolctl`'s, applied at
+run time (numpy is already imported by then); where that package is missing nothing is
+limited."""
 
 from __future__ import annotations
 
