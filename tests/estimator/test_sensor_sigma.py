@@ -244,3 +244,21 @@ def test_the_warnings_give_each_sigma_as_a_percentage_of_the_value() -> None:
     warnings = combine(fit, Propagated(cal, {"p.offset": cal}))
     assert "a: σ 5.0 % of which sensors 5.0 % (largest p.offset 100 %)" in warnings[0]
     assert "b: σ 50.0 % of which sensors 50.0 %" in warnings[1]
+
+
+@pytest.mark.parametrize("unit", [1e-9, 1.0, 1e6])
+def test_the_verdicts_are_relative_to_each_parameters_size(unit: float) -> None:
+    """combine's 5 % rule is a fraction of each parameter's size: a bulk compliance of
+    1e-9 1/Pa and a mass of 1e3 kg are judged alike. The same fit in other units gives the
+    same verdicts (b pushed over 5 % by its sensors, d spanning zero)."""
+    from types import SimpleNamespace
+
+    from estimator.sensor_sigma import Propagated, combine
+
+    theta = unit * np.array([1.0, 1.0, 1.0, -1.0])
+    cal = unit * np.array([0.001, 0.05, 0.1, 0.3])
+    fit = SimpleNamespace(names=["a", "b", "c", "d"], theta=theta,
+                          sigma_pct=np.array([1.0, 1.0, 10.0, 20.0]),
+                          identifiable=np.ones(4, dtype=bool))  # fmt: skip
+    combine(fit, Propagated(cal, {"spool_1.offset": cal}))
+    assert list(fit.identifiable) == [True, False, True, False]
