@@ -19,9 +19,10 @@ Paths, each timed in its own fresh process, alternately (`--repeats` rounds):
              over the whole Φ, and each sensor refit conditioning every signal again (the
              conditioned signals are still shared by a search's candidates, as before).
 `--blas-threads K` runs both with K BLAS threads (the batch runs one unless told otherwise:
-estimator.blas; OpenBLAS's threads wait for each other on a busy machine). Both must give the same estimates: every θ and σ, flag,
-note and warning (`equal`; the largest relative θ and σ difference beside it). Figures on a
-shared machine are loaded: the load average is printed with them.
+estimator.blas; OpenBLAS's threads wait for each other on a busy machine). Both must give the
+same estimates: every θ and σ, flag, note and warning (`equal`; the largest relative θ and σ
+difference beside it). Figures on a shared machine are loaded: the load average is printed
+with them.
 
 JSON on the last line: per path the wall and CPU seconds of each round and their medians, the
 ratio reference/fast (wall and CPU), the comparison, the load average before and after.
@@ -147,7 +148,9 @@ def main() -> None:
     ap.add_argument("--profile", default=str(PROFILE))
     ap.add_argument("--repeats", type=int, default=1, help="rounds of (reference, fast)")
     ap.add_argument("--only", choices=("fast", "reference"), help="time one path only")
-    ap.add_argument("--blas-threads", type=int, help="BLAS threads of the timed processes (default: the batch's own, one)")
+    ap.add_argument(
+        "--blas-threads", type=int, help="BLAS threads of the timed runs (default: the batch's: 1)"
+    )
     ap.add_argument("--worker", nargs=3, metavar=("RUN", "PATH", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
