@@ -262,3 +262,21 @@ def test_the_verdicts_are_relative_to_each_parameters_size(unit: float) -> None:
                           identifiable=np.ones(4, dtype=bool))  # fmt: skip
     combine(fit, Propagated(cal, {"spool_1.offset": cal}))
     assert list(fit.identifiable) == [True, False, True, False]
+
+
+def test_a_joint_without_an_lvdt_uncertainty_is_skipped_and_the_next_still_widened() -> None:
+    from daq.profile.loader import load_profile
+    from estimator.sensor_sigma import Propagated, null_position_shares
+    from tests.estimator.conftest import ROOT
+
+    profile = load_profile(ROOT / "hw_profiles" / "sim-2dof-realistic.toml")
+    names = ["Cf++1", "Q0++1", "Cf++2", "Q0++2"]
+    theta = np.array([2.0, 0.01, 3.0, 0.02])
+    prop = Propagated(np.zeros(4), {})
+    unc = {k: v for k, v in channel_uncertainty(profile, None).items() if k != "spool_1"}
+    assert unc["spool_2"].offset > 0
+    null_position_shares(prop, names, theta, profile, unc)
+    assert "spool_1.offset" not in prop.shares
+    share = prop.shares["spool_2.offset"]
+    assert share[3] == pytest.approx(3.0 * unc["spool_2"].offset)
+    assert share[1] == 0.0
