@@ -365,3 +365,35 @@ def test_two_laps_in_one_recording_are_counted_each_on_its_own(
     assert stats.rows_written + stats.lost == published
     kept = np.r_[np.arange(16), np.arange(152, 232), np.arange(268, 332)]
     np.testing.assert_array_equal(run.seq, kept)
+
+
+def test_a_chunk_of_one_row_is_allowed(tmp_path: Path, layout: SampleLayout) -> None:
+    """chunk_rows ≥ 1: one row per record is the smallest chunk, and a valid one."""
+    ring = SampleRing(256, layout.width)
+    rec = Recorder(ring, layout, tmp_path, meta(), chunk_rows=1)
+    assert rec.flush_rows == 1
+    path = rec.start("ones")
+    publish_rows(ring, 5)
+    assert wait_until(lambda: rec.position == 5, GENEROUS_S)
+    stats = rec.stop()
+    assert stats.error is None and stats.chunks_written == 5
+    np.testing.assert_array_equal(read_run(path).seq, np.arange(5))
+
+
+def test_rows_read_in_pieces_without_a_gap_fill_one_chunk(
+    tmp_path: Path, layout: SampleLayout
+) -> None:
+    """The writer reads whatever the loop has published; pieces that follow on from the rows
+    it holds join them in the same chunk (a new chunk only at chunk_rows or at a gap)."""
+    ring = SampleRing(256, layout.width)
+    rec = Recorder(
+        ring, layout, tmp_path, meta(), chunk_rows=10, flush_rows=10, fsync_interval_s=3600.0
+    )
+    path = rec.start("pieces")
+    for done in (3, 6, 9, 10):
+        publish_rows(ring, done - rec.position)
+        assert wait_until(lambda d=done: rec.position == d, GENEROUS_S)
+    assert wait_until(lambda: rec.stats.chunks_written == 1, GENEROUS_S)
+    stats = rec.stop()
+    assert stats.chunks_written == 1 and stats.lost == 0
+    np.testing.assert_array_equal(read_run(path).seq, np.arange(10))
