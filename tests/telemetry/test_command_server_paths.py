@@ -232,23 +232,54 @@ def test_a_stopped_curve_server_releases_the_contexts_authenticator(tmp_path) ->
         )
 
         # The stopped ZAP handler unbinds its inproc endpoint asynchronously: wait until the
-        # endpoint is free (a probe binds it), then another configuration must start (it is
-        # refused, SecurityError, while the first one is still held).
-        def zap_free() -> bool:
-            probe = ctx.socket(zmq.REP)
-            try:
-                probe.bind("inproc://zeromq.zap.01")
-            except zmq.ZMQError:
-                probe.close(linger=0)
-                return False
-            probe.unbind("inproc://zeromq.zap.01")  # at once (a close frees it later)
-            probe.close(linger=0)
-            return True
-
-        assert wait_until(zap_free, GENEROUS_S)
+        # endpoint is free, then another configuration must start (it is refused,
+        # SecurityError, while the first one is still held).
+        assert wait_until(lambda: _zap_free(ctx), GENEROUS_S)
         second.start()
         second.stop()
     finally:
+        ctx.destroy(linger=0)
+
+
+def _zap_free(ctx: zmq.Context) -> bool:
+    """The context's ZAP endpoint is free (a probe binds it): no authenticator holds it."""
+    probe = ctx.socket(zmq.REP)
+    try:
+        probe.bind("inproc://zeromq.zap.01")
+    except zmq.ZMQError:
+        probe.close(linger=0)
+        return False
+    probe.unbind("inproc://zeromq.zap.01")  # at once (a close frees it later)
+    probe.close(linger=0)
+    return True
+
+
+def test_a_curve_server_whose_bind_fails_releases_the_contexts_authenticator(tmp_path) -> None:
+    """A start that fails at the bind holds nothing: not the socket, not the ZAP handler, so
+    the context may serve another key set next."""
+    from daq.security import CurveConfig, generate_client_key
+
+    keys_a, keys_b = tmp_path / "a", tmp_path / "b"
+    generate_client_key(keys_a, "ops", "controller")
+    generate_client_key(keys_b, "view", "monitor")
+    ctx = zmq.Context()
+    blocker = ctx.socket(zmq.REP)
+    blocker.linger = 0
+    try:
+        port = blocker.bind_to_random_port("tcp://127.0.0.1")
+        first = CommandServer(
+            ctx, f"tcp://127.0.0.1:{port}", Handler(), auth=CurveConfig.from_keys_dir(keys_a)
+        )
+        with pytest.raises(OSError, match="cannot bind"):
+            first.start()
+        assert wait_until(lambda: _zap_free(ctx), GENEROUS_S)
+        second = CommandServer(
+            ctx, "tcp://127.0.0.1:*", Handler(), auth=CurveConfig.from_keys_dir(keys_b)
+        )
+        second.start()
+        second.stop()
+    finally:
+        blocker.close()
         ctx.destroy(linger=0)
 
 
