@@ -268,3 +268,25 @@ def test_the_lvdt_reaches_the_fused_spool_below_the_crossover_only(params) -> No
 
     assert through(CROSSOVER_HZ) == pytest.approx(1 / np.sqrt(2), abs=0.02)
     assert through(10 * CROSSOVER_HZ) == pytest.approx(0.1, abs=0.01)
+
+
+def test_the_crossover_must_lie_strictly_between_zero_and_nyquist(params) -> None:
+    for bad in (0.0, 500.0):
+        with pytest.raises(ValueError, match=rf"crossover_hz must be in \(0, 500.0\), got {bad}"):
+            SpoolFusion(params, NJ, FS, crossover_hz=bad)
+    for ok in (1e-3, 499.9):
+        SpoolFusion(params, NJ, FS, crossover_hz=ok)
+
+
+def test_consecutive_bad_rows_each_restart_the_filters(params) -> None:
+    """Two bad rows in a row (the second a stretch of one row on its own): both stay as read,
+    and the rows after them are fused as a fusion begun there."""
+    cmd, _, raw = spool_run(params, n=2000)
+    u = U_SLOT * NJ
+    raw[700:702, u] = np.nan
+    out = raw.copy()
+    SpoolFusion(params, NJ, FS).apply(out, cmd)
+    assert np.isnan(out[700, u]) and np.isnan(out[701, u])
+    after = raw[702:].copy()
+    SpoolFusion(params, NJ, FS).apply(after, cmd[702:])
+    np.testing.assert_array_equal(out[702:, u], after[:, u])
