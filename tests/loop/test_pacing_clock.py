@@ -239,6 +239,38 @@ def test_a_hardware_paced_loop_measures_wake_up_against_the_device_grid(
     assert 0 < loop.timing.between_max_ns <= 2 * TICK
 
 
+class _PacedMissing(_PacedLate):
+    """A hardware-paced rig whose twentieth wait reports three device ticks missed."""
+
+    def wait_next_cycle(self) -> int:
+        period_ns = round(self.profile.period * 1e9)
+        missed = 3 if self.calls == 20 else 0
+        self.calls += 1
+        self.ticks += 1 + missed
+        self.clock.ns = self.tick0 + self.ticks * period_ns + self.LATENCY_NS
+        return missed
+
+
+@pytest.mark.parametrize(("stall_ms", "trips"), [(2.5, True), (3.5, False)])
+def test_a_hardware_paced_loop_judges_missed_ticks_against_the_stall_limit(
+    profile: Profile, clock: FakeClock, stall_ms: float, trips: bool
+) -> None:
+    """On a device clock the lateness of a cycle that missed ticks is the ticks it missed
+    times the period: three missed at 1 kHz are 3 ms late, over a 2.5 ms stall limit (a trip
+    naming 3 ms) and under a 3.5 ms one."""
+    prof = with_changes(profile, overrun_limit=100_000, stall_ms=stall_ms)
+    loop = Loop(prof, _PacedMissing(prof, clock), hold=HoldP(), virtual_time=False)
+    post(loop, "arm")
+    loop.run(40 * loop.period)
+    f = loop.fault
+    if trips:
+        assert f is not None and f.code == Trip.OVERRUN and f.where == STALL
+        assert f.value == pytest.approx(3.0) and f.limit == pytest.approx(stall_ms)
+    else:
+        assert f is None and loop.state == State.ARMED
+        assert loop.timing.snapshot()["skipped_cycles"] == 3
+
+
 def test_a_backend_whose_channels_do_not_match_the_profile_is_refused(profile: Profile) -> None:
     class _Short(FakeBackend):
         def __init__(self, p: Profile, inputs: int, outputs: int) -> None:
