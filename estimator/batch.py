@@ -239,8 +239,10 @@ def identify_run(
             raise ValueError(f"model '{mdl.name}': cutoff {fc} Hz outside (0, {fs / 2})")
         nd = decimation if decimation is not None else max(1, int(0.4 * fs / fc))
         trim = int((4.0 / fc if trim_s is None else trim_s) * fs)
+        # A block must outlast the filter's start-up at both ends and give 30 decimated rows.
+        need = 2 * trim + 30 * nd
         candidates = all_blocks if mdl.fluid else not_fluid_blocks
-        blks = [b for b in candidates if b.stop - b.start > 2 * trim + 30 * nd]
+        blks = [b for b in candidates if b.stop - b.start > need]
         not_excited = [nm for j, _ in still for nm in joint_parameters(mdl.names, j, nj)]
         shape_value = None
         if mdl.shape is not None and blks:
@@ -276,7 +278,7 @@ def identify_run(
         if got is None:
             why = use.summary(1.0 / fs)
             if not blks:
-                why += f"; {_too_short(candidates, 2 * trim + 30 * nd, fs)}"
+                why += f"; {_too_short(candidates, need, fs)}"
             fits.append(prior_fit(mdl, why))
             used.append((fc, nd))
             continue
