@@ -8,14 +8,15 @@ OpenBLAS worker that spins waiting for a preempted sibling makes each call sever
 slower, and takes a core the service's threads want (docs/estimator.md gives the measured
 cost; `bench/batch_speed.py --blas-threads K` times the batch with K threads). A different
 count changes only the last bits of a solution. The limit is `threadpoolctl`'s, applied at
-run time (numpy is already imported by then); where that package is missing nothing is
-limited."""
+run time (numpy is already imported by then)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from threadpoolctl import threadpool_limits
 
 #: Environment variable that overrides the limit (a whole number ≥ 1).
 ENV = "HYDRIG_BLAS_THREADS"
@@ -38,10 +39,6 @@ def blas_threads() -> int:
 def limit_blas_threads() -> None:
     """Limit this process's BLAS to `blas_threads()` for the rest of its life (service and
     command entry points)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - an install without the dependency
-        return
     threadpool_limits(limits=blas_threads(), user_api="blas")
 
 
@@ -49,10 +46,5 @@ def limit_blas_threads() -> None:
 def blas_limited() -> Iterator[None]:
     """The limit within a block, the previous one restored after (library calls such as the
     batch identification, whoever calls them)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover
-        yield
-        return
     with threadpool_limits(limits=blas_threads(), user_api="blas"):
         yield
