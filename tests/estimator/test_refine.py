@@ -7,7 +7,7 @@ and p): least squares is biased (errors in variables), the refinement is not."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
@@ -26,6 +26,7 @@ from estimator.refine import (
     settled,
 )
 from tests.estimator.chamber import AREA, FS, MODEL, THETA, V, chamber_run, fit
+from tests.estimator.chamber import regressor as chamber_regressor
 
 
 def test_refinement_removes_the_errors_in_variables_bias() -> None:
@@ -446,20 +447,13 @@ def test_predicted_rates_of_two_chambers_at_once() -> None:
     N = raw.shape[0]
 
     def regressor(x: Sample) -> tuple[np.ndarray, np.ndarray]:
-        rows = [
-            np.stack([-pd[:, 0] * V, x.u[:, 0], -p[:, 0]], axis=1)
-            for pd, p in ((x.pd_cap, x.p_cap), (x.pd_rod, x.p_rod))
-        ]
-        y = AREA * x.sd[:, 0]
-        return np.stack(rows, axis=1), np.stack([y, y], axis=1)
+        # The chamber's own equation, once on the cap side and once on the rod side.
+        cap = chamber_regressor(x)
+        rod = chamber_regressor(replace(x, pd_cap=x.pd_rod, p_cap=x.p_rod))
+        return np.concatenate([cap[0], rod[0]], axis=1), np.concatenate([cap[1], rod[1]], axis=1)
 
-    both = LinearModel(
-        name="chambers",
-        names=("1/b", "Cf", "CL"),
-        n_outputs=2,
-        regressor=regressor,
-        param_scale=THETA.copy(),
-        output_scale=np.array([1.0e-7, 1.0e-7]),
+    both = replace(
+        MODEL, name="chambers", n_outputs=2, regressor=regressor, output_scale=np.full(2, 1.0e-7)
     )
     x = _exact_sample(raw)
     channels = rate_channels(both, x)
