@@ -326,3 +326,39 @@ def test_without_a_prior_the_free_parameters_keep_their_whole_fit_sigma() -> Non
     held = fit_model(_model(), Phi, y, still=("a",))
     assert whole.identifiable.all() and list(held.identifiable) == [False, True, True]
     np.testing.assert_allclose(np.diag(held.cov)[1:], np.diag(whole.cov)[1:], rtol=1e-9)
+
+
+def test_with_instruments_a_free_parameter_keeps_the_larger_of_its_two_sigmas() -> None:
+    """No prior, IV: a fixed at its own estimate. Unlike least squares, the IV covariance of
+    b and c with a held can exceed the whole fit's (here b's by about 37×): each free
+    parameter's σ² is then the conditional one — the larger — never the marginal one, and
+    never less than either."""
+    rng = np.random.default_rng(168)
+    r = 400
+    Phi = rng.standard_normal((r, 1, 3))
+    Z = Phi + rng.standard_normal((r, 1, 3)) * rng.uniform(0, 3, 3)
+    Z[:, 0, 1] += rng.uniform(-2, 2) * Z[:, 0, 0]
+    y = Phi[:, 0, :] @ TRUE + 0.1 * rng.standard_normal(r)
+    whole = fit_model(_model(m=1), Phi, y[:, None], instruments=Z)
+    held = fit_model(_model(m=1), Phi, y[:, None], still=("a",), instruments=Z)
+    assert whole.identifiable.all() and list(held.identifiable) == [False, True, True]
+    ratio = np.diag(held.cov)[1:] / np.diag(whole.cov)[1:]
+    assert np.all(ratio >= 1.0 - 1e-9), ratio
+    assert ratio[0] > 10.0, ratio  # the conditional σ, not the marginal one, for b
+
+
+def test_a_direction_below_the_numerical_floor_is_flagged_whatever_the_prior_size() -> None:
+    """a and b's regressors equal to 1e-13: their difference is below the SVD's resolution
+    (1e-12 of the largest singular value). Priors of 1e14 would let the 3σ test call the
+    direction resolved (3/s ≈ 2e12 < 5 % of 1e14); the relative floor flags it all the same,
+    and does so whatever the weighted data's scale (noise 1 or 1e-4: s_max ≈ 30 or 3e5)."""
+    rng = np.random.default_rng(7)
+    r = 400
+    Phi = rng.standard_normal((r, 1, 3))
+    Phi[:, 0, 1] = Phi[:, 0, 0] * (1.0 + 1e-13 * rng.standard_normal(r))
+    prior = np.full(3, 1e14)
+    for noise in (1.0, 1e-4):
+        y = Phi[:, 0, :] @ TRUE + noise * rng.standard_normal(r)
+        fit = fit_model(_model(m=1, prior=prior), Phi, y[:, None])
+        assert fit.singular_values[-1] < 1e-12 * fit.singular_values[0]
+        assert list(fit.identifiable) == [False, False, True], (noise, fit.singular_values)
