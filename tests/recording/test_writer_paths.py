@@ -397,3 +397,43 @@ def test_rows_read_in_pieces_without_a_gap_fill_one_chunk(
     stats = rec.stop()
     assert stats.chunks_written == 1 and stats.lost == 0
     np.testing.assert_array_equal(read_run(path).seq, np.arange(10))
+
+
+def test_one_pass_reads_at_most_a_ring_of_rows_however_fast_the_loop_publishes(
+    tmp_path: Path, layout: SampleLayout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loop that publishes 16 more rows whenever the writer looks would keep it reading for
+    ever: each pass stops after one ring's worth (64 rows here) so that events and `stop()`
+    are served under any load — then the next pass goes on from where it left."""
+    from daq.ring import RingCursor
+
+    ring = SampleRing(64, layout.width)
+    passes: list[list[int]] = []
+    real_available, real_read = RingCursor.available, RingCursor.read_into
+    real_drain = Recorder._drain
+
+    def loop_publishes_first(self: RingCursor) -> int:
+        if ring.published < 224:
+            publish_rows(ring, 16)
+        return real_available(self)
+
+    def counted_read(self: RingCursor, out: np.ndarray) -> int:
+        n = real_read(self, out)
+        passes[-1].append(n)
+        return n
+
+    def counted_pass(rec: Recorder) -> None:
+        passes.append([])
+        real_drain(rec)
+
+    monkeypatch.setattr(RingCursor, "available", loop_publishes_first)
+    monkeypatch.setattr(RingCursor, "read_into", counted_read)
+    monkeypatch.setattr(Recorder, "_drain", counted_pass)
+    rec = Recorder(ring, layout, tmp_path, meta(), chunk_rows=256, flush_rows=256,
+                   fsync_interval_s=3600.0)  # fmt: skip
+    rec.start("bounded")
+    assert wait_until(lambda: rec.position == 224, GENEROUS_S)
+    stats = rec.stop()
+    busy = [sum(p) for p in passes if p]
+    assert busy[0] == 64 and max(busy) <= 64, busy
+    assert sum(busy) == 224 and stats.lost == 0 and stats.complete
