@@ -601,3 +601,43 @@ def test_stop_returns_once_the_receiving_thread_has_ended() -> None:
         assert not thread.is_alive() and srv._thread is None
     finally:
         ctx.destroy(linger=0)
+
+
+def test_a_request_still_queued_when_the_server_stops_is_never_handled() -> None:
+    """`stop()` while the worker is inside a long request and another waits behind it: once
+    the long one is over (here its answer fails, so no reply is left to send) the worker
+    ends — the waiting request (an `arm`, say) must not reach the rig after the service said
+    it stopped."""
+    release, entered = threading.Event(), threading.Event()
+    answered: list[Any] = []
+
+    ctx = zmq.Context()
+    srv = CommandServer(ctx, "inproc://queued-at-stop", lambda cmd, args, who: {"cmd": cmd})
+
+    def long_then_failing(body: list[bytes], frame: Any, request: Any) -> bytes:
+        answered.append(request.get("id"))
+        if len(answered) == 1:
+            entered.set()
+            assert release.wait(60)
+        raise RuntimeError("lost")  # no reply to send: the worker goes on to its queue
+
+    srv._answer = long_then_failing  # type: ignore[method-assign]
+    srv.start()
+    client = ctx.socket(zmq.DEALER)
+    client.linger = 0
+    client.connect(srv.endpoint)
+    try:
+        client.send_multipart([b"", msgpack.packb({"cmd": "describe", "id": 0})])
+        assert entered.wait(20)
+        client.send_multipart([b"", msgpack.packb({"cmd": "describe", "id": 1})])
+        assert wait_until(lambda: srv._queued_bytes > 0, GENEROUS_S)
+        worker = srv._worker
+        assert worker is not None
+        srv.stop()  # the worker is inside the long request: it is left to finish
+        release.set()
+        assert wait_until(lambda: not worker.is_alive() or len(answered) > 1, GENEROUS_S)
+        assert answered == [0] and not worker.is_alive()
+    finally:
+        release.set()
+        client.close()
+        ctx.destroy(linger=0)
