@@ -246,3 +246,59 @@ def test_a_hold_whose_compiled_twin_cannot_be_built_is_only_logged_at_warm_up(
     with caplog.at_level("WARNING"):
         loop.warm_up()  # does not raise: the arm that needs the twin names why
     assert "could not be built" in caplog.text and "no twin for this law" in caplog.text
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_leaving_the_live_states_writes_null_not_the_runners_last_command(
+    profile: Profile, compiled: bool
+) -> None:
+    """The runner's last command stays in the loop's output buffer when it is switched out:
+    the cycle that disarms, and every cycle after it in IDLE, must write null, not that
+    command (a runner holding 0.5 V would otherwise keep the valves open in IDLE)."""
+    backend = FakeBackend(profile)
+    loop = Loop(profile, backend, hold=Constant(0.5), virtual_time=True, compiled=compiled)
+    post(loop, "arm")
+    cycles(loop, 5)
+    assert loop.state == State.ARMED and np.all(backend.last_written == 0.5)
+    disarm = post(loop, "disarm")
+    cycles(loop, 5)
+    assert disarm.ok and loop.state == State.IDLE
+    cmd = loop.layout.span("cmd")
+    for s in range(disarm.data["seq"], loop.seq):
+        assert row(loop, s)[cmd].tolist() == loop.null.tolist(), s
+    assert backend.last_written.tolist() == loop.null.tolist()
+
+
+class _ShutdownInRead(FakeBackend):
+    """The service's shutdown (`Loop.stop`) lands while the loop's `at`-th read is in the
+    driver, as a cycle stuck in a driver call past the shutdown."""
+
+    def __init__(self, profile: Profile, at: int) -> None:
+        super().__init__(profile)
+        self.at, self.reads = at, 0
+        self.loop: Loop | None = None
+
+    def read(self, t: float, raw_out: np.ndarray) -> BackendStatus:
+        self.reads += 1
+        if self.reads == self.at:
+            assert self.loop is not None
+            self.loop.stop()
+        return super().read(t, raw_out)
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_a_cycle_that_a_stop_overtook_writes_null_even_while_armed(
+    profile: Profile, compiled: bool
+) -> None:
+    """The service nulls the valves at shutdown; a cycle that was inside a driver call then
+    must not command them again when the call returns, though the loop is still ARMED and its
+    runner has a command: that cycle writes null and is the last."""
+    backend = _ShutdownInRead(profile, at=8)
+    loop = Loop(profile, backend, hold=Constant(0.5), virtual_time=True, compiled=compiled)
+    backend.loop = loop
+    post(loop, "arm")
+    cycles(loop, 20)
+    assert loop.seq == 8 and loop.state == State.ARMED  # no state change: only a stop
+    assert row(loop, 6)[loop.layout.span("cmd")].tolist() == [0.5] * len(loop.null)
+    assert row(loop, 7)[loop.layout.span("cmd")].tolist() == loop.null.tolist()
+    assert backend.last_written.tolist() == loop.null.tolist()

@@ -281,3 +281,75 @@ def test_a_backend_whose_channels_do_not_match_the_profile_is_refused(profile: P
     for inputs, outputs in ((n_in - 1, n_out), (n_in, n_out + 1)):
         with pytest.raises(ValueError, match=f"backend has {inputs} inputs/{outputs} outputs"):
             Loop(profile, _Short(profile, inputs, outputs), virtual_time=True)
+
+
+class _PacedLog(_PacedLate):
+    """`_PacedLate` that also notes the loop time each rig step between cycles is told."""
+
+    def __init__(self, profile: Profile, clock: FakeClock) -> None:
+        super().__init__(profile, clock)
+        self.t_next: list[float] = []
+
+    def between_cycles(self, t_next: float) -> None:
+        self.t_next.append(t_next)
+
+
+def test_a_hardware_paced_rigs_step_is_told_the_next_ticks_loop_time(
+    profile: Profile, clock: FakeClock
+) -> None:
+    """After cycle k (loop time k·period on the device's tick grid) the rig steps to the next
+    tick's time, (k + 1)·period, also across the ticks missed at the first and fifth waits:
+    a step told another time would move the plant to the wrong instant."""
+    loop = Loop(profile, _PacedLog(profile, clock), hold=HoldP(), virtual_time=False)
+    loop.run(20 * loop.period)
+    backend = loop.backend
+    assert isinstance(backend, _PacedLog)
+    ticks = [1, 2, 3, 4, *range(7, 20)]  # the device ticks the 17 cycles ran on
+    assert loop.seq == len(ticks) and len(backend.t_next) == len(ticks)
+    rows = loop.ring.data[: loop.seq]
+    assert rows[:, 1].tolist() == pytest.approx([k * loop.period for k in ticks], abs=1e-12)
+    assert backend.t_next == pytest.approx([(k + 1) * loop.period for k in ticks], abs=1e-12)
+
+
+class _PacedOnDemand(_PacedLate):
+    """A device clock that misses one tick at every wait while `late` is set."""
+
+    late = False
+
+    def wait_next_cycle(self) -> int:
+        period_ns = round(self.profile.period * 1e9)
+        missed = 1 if self.late else 0
+        self.calls += 1
+        self.ticks += 1 + missed
+        self.clock.ns = self.tick0 + self.ticks * period_ns + self.LATENCY_NS
+        return missed
+
+
+def test_overruns_while_latched_raise_no_flag_and_do_not_block_the_reset(
+    profile: Profile, clock: FakeClock
+) -> None:
+    """A latched rig has its valves null already: overruns are counted but decide nothing.
+    Ten in a row, past the limit of three, leave every row's flags at 0 and the e-stop's
+    fault as it was; the reset asked right after them is accepted (a pending OVERRUN would
+    put its flag in the last row, and `reset` refuses while the last row has a cause)."""
+    prof = with_changes(profile, overrun_limit=3, stall_ms=0.0)
+    backend = _PacedOnDemand(prof, clock)
+    loop = Loop(prof, backend, hold=HoldP(), virtual_time=False)
+    post(loop, "estop")
+    loop.run(3 * loop.period)
+    assert loop.state == State.ESTOP and loop.fault is not None
+    fault = loop.fault
+    latched_from = loop.seq
+    backend.late = True
+    loop.run(20 * loop.period)  # every wait misses a tick: ten cycles, each an overrun
+    snap = loop.timing.snapshot()
+    assert loop.seq - latched_from == 10 and snap["overruns"] == 10
+    assert snap["max_consecutive_overruns"] == 10
+    flags = loop.ring.data[latched_from : loop.seq, loop.layout.index("flags")]
+    assert flags.tolist() == [0.0] * 10 and loop.last_flags == 0
+    assert loop.fault is fault and loop.state == State.ESTOP
+    backend.late = False
+    reset = post(loop, "reset")
+    loop.run(3 * loop.period)
+    assert reset.ok, reset.reason
+    assert loop.state == State.IDLE and loop.fault is None
