@@ -1,7 +1,9 @@
 """The limit check's edges (controller.checks): what it must still see after a refused segment,
 a valve sine's offset and held joints, a harmonic sum whose speed is fine but whose
-acceleration is not, the tolerance at a limit, incommensurate valve-sine frequencies, and the
-predicted excursion's dependence on the sine's frequency."""
+acceleration is not, the tolerance at a limit, incommensurate valve-sine frequencies, the
+predicted excursion's dependence on the sine's frequency, a hold the valve cannot hold, a valve
+sine exactly one sample period long, and the chunking of a period that is not a whole number of
+samples."""
 
 from __future__ import annotations
 
@@ -12,9 +14,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from controller.checks import MAX_SEGMENT_DURATION_S, _predict_valve_sine, check_experiment
+from controller.checks import (
+    MAX_SEGMENT_DURATION_S,
+    _predict_valve_sine,
+    check_cost,
+    check_experiment,
+)
 from controller.experiment import Experiment
 from controller.feedforward import PlantModel
+from controller.plant.dynamics import cylinder, inverse_dynamics
 from daq.profile import load_profile
 from daq.service.control_api import joint_limits
 from tests.conftest import PROFILES
@@ -152,3 +160,68 @@ def test_the_predicted_acceleration_is_the_predicted_speeds_derivative_across_ch
     omega = 2 * math.pi * 2.0
     ratio = np.abs(qdd[:, 0]).max() / (omega * np.abs(qd[:, 0]).max())
     assert 0.7 < ratio < 1.5, ratio
+
+
+def test_a_hold_against_a_load_the_cap_side_cannot_hold_is_refused_for_valve_capacity() -> None:
+    """At rest (ṡ = 0 exactly: a hold) the need is |ṡ| / the extending speed at full spool, and
+    a load beyond A⁺·p_s leaves no extending speed: the need is infinite, the valve cannot hold
+    the arm. At 8 bar supply j1's gravity (731 N on its piston at 40°) exceeds A⁺·p_s = 560 N
+    while j2's (392 N) does not; at the profile's 70 bar both are held. (Rest counts as
+    extending: taken as retracting, the rod side's ample speed would pass the hold, need 0.)"""
+    lim = _limits()
+    weak = dataclasses.replace(_guess_params(), supply_pressure=0.8e6)
+    q = np.radians([HOME])
+    _, r = cylinder(weak, q)
+    force = (inverse_dynamics(weak, q, np.zeros_like(q), np.zeros_like(q)) / r)[0]
+    cap = weak.area_cap * weak.supply_pressure
+    assert force[0] > cap[0] and 0.0 < force[1] < cap[1]  # what the docstring says
+    got = check_experiment(_exp(_hold(1.0)), lim, weak)
+    assert [(v.joint, v.limit, v.time, v.value) for v in got] == [
+        (0, "valve_capacity", 0.0, math.inf)
+    ]
+    assert check_experiment(_exp(_hold(1.0)), lim, _guess_params()) == []
+
+
+def test_a_valve_sine_exactly_one_sample_period_long_is_predicted_over_both_its_samples() -> None:
+    """1/500 s at 500 Hz holds two samples, t = 0 and t = 1/500 s (as `check_cost` counts
+    them): the prediction runs, and a 1 V offset's predicted speed (≈ 4 rad/s, limit 1.05) is
+    refused, as on any longer segment. Only a segment shorter than one sample period has the
+    start alone to check (its reference: a hold)."""
+    lim = _limits()
+    params = _guess_params()
+
+    def check(duration: float) -> tuple[list[tuple[int, str]], list[tuple[int, int]]]:
+        seg = {**_valve_sine([0.1, 0.0], [1.0, 1.0], [1.0, 0.0]), "duration_s": duration}
+        exp = _exp(seg)
+        calls: list[tuple[int, int]] = []
+        got = check_experiment(exp, lim, params, progress=lambda d, t: calls.append((d, t)))
+        assert calls[-1][1] == check_cost(exp, lim, params)
+        return [(v.joint, v.limit) for v in got], calls
+
+    assert 500.0 * (1.0 / 500.0) == 1.0  # exactly one sample period, no rounding either way
+    found, calls = check(1.0 / 500.0)
+    assert found == [(0, "velocity"), (0, "acceleration")] and calls == [(2, 2)]
+    assert check(0.0019) == ([], [(1, 1)])
+
+
+def test_a_period_not_a_whole_number_of_samples_is_predicted_in_the_asked_chunks() -> None:
+    """The prediction is chunked by whole periods (and may stop at a periodic steady state) only
+    when a period is a whole number of samples: 2.5 Hz at 500 Hz is 200 samples, chunks of 200.
+    3 Hz is 166⅔ samples: no chunk of samples is one period, so the asked 64-row chunks are
+    kept and every sample is evaluated (progress steps of 64 to the total)."""
+    lim = _limits()
+    params = _guess_params()
+
+    def steps(freq: float) -> list[int]:
+        calls: list[tuple[int, int]] = []
+        exp = _exp(_valve_sine([0.1, 0.0], [freq, 1.0]))
+        assert (
+            check_experiment(exp, lim, params, chunk=64, progress=lambda d, t: calls.append((d, t)))
+            == []
+        )
+        assert calls[-1] == (1001, 1001)
+        done = [d for d, _ in calls]
+        return [b - a for a, b in zip([0, *done], done, strict=False)]
+
+    assert steps(2.5) == [200] * 5 + [1]
+    assert steps(3.0) == [64] * 15 + [41]

@@ -1,8 +1,11 @@
 """The simulated plant's guards, each against its own equation: the relief valves' and the
 anti-cavitation checks' flows (`dynamics.relief_flows`) and the end stops, spool travel and
-pressure guard (`dynamics._constrain`; DESIGN §1.1's inelastic stops, Sakai Sec. II-B)."""
+pressure guard (`dynamics._constrain`; DESIGN §1.1's inelastic stops, Sakai Sec. II-B), with
+where a stop begins (`_constrain`) and which joint it holds (`_pushing_stop`) to the last bit."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -67,6 +70,63 @@ def test_the_guard_puts_a_piston_back_on_its_stop_and_bounds_pressures_and_spool
         x[n : 2 * n] = [-sign * 0.5 / ri for ri in r]
         dynamics._constrain(x, P)
         np.testing.assert_allclose(x[n : 2 * n], [-sign * 0.5 / ri for ri in r])
+
+
+def test_a_piston_exactly_on_its_stop_is_left_alone_one_bit_beyond_is_put_back(params) -> None:  # type: ignore[no-untyped-def]
+    """The guard corrects an overshoot only: the closed stroke [−L/2, L/2] is allowed, its ends
+    included (as a value exactly at a soft limit is, `controller.checks`). A piston exactly on
+    its stop keeps its state, even its velocity into the stop (the next step's overshoot is put
+    back and loses it); the next representable position beyond is put back, velocity lost.
+
+    The profile's geometry (L = 0.075 m) has no angle whose s is L/2 in floating point (s lies
+    2e-17 m off it whatever q): here stroke and closed lengths are binary fractions, so that
+    L/2 is reached exactly and the boundary itself is tested."""
+    exact = dataclasses.replace(
+        params, stroke=np.array([0.0625, 0.0625]), closed_length=np.array([0.3125, 0.28125])
+    )
+    P = exact.pack()
+    n = exact.n
+    half = 0.5 * exact.stroke
+    for sign in (1.0, -1.0):
+        q_on = np.array([dynamics.joint_angle(P, i, sign * half[i]) for i in range(n)])
+        r = np.array([dynamics.piston(P, i, q_on[i])[1] for i in range(n)])
+        assert np.all(r > 0.0)  # s grows with q: "beyond" is q's next value in sign's direction
+        assert [dynamics.piston(P, i, q_on[i])[0] for i in range(n)] == list(sign * half)
+        x = dynamics.equilibrium_state(exact, q_on)
+        x[n : 2 * n] = sign * 0.5 / r  # moving into the stop
+        before = x.copy()
+        dynamics._constrain(x, P)
+        np.testing.assert_array_equal(x, before)
+        # one bit beyond: the first q whose s is past L/2
+        q_past = q_on.copy()
+        for i in range(n):
+            while sign * dynamics.piston(P, i, q_past[i])[0] <= half[i]:
+                q_past[i] = np.nextafter(q_past[i], sign * np.inf)
+        assert np.all(np.abs(q_past - q_on) < 1e-12)
+        x[:n] = q_past
+        dynamics._constrain(x, P)
+        for i in range(n):
+            assert dynamics.piston(P, i, x[i])[0] == sign * half[i]
+        np.testing.assert_array_equal(x[n : 2 * n], 0.0)
+
+
+def test_a_joint_is_held_by_its_stop_within_1e_9_of_its_stroke_and_not_beyond(params) -> None:  # type: ignore[no-untyped-def]
+    """`_pushing_stop`: a joint sitting on an end stop (where `_constrain` puts it: q from
+    `joint_angle(±L/2)`, whose s is L/2 to ~1e-17 m) and pushed into it is held there (its q̈
+    zeroed, the other joint moving with its own row). The tolerance is 1e-9 of the stroke: a
+    piston 0.5e-9·L short of the stop still sits on it, one 3e-9·L short is free however hard
+    it is pushed; pulled away, a piston on the stop is free."""
+    P = params.pack()
+    for i in range(params.n):
+        stroke = float(params.stroke[i])
+        half = 0.5 * stroke
+        for sign in (1.0, -1.0):
+            for short, held in ((0.0, True), (0.5e-9 * stroke, True), (3e-9 * stroke, False)):
+                q = dynamics.joint_angle(P, i, sign * (half - short))
+                s, r = dynamics.piston(P, i, q)
+                assert r > 0.0 and abs(s - sign * (half - short)) < 1e-15, (i, sign, short)
+                assert dynamics._pushing_stop(P, i, q, sign * 1.0) is held, (i, sign, short)
+                assert dynamics._pushing_stop(P, i, q, -sign * 1.0) is False, (i, sign, short)
 
 
 @pytest.mark.parametrize("name", ["sim-1dof.toml", "sim-2dof.toml"])
