@@ -140,10 +140,10 @@ class Loop(StationCommands):
         self.scaler = ChannelScaler(inputs)
         self.fbmap = FeedbackMap(profile)
         self.fb = self.fbmap.new_feedback()
-        # The feedback's fields are rows of one matrix, which the compiled kernel fills.
+        # The compiled cycle's feedback matrix (one row per field); `CompiledCycle` moves it
+        # into its blob and binds the feedback's fields to its rows. The Python cycle fills
+        # the feedback's own arrays.
         self.fbm = np.full((len(FIELDS), len(profile.joints)), np.nan)
-        for f, (name, _) in enumerate(FIELDS):
-            setattr(self.fb, name, self.fbm[f])
         self.interlocks = Interlocks(profile)
         self.station = LoopStation(profile, self.interlocks)
         self.eng_now = self._eng_placeholder = np.zeros(len(inputs))
