@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+from daq.loop import Loop
+from daq.loop.mailbox import Request
 from daq.profile.loader import load_profile
 from daq.profile.schema import Profile
+from daq.service.control_api import joint_gains
+from daq.service.station_api import jog_request
 from daq.station.twin import with_station
 
 PROFILES = Path(__file__).resolve().parents[2] / "hw_profiles"
@@ -33,3 +38,18 @@ def station_profile(
         for j, q in zip(data["joints"], soft_min_deg, strict=True):
             j["limits"]["soft_min_deg"] = q
     return Profile.model_validate(data)
+
+
+def ask(loop: Loop, kind: str, payload: Any = None) -> Request:
+    """Hand a loop stepped in virtual time a request and run the few cycles that answer it."""
+    req = Request(kind, payload)
+    loop.mailbox._slot.append(req)
+    loop.run(0.005)
+    assert req.done.is_set(), (kind, "not answered")
+    return req
+
+
+def jog_payload(profile: Profile, joint: str, target_deg: float) -> Any:
+    """The service's jog request, its runner built as the `jog` command builds it."""
+    return jog_request(SimpleNamespace(profile=profile, gains=joint_gains(profile)),
+                       {"joint": joint, "target_deg": target_deg})  # fmt: skip

@@ -6,39 +6,18 @@ thread), so each test sees exactly the cycles it asked for."""
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 
-from daq.loop import Loop
 from daq.loop.interlocks import Interlocks
-from daq.loop.mailbox import Request
 from daq.loop.states import State
 from daq.loop.station import JOG_MARGIN_RAD, LoopStation
-from daq.profile.schema import Profile
-from daq.service.control_api import joint_gains
-from daq.service.station_api import jog_request
 from daq.station.power import Power
 from tests.loop.compiled_harness import sim_loop
-from tests.loop.station_profile import station_profile
+from tests.loop.station_profile import ask, jog_payload, station_profile
 from tests.station.station_rig import REALISTIC
-
-
-def _ask(loop: Loop, kind: str, payload: Any = None) -> Request:
-    """Hand the loop a request and run the few cycles that answer it."""
-    req = Request(kind, payload)
-    loop.mailbox._slot.append(req)
-    loop.run(0.005)
-    assert req.done.is_set(), (kind, "not answered")
-    return req
-
-
-def _jog(p: Profile, joint: str, target_deg: float) -> Any:
-    """The service's jog request (its runner built as the `jog` command builds it)."""
-    return jog_request(SimpleNamespace(profile=p, gains=joint_gains(p)),
-                       {"joint": joint, "target_deg": target_deg})  # fmt: skip
 
 
 def test_a_shunt_is_judged_on_exactly_the_channels_its_bits_close() -> None:
@@ -73,9 +52,9 @@ def test_a_jog_from_above_the_soft_maximum_widens_it_past_where_the_joint_stands
     loop.run(0.01)
     il = loop.interlocks
     assert math.degrees(loop.fb.q[0]) > 60.0 and math.degrees(il.soft_max[0]) == pytest.approx(58.0)
-    assert _ask(loop, "power", int(Power.LOW)).ok
+    assert ask(loop, "power", int(Power.LOW)).ok
     loop.run(3.0)  # the supply builds
-    jog = _ask(loop, "jog", _jog(profile, "j1", 50.0))
+    jog = ask(loop, "jog", jog_payload(profile, "j1", 50.0))
     assert jog.ok, jog.reason
     assert loop.state == State.ARMED and loop.fault is None
     # A few cycles in, the limit sits the margin beyond the joint (narrowed as it came in).
@@ -107,13 +86,13 @@ def test_the_shunt_relays_are_written_only_when_one_changes(
 
     monkeypatch.setattr(backend, "write_shunt", recorded)
     bit = 1 << st.shunt_names.index("p_supply")
-    assert _ask(loop, "shunt", (True, bit)).ok
-    assert _ask(loop, "estop").ok  # the state change opens the closed relay
+    assert ask(loop, "shunt", (True, bit)).ok
+    assert ask(loop, "estop").ok  # the state change opens the closed relay
     assert st.shunt == 0 and written == [["p_supply"], []]
-    assert _ask(loop, "reset").ok
-    assert _ask(loop, "power", int(Power.LOW)).ok
+    assert ask(loop, "reset").ok
+    assert ask(loop, "power", int(Power.LOW)).ok
     loop.run(3.0)
-    assert _ask(loop, "arm").ok
-    assert _ask(loop, "disarm").ok
+    assert ask(loop, "arm").ok
+    assert ask(loop, "disarm").ok
     assert loop.state == State.IDLE and loop.fault is None
     assert written == [["p_supply"], []]  # nothing more: every relay was open
