@@ -429,7 +429,10 @@ def _capacity_need(
     k_ret = ac**3 / cf[:, 1] ** 2 + ar**3 / cf[:, 3] ** 2
     ext = spool * np.sqrt(np.maximum(ac * ps - force, 0.0) / k_ext)
     ret = spool * np.sqrt(np.maximum(force + ar * ps, 0.0) / k_ret)
-    avail = np.where(sd >= 0, ext, ret)
+    # At rest (a hold) the valve must hold the load in whichever direction it acts: the cap
+    # side against a push beyond A⁺·p_s (no extending speed left), the rod side against a pull
+    # beyond A⁻·p_s (no retracting speed left) — the slower of the two speeds is the margin.
+    avail = np.where(sd > 0, ext, np.where(sd < 0, ret, np.minimum(ext, ret)))
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(avail > 0, np.abs(sd) / avail, np.inf)
 

@@ -225,3 +225,23 @@ def test_a_period_not_a_whole_number_of_samples_is_predicted_in_the_asked_chunks
 
     assert steps(2.5) == [200] * 5 + [1]
     assert steps(3.0) == [64] * 15 + [41]
+
+
+def test_a_hold_against_a_pull_the_rod_side_cannot_hold_is_refused_for_valve_capacity() -> None:
+    """The hold's other side: a load pulling the piston out beyond A⁻·p_s leaves no retracting
+    speed, and the valve cannot hold it either. Gravity reversed (the arm hung from the rig's
+    ceiling) turns j1's 731 N push at 8 bar into a pull beyond A⁻·p_s = 432 N, j2's 392 N into
+    one within it: j1 alone is refused, as for the push; at 70 bar both are held."""
+    lim = _limits()
+    hung = dataclasses.replace(_guess_params(), gravity=-9.81, supply_pressure=0.8e6)
+    q = np.radians([HOME])
+    _, r = cylinder(hung, q)
+    force = (inverse_dynamics(hung, q, np.zeros_like(q), np.zeros_like(q)) / r)[0]
+    pull = hung.area_rod * hung.supply_pressure
+    assert -force[0] > pull[0] and 0.0 < -force[1] < pull[1]  # what the docstring says
+    got = check_experiment(_exp(_hold(1.0)), lim, hung)
+    assert [(v.joint, v.limit, v.time, v.value) for v in got] == [
+        (0, "valve_capacity", 0.0, math.inf)
+    ]
+    strong = dataclasses.replace(hung, supply_pressure=_guess_params().supply_pressure)
+    assert check_experiment(_exp(_hold(1.0)), lim, strong) == []
