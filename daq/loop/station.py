@@ -192,8 +192,10 @@ class StationCommands(LoopCommands):
 
     def _set_state(self, new: State) -> None:
         """Every state change (arm, drain, jog, fault, e-stop, …) opens the shunt relays
-        first: the readings a live or latched rig acts on must be pressures."""
-        if new != self.state and self.station.shunt:
+        first: the readings a live or latched rig acts on must be pressures. So does a
+        repeated one (a second e-stop) while a relay is still closed — the backend could not
+        open it the first time, and an operator's e-stop is the moment to try again."""
+        if self.station.shunt:
             self._set_shunt(0)
         super()._set_state(new)
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from daq.backends.base import BackendStatus
 from daq.loop.interlocks import Interlocks
 from daq.loop.states import State
 from daq.loop.station import JOG_MARGIN_RAD, LoopStation
@@ -96,3 +97,34 @@ def test_the_shunt_relays_are_written_only_when_one_changes(
     assert ask(loop, "disarm").ok
     assert loop.state == State.IDLE and loop.fault is None
     assert written == [["p_supply"], []]  # nothing more: every relay was open
+
+
+def test_a_second_estop_retries_a_shunt_relay_the_first_could_not_open(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The e-stop opens the closed relay; the driver fails that once, so the relay stays closed
+    (and the station says so). The operator's second e-stop — the same state — tries again
+    and opens it; without a closed relay an e-stop writes nothing."""
+    loop = sim_loop(station_profile(REALISTIC))
+    loop.run(0.01)
+    st, backend = loop.station, loop.backend
+    write_shunt = backend.write_shunt
+    fail = [False]
+    written: list[bool] = []
+
+    def flaky(mask: np.ndarray) -> BackendStatus:
+        written.append(bool(np.any(mask)))
+        if fail[0]:
+            fail[0] = False
+            return BackendStatus.ERROR
+        return write_shunt(mask)
+
+    monkeypatch.setattr(backend, "write_shunt", flaky)
+    assert ask(loop, "shunt", (True, 1 << st.shunt_names.index("p_supply"))).ok
+    fail[0] = True
+    assert ask(loop, "estop").ok
+    assert loop.state == State.ESTOP and st.shunt != 0  # the driver refused: still closed
+    assert ask(loop, "estop").ok
+    assert st.shunt == 0 and written == [True, False, False]
+    assert ask(loop, "estop").ok
+    assert written == [True, False, False]  # every relay open: nothing more written
