@@ -245,3 +245,12 @@ def test_a_hold_against_a_pull_the_rod_side_cannot_hold_is_refused_for_valve_cap
     ]
     strong = dataclasses.replace(hung, supply_pressure=_guess_params().supply_pressure)
     assert check_experiment(_exp(_hold(1.0)), lim, strong) == []
+
+
+def test_a_joint_after_one_without_a_centring_gain_still_has_its_band_checked() -> None:
+    """Without plant parameters: j1 has no centring gain (`parameters_needed`), and j2 after it
+    is still bounded by its own band — 2 V over 1 V/rad leaves its soft-limit window."""
+    seg = _valve_sine([0.1, 2.0], [1.0, 1.0])
+    seg["controller"]["centering_v_per_rad"] = [0.0, 1.0]
+    got = [(v.joint, v.limit) for v in check_experiment(_exp(seg), _limits())]
+    assert got == [(0, "parameters_needed"), (1, "valve_sine_band")]
