@@ -95,6 +95,20 @@ def test_arm_refused_outside_soft_limits(make_loop: MakeLoop) -> None:
     assert loop.state == State.IDLE
 
 
+@pytest.mark.parametrize("end", ["soft_min", "soft_max"])
+def test_arm_accepted_with_a_joint_exactly_on_a_soft_limit(make_loop: MakeLoop, end: str) -> None:
+    """The soft-limit window is closed: a joint read exactly on a limit (here the limit moved
+    onto the reading, to the last bit) may be armed — as the cycle's interlock, which trips
+    only beyond it, lets it stay armed."""
+    loop, _ = make_loop()
+    cycles(loop, 2)
+    getattr(loop.interlocks, end)[1] = loop.fb.q[1]
+    req = post(loop, "arm")
+    cycles(loop, 3)
+    assert req.ok, req.reason
+    assert loop.state == State.ARMED and loop.fault is None
+
+
 def test_arm_refused_without_a_controller(make_loop: MakeLoop) -> None:
     loop, _ = make_loop(hold=None)
     req = post(loop, "arm")
