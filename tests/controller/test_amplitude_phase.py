@@ -392,3 +392,49 @@ def test_the_following_error_cut_moves_from_the_desired_toward_the_compensation(
     assert apc.following_limited[0] > 0
     assert apc.amplitude_ratio()[0] > 1.05
     assert 0.3 - 0.01 < apc._center[0] < 0.3 - 1e-4
+
+
+def test_the_blend_lasts_blend_n_cycles_then_the_reference_is_the_new_command() -> None:
+    """A blend started at a window's end covers cycles 0 … blend_n − 1 after it; from cycle
+    blend_n on the reference is the new command alone, its acceleration included (the
+    smoothstep's own at its end, −6·Δq/T², is not the new command's)."""
+    want = sine([0.0], [0.1], [1.0])
+    lim = JointLimits(-3.0, 3.0, 50.0, 20.0, 10.0)
+    apc = AmplitudePhase(want, [lim], PERIOD, gain=0.8)
+    q, qd, qdd = np.zeros(1), np.zeros(1), np.zeros(1)
+    plant = LagPlant(1, offset=0.05)
+    y = plant.x.copy()
+    start = None
+    for i in range(4000):
+        t = i * PERIOD
+        apc.eval(t, q, qd, qdd)
+        if start is not None and i >= start + apc.blend_n - 1:
+            alone = [np.zeros(1) for _ in range(3)]
+            apc.command().eval(t, *alone)
+            got, new = np.r_[q, qd, qdd], np.concatenate(alone)
+            if i == start + apc.blend_n - 1:  # the blend's last cycle: not yet the new command
+                assert abs(got[0] - new[0]) > 0.0
+            else:
+                np.testing.assert_allclose(got, new, rtol=0, atol=1e-12)
+                if i == start + apc.blend_n + 3:
+                    break
+        apc.observe(t, y)
+        if start is None and apc.windows == 2:  # the second window's end starts a blend
+            start = i + 1
+            assert apc.blend_n > 50
+        y = plant.step(q)
+    else:
+        raise AssertionError("no blend seen")
+
+
+def test_a_joint_the_sine_holds_has_no_relative_error_and_does_not_stop_the_others() -> None:
+    """j2 is held (amplitude 0): its relative error has no denominator and is NaN, not a
+    division by zero in the middle of a run; its offset is still measured and j1 is
+    compensated as alone."""
+    want = sine([0.0, 0.3], [0.1, 0.0], [1.0, 1.0])
+    lim = JointLimits(-3.0, 3.0, 50.0, 20.0, 10.0)
+    apc = AmplitudePhase(want, [lim, lim], PERIOD, gain=0.8)
+    run(apc, LagPlant(2, offset=0.01), 3.0, n=2)
+    assert apc.windows == 3
+    assert math.isnan(apc.error[1]) and math.isfinite(apc.error[0])
+    assert math.isfinite(apc.offset[1])
