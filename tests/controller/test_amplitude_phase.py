@@ -438,3 +438,42 @@ def test_a_joint_the_sine_holds_has_no_relative_error_and_does_not_stop_the_othe
     assert apc.windows == 3
     assert math.isnan(apc.error[1]) and math.isfinite(apc.error[0])
     assert math.isfinite(apc.offset[1])
+
+
+def test_a_restart_starts_the_windows_over_and_keeps_the_learnt_command() -> None:
+    """A phase entered again (`restart`, from the runner's `_enter`) half-way through a window:
+    the half window's sums are dropped and no blend is under way — from then on it behaves
+    exactly as the same compensator restarted at a window's end (same commands, same measured
+    error and offset), and its first reference is the learnt command itself."""
+    want = sine([0.0], [0.1], [1.0])
+    lim = JointLimits(-3.0, 3.0, 50.0, 20.0, 10.0)
+    apc = AmplitudePhase(want, [lim], PERIOD, gain=0.8)
+    plant = LagPlant(1, offset=0.05)
+    q, qd, qdd = np.zeros(1), np.zeros(1), np.zeros(1)
+    y = plant.x.copy()
+    at_end = None
+    for i in range(2500):  # a settle window, an update (its blend), half a window
+        apc.eval(i * PERIOD, q, qd, qdd)
+        apc.observe(i * PERIOD, y)
+        y = plant.step(q)
+        if apc.windows == 2 and at_end is None:
+            at_end = copy.deepcopy(apc)  # a window's end: no sums held
+    assert at_end is not None and apc.updates >= 1
+    apc.restart()
+    at_end.restart()
+    learnt = [np.zeros(1) for _ in range(3)]
+    apc.command().eval(0.0, *learnt)
+    ys = 0.1 * np.sin(2 * np.pi * np.arange(1000) * PERIOD + 0.3) + 0.04
+    for twin in (apc, at_end):
+        cmds = []
+        for i in range(1000):  # one window from the phase's start
+            twin.eval(i * PERIOD, q, qd, qdd)
+            cmds.append(q[0])
+            if i == 0:
+                np.testing.assert_allclose(np.r_[q, qd, qdd], np.concatenate(learnt), atol=1e-12)
+            twin.observe(i * PERIOD, ys[i : i + 1])
+        twin.cmds = cmds  # type: ignore[attr-defined]
+    assert apc.windows == at_end.windows == 1
+    assert apc.cmds == at_end.cmds  # type: ignore[attr-defined]
+    assert apc.error[0] == at_end.error[0] and apc.offset[0] == at_end.offset[0]
+    assert apc.offset[0] == pytest.approx(float(np.mean(ys)), abs=1e-9)
