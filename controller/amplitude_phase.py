@@ -213,7 +213,7 @@ class AmplitudePhase(Trajectory):
         # be a spike in any velocity feed-forward (FF1 differentiates the reference) and trip
         # the valve-rate interlock.
         self._old = self.command()
-        self.blend_n = max(1, min(self.window_n // 5, round(BLEND_S / period)))
+        self.blend_n = 1  # cycles of the blend under way: set at each update (`_blend_cycles`)
         self._blending = False
         self._period = period
         self._scratch = (np.zeros(self.n), np.zeros(self.n), np.zeros(self.n))
