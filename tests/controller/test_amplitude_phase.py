@@ -477,3 +477,49 @@ def test_a_restart_starts_the_windows_over_and_keeps_the_learnt_command() -> Non
     assert apc.cmds == at_end.cmds  # type: ignore[attr-defined]
     assert apc.error[0] == at_end.error[0] and apc.offset[0] == at_end.offset[0]
     assert apc.offset[0] == pytest.approx(float(np.mean(ys)), abs=1e-9)
+
+
+def _harmonic_row(gain: float) -> AmplitudePhase:
+    """A 1 Hz sine of 0.1 rad with its 2nd harmonic adapted (row 1): cap 0.1, floor 0.0005."""
+    return AmplitudePhase(sine([0.0], [0.1], [1.0]), [WIDE], PERIOD, harmonics=2, gain=gain)
+
+
+def test_a_harmonic_whose_error_grows_after_a_step_backs_off_then_switches_off() -> None:
+    """`_harmonic`'s back-off, as its docstring states: a row whose measured phasor grows by
+    half after a step takes half the step back and halves its own gain, each time; once its
+    gain is below 1 % of the set gain its command is 0 (switched off)."""
+    apc = _harmonic_row(gain=0.5)
+    apc._h[0][1] = 0.5 + 0j  # the loop's response at 2f, as measured
+    apc._prev_u[0][1], apc._prev_y[0][1] = 0.02 + 0j, 0.001 + 0j
+    got = []
+    for k in range(7):
+        u = complex(0.02 + 0.001 * (k + 1))
+        du = u - apc._prev_u[0][1]
+        out = apc._harmonic(0, 1, complex(0.002 * 2**k), u, None, True)
+        got.append(out)
+        if k < 6:  # gain 0.25, 0.125, … 0.0078: still above 1 % of 0.5
+            assert out == pytest.approx(u - 0.5 * du, abs=1e-15), k
+    assert apc._g[0][1] == pytest.approx(0.5 * 2.0**-7) and apc.backed_off[0] == 7
+    assert got[-1] == 0j
+
+
+def test_a_harmonic_is_left_alone_outside_an_update_or_without_a_response_model() -> None:
+    """A settling window (`update` false) measures but never changes a row's command, grown or
+    not; nor does an update without a model of the loop's response there (the fundamental too
+    small to measure): the command stays as it is."""
+    apc = _harmonic_row(gain=0.8)
+    apc._h[0][1] = 0.5 + 0j
+    apc._prev_u[0][1], apc._prev_y[0][1] = 0.02 + 0j, 0.001 + 0j
+    assert apc._harmonic(0, 1, 0.01 + 0j, 0.03 + 0j, None, False) == 0.03 + 0j
+    assert apc.backed_off[0] == 0 and apc._g[0][1] == 0.8
+    blind = _harmonic_row(gain=0.8)  # no model at 2f, none from the fundamental (h1 None)
+    assert blind._harmonic(0, 1, 0.01 + 0j, 0.03 + 0j, None, True) == 0.03 + 0j
+
+
+def test_a_harmonics_command_is_capped_at_the_fundamentals_desired_amplitude() -> None:
+    """The step −g·y/H would ask 1.6 rad at 2f of a 0.1 rad sine: the command keeps its
+    direction and is cut to 0.1 rad, the fundamental's desired amplitude."""
+    apc = _harmonic_row(gain=0.8)
+    apc._h[0][1] = 0.5 + 0j
+    out = apc._harmonic(0, 1, 1.0 + 0j, 0j, None, True)  # no previous command: no back-off
+    assert abs(out) == pytest.approx(0.1, rel=1e-12) and out.real < 0.0
