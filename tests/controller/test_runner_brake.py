@@ -137,3 +137,28 @@ def test_the_check_refuses_a_brake_that_would_stop_beyond_a_position_limit(rig2:
     assert len(bad) == 1 and bad[0].joint == 0 and bad[0].limit == "position_min"
     assert bad[0].segment == 0 and bad[0].time == pytest.approx(1.1)
     assert bad[0].value == pytest.approx(stop[0])
+
+
+def test_a_brake_that_stops_exactly_on_a_position_limit_is_inside(rig2: tuple) -> None:
+    """The position window is closed, for the brake's rest pose as for any reference: a limit
+    moved onto the rest pose the check itself reports (to the last bit) passes, on either
+    side; one float further in, it is refused."""
+    import dataclasses
+
+    from controller.checks import brake_violations
+
+    _, limits = rig2
+    exp = _sine_exp(1.1)
+    q, qd, _ = exp.segments[0].trajectory.sample(np.array([1.1]))
+    for j, lim in enumerate(limits):
+        side = "position_max" if qd[0, j] > 0 else "position_min"
+        between = q[0, j] + np.sign(qd[0, j]) * qd[0, j] ** 2 / (4 * lim.max_acceleration)
+        tight = list(limits)
+        tight[j] = dataclasses.replace(lim, **{side: float(between)})
+        (v,) = brake_violations(exp, tight)  # the rest pose, as the check computes it
+        assert v.joint == j and v.limit == side
+        tight[j] = dataclasses.replace(lim, **{side: v.value})
+        assert brake_violations(exp, tight) == [], (j, side)
+        inward = np.nextafter(v.value, -np.inf if side == "position_max" else np.inf)
+        tight[j] = dataclasses.replace(lim, **{side: float(inward)})
+        assert [(w.joint, w.limit) for w in brake_violations(exp, tight)] == [(j, side)]
