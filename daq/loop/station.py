@@ -114,10 +114,11 @@ class LoopStation:
 
     def shunt_overrange(self, bits: int, eng: np.ndarray) -> str | None:
         """Why closing the relays in `bits` would trip an interlock (a channel not at zero
-        load: its reading plus the shunt's equivalent above its limit), or None."""
+        load: its reading plus the shunt's equivalent above its limit — the pressure interlock
+        trips above it, not at it — or not a number), or None."""
         for k, name in enumerate(self.shunt_names):
             reading = float(eng[self._shunt_inputs[k]])
-            if bits >> k & 1 and not reading + self.shunt_equivalent[k] < self.shunt_limit[k]:
+            if bits >> k & 1 and not reading + self.shunt_equivalent[k] <= self.shunt_limit[k]:
                 return (
                     f"{name} reads {reading / 1e6:.3g} MPa: shunted it would read above its "
                     f"limit {self.shunt_limit[k] / 1e6:.3g} MPa (a shunt calibration is made at "

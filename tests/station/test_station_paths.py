@@ -128,3 +128,46 @@ def test_a_second_estop_retries_a_shunt_relay_the_first_could_not_open(
     assert st.shunt == 0 and written == [True, False, False]
     assert ask(loop, "estop").ok
     assert written == [True, False, False]  # every relay open: nothing more written
+
+
+def test_a_shunt_reaching_exactly_its_limit_closes_one_bit_above_or_nan_does_not() -> None:
+    """The pressure interlock trips above a chamber's limit, not at it: a shunted reading that
+    would land exactly on the limit may close; one float above it, or a reading that is not a
+    number, may not."""
+    profile = station_profile(REALISTIC)
+    st = LoopStation(profile, Interlocks(profile))
+    inputs = [c.name for c in profile.inputs]
+    for k, name in enumerate(st.shunt_names):
+        limit, equiv = st.shunt_limit[k], st.shunt_equivalent[k]
+        if not math.isfinite(limit):
+            continue  # no finite limit: no boundary to reach
+        reading = limit - equiv
+        while reading + equiv < limit:
+            reading = np.nextafter(reading, np.inf)
+        while reading + equiv > limit:
+            reading = np.nextafter(reading, -np.inf)
+        assert reading + equiv == limit, name  # exactly on the limit
+        eng = np.zeros(len(inputs))
+        eng[inputs.index(name)] = reading
+        assert st.shunt_overrange(1 << k, eng) is None, name
+        eng[inputs.index(name)] = np.nextafter(reading, np.inf)
+        while eng[inputs.index(name)] + equiv <= limit:
+            eng[inputs.index(name)] = np.nextafter(eng[inputs.index(name)], np.inf)
+        assert st.shunt_overrange(1 << k, eng) is not None, name
+        eng[inputs.index(name)] = math.nan
+        assert st.shunt_overrange(1 << k, eng) is not None, name
+
+
+def test_arming_at_exactly_the_arm_supply_pressure_is_allowed() -> None:
+    """Arming waits for the supply to reach its arm level: exactly at it is enough, one float
+    below or a reading that is not a number is not."""
+    loop = sim_loop(station_profile())
+    st = loop.station
+    assert st.check_supply
+    eng = np.zeros(len(loop.profile.inputs))
+    eng[st.supply_index] = st.supply_arm
+    assert loop._supply_refusal(eng) is None
+    for below in (np.nextafter(st.supply_arm, -np.inf), math.nan):
+        eng[st.supply_index] = below
+        reason = loop._supply_refusal(eng)
+        assert reason is not None and "arm refused: supply pressure" in reason
