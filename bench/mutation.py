@@ -312,8 +312,8 @@ TARGETS: dict[str, Target] = {
         ),
         (
             "estimator/batch.py",
-            "b for b in (all_blocks if mdl.fluid else not_fluid_blocks)",
-            "b for b in (all_blocks if not mdl.fluid else not_fluid_blocks)",
+            "candidates = all_blocks if mdl.fluid else not_fluid_blocks",
+            "candidates = all_blocks if not mdl.fluid else not_fluid_blocks",
         ),
     ),
     "segment_rows": Target(
