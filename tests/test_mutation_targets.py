@@ -1,7 +1,8 @@
 """`bench/mutation.py`'s targets stay in step with the code they mutate: every module and test
 file a target names exists, and its sentinel — the known-bad mutant whose kill makes a score
-trusted — is found in its module (the run breaks its first occurrence). A refactor that moves the sentinel's text
-otherwise leaves the target reporting an error and no score, found only at the next run."""
+trusted — is found in its module (the run breaks its first occurrence). A refactor that moves
+the sentinel's text otherwise leaves the target reporting an error and no score, found only at
+the next run."""
 
 from __future__ import annotations
 
