@@ -87,6 +87,21 @@ def test_a_realtime_run_of_n_periods_runs_n_cycles_each_on_its_deadline(
     assert loop.status()["wall_s"] == wall
 
 
+def test_a_cycle_that_wakes_within_the_spin_margin_spins_without_sleeping(
+    profile: Profile, clock: FakeClock
+) -> None:
+    """The rig's step after cycle 10 takes 0.9 ms of the 1 ms period: cycle 11's deadline is
+    then nearer than the 200 µs spin margin. It must spin the rest, not sleep — a sleep of
+    the (negative) remainder is an error from `time.sleep` — and still run on its deadline."""
+    backend = _SlowStep(profile, clock, at=10, extra_ns=900_000)
+    loop = Loop(profile, backend, hold=HoldP(), spin_us=200.0)
+    loop.run(50 * loop.period)
+    snap = loop.timing.snapshot()
+    assert loop.seq == 50 and snap["overruns"] == 0 and snap["skipped_cycles"] == 0
+    assert len(clock.sleeps) == 49 and min(clock.sleeps) > 0.0
+    assert loop.timing.wake_max_ns <= 5 * TICK
+
+
 class _Progress(HoldP):
     """A hold that says where it is, as the experiment runner does."""
 
