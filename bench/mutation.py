@@ -300,6 +300,8 @@ TARGETS: dict[str, Target] = {
         (
             "tests/estimator/test_segment_rows.py",
             "tests/estimator/test_trust.py",
+            # The small paths called directly (argument checks, defaults, trims, notes).
+            "tests/estimator/test_batch_paths.py",
             # The batch end to end on short recorded and synthetic runs (45 s in all).
             "tests/estimator/test_identification.py",
             "tests/estimator/test_batch_accuracy.py",
