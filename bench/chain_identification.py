@@ -45,6 +45,7 @@ from controller.plant.chain.model import Chain  # noqa: E402
 from controller.plant.chain.profile import load_chain_profile  # noqa: E402
 from estimator.base_params import identifiability  # noqa: E402
 from estimator.chain_identify import (  # noqa: E402
+    DEFAULT_CUTOFF_HZ,
     Conditioning,
     joint_weights,
     observe,
@@ -96,6 +97,10 @@ def main() -> None:
     ap.add_argument("--validation", type=Path, default=ROOT / "experiments/excavator-linkwise.toml")
     ap.add_argument("--draws", type=int, default=50)
     ap.add_argument(
+        "--cutoff-hz", type=float, default=DEFAULT_CUTOFF_HZ,
+        help="the observation's zero-phase low-pass (estimator.chain_identify.Conditioning)",
+    )  # fmt: skip
+    ap.add_argument(
         "--feedforward",
         action="store_true",
         help="track with the nominal chain's model feed-forward (the service's pid_ff) "
@@ -107,13 +112,16 @@ def main() -> None:
     nominal = prof.chain
     truth = truth_chain(nominal)
     exp = load_exp(args.experiment)
-    cond = Conditioning(FS)
+    cond = Conditioning(FS, args.cutoff_hz)
     out: dict[str, object] = {"experiment": exp.name, "seeds": args.seeds, "fs_hz": FS,
+                              "cutoff_hz": args.cutoff_hz,
                               "feedforward": args.feedforward}  # fmt: skip
 
     # Before anything moves: the prediction from the plan and the nominal model.
     # seed 1: the prediction simulates and draws its own noise, not the run's (seed 0)
-    pred = predict_chain(PROFILE, exp, grade="better", fs=FS, draws=args.draws, seed=1)
+    pred = predict_chain(
+        PROFILE, exp, grade="better", fs=FS, cutoff_hz=args.cutoff_hz, draws=args.draws, seed=1
+    )
     pm = pred.models[0]
 
     reg = ChainRegressor(nominal)
