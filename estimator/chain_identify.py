@@ -4,10 +4,12 @@ chamber pressures only), and the σ its sensors' declared noise gives them (thes
 
 Observation, as the 2-DOF batch does it (`estimator.observation`):
   1. zero-phase Butterworth low-pass (`sosfiltfilt`, 4th order at `cutoff_hz`) of the angles,
-     five-point central differences for q̇, q̈;
+     five-point central differences for q̇, q̈ (the regressor Y(q, q̇, q̈) is computed from
+     these);
   2. the measured torque τ_m = T⁺(q) p⁺ − T⁻(q) p⁻ is formed on the *raw* samples and then
      filtered by the same filter (exact parallel filtering: it holds no derivative);
-  3. parallel decimation by n_d of Y and τ_m, ends trimmed (4/cutoff) where the filters ring.
+  3. parallel decimation by n_d of Y and τ_m (its low-pass at `parallel_hz`, below the first
+     stage's corner: `DEFAULT_CUTOFF_HZ` says why), ends trimmed where the filters ring.
 Then y = W_b θ_b by least squares, each joint's equation weighted by the inverse variance of
 the torque its pressure transducers' noise gives (so a boom's kN and a bucket's hundreds of N
 count as their noise says, not as their units).
@@ -36,36 +38,51 @@ from estimator.base_params import BaseParameters
 from estimator.chain_regressor import ChainRegressor
 from estimator.observation import derivative
 
-#: Conditioning of the chain's observation (Hz at the recording's rate): twice the highest
-#: harmonic of the excavator's experiments (5 harmonics of 0.1 Hz). The angle noise reaches q̈
-#: through the filter as (2π f_c)², and noise in the regressor biases least squares (errors
-#: in variables): at 4 Hz the ±0.1° resolvers put the estimates 4–13σ from the truth (27 of 62
-#: base parameters within ±3σ on 20 of 20 seeds), at 1 Hz 51 of 62 and the predicted σ within
-#: 1.5× of the scatter for all 62; below ~2× the highest harmonic the filter bends the motion
-#: itself (0.75 Hz: 19 of 62). `python bench/chain_identification.py --cutoff-hz F`.
-DEFAULT_CUTOFF_HZ = 1.0
+#: Conditioning of the chain's observation (Hz at the recording's rate), in two stages. The
+#: angles are low-passed at `DEFAULT_CUTOFF_HZ` before the differences: low enough that the
+#: resolvers' noise, which reaches q̈ as (2π f)², stays small, high enough above the
+#: experiments' highest harmonic (0.5 Hz: 5 harmonics of 0.1 Hz) that the filter does not
+#: bend the motion inside the regressor's nonlinear terms (at 1 Hz it does: a noise-free run
+#: at 1 kHz then puts 26 of 62 base parameters outside the noisy run's ±3σ). The regressor's
+#: columns and the torque are then low-passed alike at `DEFAULT_PARALLEL_HZ` by the
+#: decimation: linear in the columns, this parallel filter bends nothing, and it removes the
+#: regressor's noise above it, which is what biases least squares (errors in variables). At
+#: 4 Hz / 4 Hz (one stage, before) the ±0.1° resolvers put 18–27 of 62 base parameters
+#: within ±3σ on 20 of 20 seeds; at 2 Hz / 1 Hz 54 of 62, and 99.3 % of the parameter-runs.
+#: `python bench/chain_identification.py --cutoff-hz F --parallel-hz F`.
+DEFAULT_CUTOFF_HZ = 2.0
+DEFAULT_PARALLEL_HZ: float | None = 1.0
 
 
 @dataclass(frozen=True)
 class Conditioning:
     fs: float
     cutoff_hz: float = DEFAULT_CUTOFF_HZ
-    decimation: int | None = None  # None: the largest keeping the corner (0.4 fs / f_c)
+    decimation: int | None = None  # None: the largest keeping the corner (0.4 fs / f_p)
+    #: The parallel filter's corner f_p (the decimation's low-pass, applied alike to the
+    #: regressor's columns and the torque): None = cutoff_hz.
+    parallel_hz: float | None = None
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.cutoff_hz < self.fs / 2:
-            raise ValueError(f"cutoff_hz must be in (0, {self.fs / 2}), got {self.cutoff_hz}")
+        for name in ("cutoff_hz", "parallel_hz"):
+            f = getattr(self, name)
+            if f is not None and not 0.0 < f < self.fs / 2:
+                raise ValueError(f"{name} must be in (0, {self.fs / 2}), got {f}")
         if self.decimation is not None and self.decimation < 1:
             raise ValueError(f"decimation must be ≥ 1, got {self.decimation}")
 
     @property
+    def f_p(self) -> float:
+        return self.parallel_hz or self.cutoff_hz
+
+    @property
     def nd(self) -> int:
-        return self.decimation or max(1, int(0.4 * self.fs / self.cutoff_hz))
+        return self.decimation or max(1, int(0.4 * self.fs / self.f_p))
 
     @property
     def trim(self) -> int:
-        """Decimated samples dropped at each end (4/f_c of filter ringing)."""
-        return max(1, int(4.0 / self.cutoff_hz * self.fs) // self.nd)
+        """Decimated samples dropped at each end (4/f of the slower filter's ringing)."""
+        return max(1, int(4.0 / min(self.cutoff_hz, self.f_p) * self.fs) // self.nd)
 
     def sos(self) -> np.ndarray:
         return np.asarray(butter(4, self.cutoff_hz, fs=self.fs, output="sos"))
@@ -95,12 +112,42 @@ def pressure_sigma(grade: SensorGrade) -> tuple[float, float]:
     return math.sqrt(e_q**2 / 3 + step_q**2 / 12), math.sqrt(e_p**2 / 3 + step_p**2 / 12)
 
 
-def joint_weights(reg: ChainRegressor, q: np.ndarray, grade: SensorGrade) -> np.ndarray:
-    """Per joint, 1 / the mean variance of τ_m from the pressure noise: (T⁺² + T⁻²) σ_p²."""
-    _, sp = pressure_sigma(grade)
+@dataclass(frozen=True)
+class ChannelNoise:
+    """Each joint's white reading noise, 1σ (angle rad, cap and rod pressure Pa; (n,) each),
+    as measured on a recording (`estimator.chain_batch.measured_noise`) rather than declared
+    by a grade; drawn normal where a grade's is drawn uniform within ± its accuracy."""
+
+    q: np.ndarray
+    p_cap: np.ndarray
+    p_rod: np.ndarray
+
+
+Noise = SensorGrade | ChannelNoise
+
+
+def joint_weights(reg: ChainRegressor, q: np.ndarray, noise: Noise) -> np.ndarray:
+    """Per joint, 1 / the mean variance of τ_m from the pressure noise: T⁺²σ₊² + T⁻²σ₋²."""
     tc, tr = reg.torque_per_pressure(q)
-    var = np.mean(tc**2 + tr**2, axis=0) * sp**2
+    if isinstance(noise, ChannelNoise):
+        var = np.mean(tc**2 * noise.p_cap**2 + tr**2 * noise.p_rod**2, axis=0)
+    else:
+        _, sp = pressure_sigma(noise)
+        var = np.mean(tc**2 + tr**2, axis=0) * sp**2
     return 1.0 / np.where(var > 0, var, np.inf)
+
+
+def _draw(noise: Noise, rng: np.random.Generator, shape: tuple[int, int]) -> tuple[np.ndarray, ...]:
+    """One draw of the angle, cap and rod pressure noise (each `shape`)."""
+    if isinstance(noise, ChannelNoise):
+        return tuple(rng.normal(0.0, 1.0, shape) * s for s in (noise.q, noise.p_cap, noise.p_rod))
+    e_q = math.radians(noise.resolver_accuracy_deg)
+    e_p = noise.pressure_accuracy_pa
+    return (
+        rng.uniform(-e_q, e_q, shape),
+        rng.uniform(-e_p, e_p, shape),
+        rng.uniform(-e_p, e_p, shape),
+    )
 
 
 @dataclass
@@ -189,7 +236,7 @@ def identify(
     reg: ChainRegressor,
     bp: BaseParameters,
     channels: dict[str, np.ndarray],
-    grade: SensorGrade,
+    grade: Noise,
     cond: Conditioning,
     draws: int = 60,
     seed: int = 0,
@@ -244,13 +291,14 @@ def propagated_sigma(
     qdd: np.ndarray,
     p_cap: np.ndarray,
     p_rod: np.ndarray,
-    grade: SensorGrade,
+    grade: Noise,
     cond: Conditioning,
     draws: int = 60,
     seed: int = 0,
 ) -> np.ndarray:
-    """1σ of every base parameter from the sensors' declared noise (module docstring), about
-    the noise-free signals q, q̇, q̈ (N, n) and chamber pressures (N, n)."""
+    """1σ of every base parameter from the sensors' noise, a grade's declared or a recording's
+    measured (module docstring), about the noise-free signals q, q̇, q̈ (N, n) and chamber
+    pressures (N, n)."""
     N, n = q.shape
     Y = base_matrix(reg, bp, q, qd, qdd)
     r = Y.shape[-1]
@@ -264,14 +312,10 @@ def propagated_sigma(
     tcm, trm = reg.torque_per_pressure(q - h)
     # ∂τ_m/∂q_i through T±(q_i) (each joint's T depends on its own angle only).
     dtau_dq = ((tcp - tcm) * p_cap - (trp - trm) * p_rod) / (2 * h)
-    e_q = math.radians(grade.resolver_accuracy_deg)
-    e_p = grade.pressure_accuracy_pa
     rng = np.random.default_rng(seed)
     out = np.empty((draws, r))
     for k in range(draws):
-        nq = rng.uniform(-e_q, e_q, (N, n))
-        npc = rng.uniform(-e_p, e_p, (N, n))
-        npr = rng.uniform(-e_p, e_p, (N, n))
+        nq, npc, npr = _draw(grade, rng, (N, n))
         dy = cond.filter(tc * npc - tr * npr + dtau_dq * nq)
         d0, d1, d2 = cond.smooth(nq)
         dphi = (

@@ -150,6 +150,7 @@ def predict_chain(
     minor: bool = True,
     fs: float = 200.0,
     cutoff_hz: float | None = None,
+    parallel_hz: float | None = None,
     draws: int = 50,
     seed: int = 0,
     p_low: float = 3.0e6,
@@ -172,6 +173,7 @@ def predict_chain(
     from estimator.base_params import identifiability
     from estimator.chain_identify import (
         DEFAULT_CUTOFF_HZ,
+        DEFAULT_PARALLEL_HZ,
         Conditioning,
         joint_weights,
         observe,
@@ -196,7 +198,9 @@ def predict_chain(
     bp = identifiability(reg.matrix, reg.names, chain_q_range(prof.chain, prof.home))
     theta = bp.values(reg.parameters())
     t, q, qd, qdd, skipped = experiment_reference(exp, fs)
-    cond = Conditioning(fs, cutoff_hz or DEFAULT_CUTOFF_HZ)
+    cond = Conditioning(
+        fs, cutoff_hz or DEFAULT_CUTOFF_HZ, parallel_hz=parallel_hz or DEFAULT_PARALLEL_HZ
+    )
     if motion == "simulated":
         run = run_experiment(
             prof.chain, experiment_trajectory(exp), g, nominal=prof.chain, fs=fs,

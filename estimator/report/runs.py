@@ -122,10 +122,48 @@ def longest_block(ok: np.ndarray, seq: np.ndarray) -> slice:
     return slice(int(starts[i]), int(ends[i]))
 
 
+@dataclass
+class OpenedRun:
+    """A run file read, its profile and the segment to analyse (before any plant's checks)."""
+
+    path: Path
+    run: Run
+    profile: Profile
+    profile_source: str
+    segment: slice
+    notes: list[str]
+
+
 def load_run(
     path: str | Path, profile: Profile | str | Path | None = None, *, what: str = "run"
 ) -> RunData:
     """Read a run file and pick its profile and analysed segment; `ReportError` on bad input."""
+    return run_data(open_run(path, profile, what=what))
+
+
+def run_data(o: OpenedRun) -> RunData:
+    """An opened run as the planar rigs' identification reads it (a `[plant]` profile)."""
+    prof = o.profile
+    if prof.plant is None:
+        hint = (
+            " (a [chain] machine: `rigctl identify` fits its base parameters instead, "
+            "estimator.chain_batch)"
+            if prof.chain is not None
+            else ""
+        )
+        raise ReportError(
+            f"profile '{prof.rig.id}' ({o.profile_source}) has no [plant] section: "
+            f"identification needs the known geometry (areas, pins, volumes, stroke, supply "
+            f"pressure){hint}"
+        )
+    return RunData(o.path, o.run, prof, o.profile_source, plant_params(prof), o.segment, o.notes)
+
+
+def open_run(
+    path: str | Path, profile: Profile | str | Path | None = None, *, what: str = "run"
+) -> OpenedRun:
+    """Read a run file, resolve its profile and pick the analysed segment: the longest
+    continuous RUNNING block (else the longest continuous one), at least `MIN_SEGMENT_S`."""
     path = Path(path)
     if not path.is_file():
         raise ReportError(f"no such {what} file: {path}")
@@ -134,11 +172,6 @@ def load_run(
     except RunFileError as exc:
         raise ReportError(str(exc)) from None
     prof, source = resolve_profile(run, profile)
-    if prof.plant is None:
-        raise ReportError(
-            f"profile '{prof.rig.id}' ({source}) has no [plant] section: identification needs "
-            "the known geometry (areas, pins, volumes, stroke, supply pressure)"
-        )
     notes: list[str] = []
     if not run.complete:
         notes.append(
@@ -165,7 +198,7 @@ def load_run(
             f"{path.name}: the analysable segment is {(seg.stop - seg.start) * period:.2f} s "
             f"long; at least {MIN_SEGMENT_S:.0f} s of continuous running data are needed"
         )
-    return RunData(path, run, prof, source, plant_params(prof), seg, notes)
+    return OpenedRun(path, run, prof, source, seg, notes)
 
 
 def measured(rd: RunData) -> Measured:
