@@ -43,6 +43,7 @@ from estimator.chain_identify import (
     ChannelNoise,
     Conditioning,
     identify,
+    observe,
 )
 from estimator.chain_regressor import ChainRegressor
 from estimator.report.runs import OpenedRun, ReportError, open_run
@@ -155,6 +156,10 @@ class ChainBatch:
     rms_residual: np.ndarray  # per joint, of the decimated torque equations
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: What fitted it, for predicting another run's torques (`torque_rms`).
+    regressor: ChainRegressor | None = field(default=None, repr=False)
+    base: BaseParameters | None = field(default=None, repr=False)
+    conditioning: Conditioning | None = field(default=None, repr=False)
 
     @property
     def measured(self) -> np.ndarray:
@@ -195,7 +200,7 @@ def simulated_truth(prof: Profile, reg: ChainRegressor, bp: BaseParameters) -> n
     for j in prof.joints:
         pair = []
         for role in ("pressure_cap", "pressure_rod"):
-            ch = prof.joint_channel(j.name, role)  # type: ignore[arg-type]
+            ch = prof.joint_channel(j.name, role)
             err = None if ch is None else ch.sim_error
             pair.append(0.0 if err is None else float(err.offset))
         offsets.append((pair[0], pair[1]))
@@ -255,9 +260,19 @@ def identify_chain(
     ]
     warnings = []
     if flags:
+        groups = {
+            why: [n for n, r in flags.items() if r.startswith(why)]
+            for why in ("not excited", "not resolved")
+        }
         warnings.append(
             f"{len(flags)} of {bp.rank} base parameters are not measured by this run (flagged, "
-            "not measured): " + "; ".join(f"{n} {why}" for n, why in flags.items())
+            "not measured; each one's reason and ±3σ in --json): "
+            + "; ".join(
+                f"{why}{' (±3σ includes zero)' if why == 'not resolved' else ''}: "
+                + ", ".join(names)
+                for why, names in groups.items()
+                if names
+            )
         )
     return ChainBatch(
         model=model,
@@ -276,7 +291,28 @@ def identify_chain(
         rms_residual=fit.rms_residual,
         notes=notes,
         warnings=warnings,
+        regressor=reg,
+        base=bp,
+        conditioning=cond,
     )
+
+
+def torque_rms(rec: ChainRecording, b: ChainBatch) -> dict[str, dict[str, float]]:
+    """Another run's measured actuator torques predicted by the identified base parameters and
+    by the profile's nominal ones, observed as `b` was: per joint, the RMS of each model's error
+    and of the torque itself (N·m; a jack joint's torque about its axis)."""
+    assert b.regressor is not None and b.base is not None and b.conditioning is not None
+    obs = observe(b.regressor, b.base, rec.q, rec.p_cap, rec.p_rod, b.conditioning)
+    names = [j.name for j in rec.profile.joints]
+
+    def rms(x: np.ndarray) -> dict[str, float]:
+        return {n: float(v) for n, v in zip(names, np.sqrt(np.mean(x**2, axis=0)), strict=True)}
+
+    return {
+        "identified": rms(obs.y - np.einsum("mnr,r->mn", obs.Phi, b.theta)),
+        "nominal": rms(obs.y - np.einsum("mnr,r->mn", obs.Phi, b.nominal)),
+        "measured": rms(obs.y),
+    }
 
 
 def as_dict(b: ChainBatch) -> dict[str, Any]:

@@ -153,6 +153,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ProfileError as exc:
         log.error("%s", exc)
         return 2
+    if profile.chain is not None:
+        log.error(
+            "rig-estimator: profile '%s' describes a [chain] machine; the online estimator "
+            "models the planar rigs' families ([plant]) only: identify a chain from its "
+            "recording with `rigctl identify RUN` (estimator.chain_batch)",
+            profile.rig.id,
+        )
+        return 2
     if profile.realtime.cpu >= 0:
         # Off the loop's CPU however it was started (the unit says CPUAffinity=0, but
         # `rigctl identify` and a start by hand did not): on the loop's CPU its work delays the

@@ -98,6 +98,12 @@ def register(subparsers: Any) -> None:
         help="batch: σ from the noise only (default: σ also includes the sensors' calibration "
         "uncertainty, from the run's calibration or the channels' declared accuracy)",
     )
+    p.add_argument(
+        "--reduced",
+        action="store_true",
+        help="a [chain] machine: the reduced model (without the jacks' cylinders and pistons) "
+        "instead of the complete one",
+    )
     p.set_defaults(func=run)
 
 
@@ -115,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
                 refine=not args.no_refine,
                 linkwise=args.link_by_link,
                 sensor_sigma=not args.no_sensor_sigma,
+                reduced=args.reduced,
             )
         else:
             if args.profile is None:
@@ -132,6 +139,10 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_REFUSED
     if args.json:
         print(json.dumps(result, default=str, sort_keys=True))
+    elif "chain" in result:
+        from rigctl.identify_chain import print_result
+
+        print_result(result)
     else:
         print(result["table"])
         for note in result.get("notes", []):
@@ -173,11 +184,17 @@ def _offline(
     refine: bool,
     linkwise: bool,
     sensor_sigma: bool = True,
+    reduced: bool = False,
 ) -> dict[str, Any]:
     from estimator.report.analysis import batch_identify
-    from estimator.report.runs import load_run
+    from estimator.report.runs import open_run, run_data
 
-    data = load_run(run_path, profile_path)
+    opened = open_run(run_path, profile_path)
+    if opened.profile.chain is not None:
+        from rigctl.identify_chain import offline
+
+        return offline(opened, reduced=reduced)
+    data = run_data(opened)
     batch = batch_identify(data, refine=refine, linkwise=linkwise, sensor_sigma=sensor_sigma)
     rows = _table_rows(batch, data, None)
     extra = {
@@ -231,6 +248,11 @@ def _end_to_end(args: argparse.Namespace) -> dict[str, Any]:
     profile_path = Path(args.profile)
     profile = load_profile(profile_path)
     n = len(profile.joints)
+    if profile.chain is not None:
+        from rigctl.identify_chain import end_to_end
+
+        given = [None if a in (None, "none") else a for a in (args.experiment, args.validation)]
+        return end_to_end(args, *(None if a is None else load_experiment(Path(a)) for a in given))
     experiment = _experiment(args.experiment, "standard", n)
     assert experiment is not None
     validation = _experiment(args.validation, "validation", n)

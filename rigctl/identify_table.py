@@ -143,7 +143,8 @@ def _pct(v: float | None, width: int = 7, signed: bool = False) -> str:
 
 def format_table(rows: Sequence[ParameterRow], *, online: bool) -> str:
     has_truth = any(r.truth is not None for r in rows)
-    head = f"{'parameter':<9} "
+    w = max([9, *(len(r.name) for r in rows)])
+    head = f"{'parameter':<{w}} "
     if has_truth:
         head += f"{'true':>11} "
     if online:
@@ -154,7 +155,7 @@ def format_table(rows: Sequence[ParameterRow], *, online: bool) -> str:
         head += f" {'est.':>4} {'batch LS':>11}" + (f" {'err %':>7}" if has_truth else "")
     lines = [head, "-" * len(head)]
     for r in rows:
-        line = f"{r.name:<9} "
+        line = f"{r.name:<{w}} "
         if has_truth:
             line += _num(r.truth) + " "
         if online:

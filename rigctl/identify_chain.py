@@ -1,0 +1,145 @@
+"""`rigctl identify` on a chain machine (a `[chain]` profile such as
+hw_profiles/sim-excavator.toml, docs/excavator.md): the base parameters of its complete model
+(the jacks' cylinders and pistons included; `--reduced` without them) by the batch on the
+identification run's recording (`estimator.chain_batch`), beside the profile's nominal values
+and, on the simulator, its truth; every parameter the run does not measure flagged in words.
+
+End to end, rig-daq runs the experiment recorded (`--experiment`, required: the shipped ones
+are experiments/excavator-multisine.toml and excavator-linkwise.toml) and, with
+`--validation E`, a second one; the identified model then predicts the validation run's
+actuator torques (the thesis's Figure 37), against the profile's nominal model.
+The online estimator (`rig-estimator`) models the planar rigs' families only, so it is not
+started on a chain."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rigctl.identify_power import power_down, power_up
+from rigctl.identify_table import format_table, rows_from
+from rigctl.session import RigSession, SessionError
+
+#: The shipped chain experiments, named in the error when none is given.
+CHAIN_EXPERIMENTS = ("experiments/excavator-multisine.toml", "experiments/excavator-linkwise.toml")
+
+
+def chain_table(b: Any) -> str:
+    """The parameter table (rigctl/identify_table.py's form, batch only) and the definitions
+    of the measured base parameters that are combinations of physical ones."""
+    rows = rows_from(b.names, None, b.theta, b.sigma_pct, b.truth, identifiable=b.measured)
+    lines = [format_table(rows, online=False)]
+    combos = [
+        f"  {n} = {d}"
+        for n, d, ok in zip(b.names, b.definitions, b.measured, strict=True)
+        if ok and d != n
+    ]
+    if combos:
+        lines += ["", "measured base parameters that combine physical ones:", *combos]
+    return "\n".join(lines)
+
+
+def _result(b: Any, extra: dict[str, Any]) -> dict[str, Any]:
+    from estimator.chain_batch import as_dict
+
+    rows = rows_from(b.names, None, b.theta, b.sigma_pct, b.truth, identifiable=b.measured)
+    return {
+        "parameters": [r.to_dict() for r in rows],
+        "table": chain_table(b),
+        "warnings": list(b.warnings) + extra.pop("warnings", []),
+        "notes": list(b.notes),
+        "chain": as_dict(b),
+        **extra,
+    }
+
+
+def offline(opened: Any, *, reduced: bool) -> dict[str, Any]:
+    """The batch on an already opened run of a chain machine."""
+    from estimator.chain_batch import chain_recording, identify_chain
+
+    b = identify_chain(chain_recording(opened), minor=not reduced)
+    return _result(b, {"run": str(opened.path)})
+
+
+def end_to_end(
+    args: argparse.Namespace, experiment: dict[str, Any] | None, validation: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The identification experiment (and a validation one) through rig-daq, then the batch."""
+    from estimator.chain_batch import identify_chain, load_chain_run, torque_rms
+
+    if experiment is None:
+        raise FileNotFoundError(
+            "a [chain] profile has no default experiment; pass --experiment (shipped: "
+            + ", ".join(CHAIN_EXPERIMENTS)
+            + ")"
+        )
+    profile_path = Path(args.profile)
+    out = Path(args.out or f"runs/identify-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}")
+    progress = sys.stderr if not args.json else None
+
+    def say(text: str) -> None:
+        if progress is not None:
+            print(f"rigctl identify: {text}", file=progress, flush=True)
+
+    say(f"starting rig-daq ({out}; the online estimator does not model chains)")
+    from daq.profile import load_profile
+
+    profile = load_profile(profile_path)
+    val_run: Path | None = None
+    fault_after: str | None = None
+    with RigSession(profile_path, out, virtual_time=args.virtual_time, estimator=False) as s:
+        power = power_up(s, profile, say)
+        ident_run = Path(s.command("record_start", {"name": "identification"})["path"])
+        say(f"running '{experiment.get('name', 'experiment')}' (recording {ident_run.name})")
+        try:
+            s.run_experiment(experiment, timeout=3600.0)
+        finally:
+            s.request("record_stop")
+        if validation is not None:
+            try:
+                val_run = Path(s.command("record_start", {"name": "validation"})["path"])
+                say(f"validation run '{validation.get('name', '')}'")
+                s.run_experiment(validation, timeout=3600.0)
+            except SessionError as exc:
+                fault_after, val_run = f"during the validation run: {exc}", None
+            s.request("record_stop")
+        try:
+            s.command("disarm")
+        except SessionError as exc:
+            fault_after = fault_after or f"on disarm: {exc}"
+        power += power_down(s, profile, say)
+    say("batch identification of the recording (the chain's base parameters)")
+    b = identify_chain(load_chain_run(ident_run, profile_path), minor=not args.reduced)
+    extra: dict[str, Any] = {
+        "identification_run": str(ident_run),
+        "validation_run": None if val_run is None else str(val_run),
+        "fault_after": fault_after,
+        "power": power,
+        "warnings": [] if fault_after is None else [f"the rig faulted {fault_after}"],
+    }
+    if val_run is not None:
+        say("the identified model's actuator torques on the validation run")
+        rms = torque_rms(load_chain_run(val_run, profile_path), b)
+        extra["validation"] = rms
+        b.notes.append(validation_line(rms))
+    return _result(b, extra)
+
+
+def validation_line(rms: dict[str, dict[str, float]]) -> str:
+    """One line: per joint, the torque RMS error of the identified and the nominal model."""
+    parts = [f"{j} {rms['identified'][j]:.4g} / {rms['nominal'][j]:.4g}" for j in rms["identified"]]
+    return (
+        "validation: actuator torque RMS error, identified / nominal model (N·m; the "
+        "torque's own RMS in the JSON): " + ", ".join(parts)
+    )
+
+
+def print_result(result: dict[str, Any]) -> None:
+    print(result["table"])
+    for note in result.get("notes", []):
+        print(f"note: {note}")
+    for w in result["warnings"]:
+        print(f"warning: {w}")

@@ -1,0 +1,155 @@
+"""The batch identification of a chain machine from its recording (estimator.chain_batch) and
+`rigctl identify` on one: the noise measured on the run, the flags, and, on a service run of
+the excavator, every measured base parameter within its ±3σ of the simulator's truth."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from estimator.chain_batch import (
+    ChainRecording,
+    flag_reasons,
+    identify_chain,
+    load_chain_run,
+    measured_noise,
+    sigma_bound,
+    torque_rms,
+    white_noise_sigma,
+)
+from estimator.chain_identify import ChannelNoise
+from estimator.report.runs import ReportError, load_run
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILE = ROOT / "hw_profiles" / "sim-excavator.toml"
+EXPERIMENT = ROOT / "experiments" / "excavator-multisine.toml"
+
+
+def test_the_white_noise_of_a_moving_channel_is_measured_from_its_fourth_differences() -> None:
+    """A slow motion with a 20 Hz ringing on top, sampled at 1 kHz, plus white noise of known
+    σ per column: the estimate is within 5 % of it (the motion's share is negligible)."""
+    rng = np.random.default_rng(3)
+    t = np.arange(60_000) / 1000.0
+    motion = np.sin(2 * np.pi * 0.3 * t) + 1e-3 * np.sin(2 * np.pi * 20.0 * t)
+    sigma = np.array([2e-3, 5e-4])
+    x = motion[:, None] + rng.normal(0.0, 1.0, (t.size, 2)) * sigma
+    np.testing.assert_allclose(white_noise_sigma(x), sigma, rtol=0.05)
+
+
+def _recording(q: np.ndarray, pc: np.ndarray, pr: np.ndarray, floor: float) -> ChainRecording:
+    n = q.shape[1]
+    f = ChannelNoise(np.full(n, floor), np.full(n, floor), np.full(n, floor))
+    return ChainRecording(None, 1000.0, q, pc, pr, f)  # type: ignore[arg-type]
+
+
+def test_a_channel_quieter_than_its_converter_is_held_at_the_quantisation_noise() -> None:
+    rng = np.random.default_rng(0)
+    quiet = np.zeros((5000, 1))
+    noisy = rng.normal(0.0, 0.2, (5000, 1))
+    noise = measured_noise(_recording(quiet, noisy, quiet, floor=0.01))
+    assert noise.q[0] == 0.01 and noise.p_rod[0] == 0.01
+    assert noise.p_cap[0] == pytest.approx(0.2, rel=0.05)
+
+
+def test_a_parameter_is_flagged_when_not_excited_or_when_its_3_sigma_reaches_zero() -> None:
+    flags = flag_reasons(
+        ["a", "b", "c", "d"],
+        np.array([1.0, 3.0, -3.01, 5.0]),
+        np.array([math.inf, 1.0, 1.0, 0.1]),
+    )
+    assert flags["a"] == "not excited by this run"
+    assert flags["b"].startswith("not resolved")  # exactly at 3σ: not told from zero
+    assert "c" not in flags and "d" not in flags
+
+
+def test_the_printed_sigma_is_the_upper_bound_of_its_monte_carlo_estimate() -> None:
+    assert sigma_bound(40) == pytest.approx(1.0 + 2.0 / math.sqrt(78.0))
+    assert sigma_bound(1000) < sigma_bound(40) < sigma_bound(10)
+
+
+@pytest.fixture(scope="module")
+def excavator_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The multisine identification experiment recorded through rig-daq (virtual time)."""
+    from rigctl.session import RigSession
+
+    out = tmp_path_factory.mktemp("excavator")
+    with RigSession(PROFILE, out, virtual_time=True, estimator=False) as s:
+        path = Path(s.command("record_start", {"name": "identification"})["path"])
+        status = s.run_experiment(tomllib.loads(EXPERIMENT.read_text()), timeout=600.0)
+        assert status["fault"] is None
+        s.command("record_stop")
+    return path
+
+
+@pytest.mark.slow
+def test_every_measured_base_parameter_of_a_service_run_is_within_3_sigma(
+    excavator_run: Path,
+) -> None:
+    """The service's simulator is the profile's chain: its base parameters are the truth. The
+    noise is measured, not read from the profile (it matches the channels' `sim_noise` and
+    converter steps); the bucket's first moments are measured, the rest flagged, and no
+    printed number is outside its ±3σ."""
+    rec = load_chain_run(excavator_run, PROFILE)
+    b = identify_chain(rec)
+    assert b.truth is not None
+    sim_q = math.hypot(math.radians(0.02), 2 * math.pi / 2**14 / math.sqrt(12))
+    np.testing.assert_allclose(b.noise.q, sim_q, rtol=0.1)
+    measured = b.measured
+    assert {"bucket.mx", "bucket.my"} <= {n for n, m in zip(b.names, measured, strict=True) if m}
+    err = np.abs(b.theta - b.truth)
+    outside = [
+        n for n, e, s, m in zip(b.names, err, b.sigma, measured, strict=True) if m and e > 3 * s
+    ]
+    assert outside == []
+    assert set(b.flags) == {n for n, m in zip(b.names, measured, strict=True) if not m}
+    # Its own run predicted by its own fit: no worse than the profile's nominal model, in the
+    # weighted sum the fit minimises.
+    rms = torque_rms(rec, b)
+    assert set(rms["identified"]) == {"swing", "boom", "stick", "bucket"}
+    assert all(rms["identified"][j] < 0.01 * rms["measured"][j] for j in rms["measured"])
+
+
+@pytest.mark.slow
+def test_rigctl_identify_fits_a_chain_run_and_prints_its_base_parameters(
+    excavator_run: Path,
+) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "rigctl.main", "identify", str(excavator_run), "--json"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    out: dict[str, Any] = json.loads(r.stdout)
+    chain = out["chain"]
+    assert chain["model"] == "complete" and len(chain["base_parameters"]) == 62
+    flagged = [p for p in chain["base_parameters"] if p["flag"]]
+    assert flagged and all(p["flag"] in out["warnings"][0] or p["name"] in out["warnings"][0]
+                           for p in flagged)  # fmt: skip
+    rows = {p["name"]: p for p in out["parameters"]}
+    assert rows["bucket.mx"]["identifiable"] and rows["bucket.mx"]["batch_within_3sigma"]
+    assert "bucket.mx = bucket.mx − 0.225·bucket.jack0.pis.m" in out["table"]
+
+
+@pytest.mark.slow
+def test_a_planar_profile_is_refused_for_a_chain_run_and_the_reverse(excavator_run: Path) -> None:
+    """Each reader names what the other kind of profile lacks."""
+    with pytest.raises(ReportError, match=r"no \[chain\] section: not a chain machine's run"):
+        load_chain_run(excavator_run, ROOT / "hw_profiles" / "sim-2dof.toml")
+    with pytest.raises(ReportError, match=r"no \[plant\] section.*a \[chain\] machine"):
+        load_run(excavator_run)  # the profile stored in the run: the excavator's
+
+
+def test_the_online_estimator_refuses_a_chain_profile_naming_the_batch(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from estimator.service import main
+
+    assert main(["--profile", str(PROFILE), "--connect-timeout", "1"]) == 2
+    assert "[chain] machine" in caplog.text and "rigctl identify RUN" in caplog.text
