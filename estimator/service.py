@@ -33,12 +33,14 @@ import zmq
 
 from daq.profile.loader import ProfileError, load_profile
 from daq.profile.schema import Estimator as EstimatorCfg
+from daq.profile.schema import Profile
 from daq.telemetry.wire import Event, Meta, SampleBatch
 from estimator.blas import limit_blas_threads
+from estimator.chain_online import MODEL, ChainOnlineIdentifier
 from estimator.models_lin import lin_plant
 from estimator.online import Estimate, OnlineIdentifier
 from estimator.paramfile import read_param_file, write_param_file
-from estimator.structure import describe, read_structure
+from estimator.structure import Structure, describe, read_structure
 from estimator.transport import DEFAULT_KEY, TransportError, await_meta, open_sockets
 
 log = logging.getLogger(__name__)
@@ -81,7 +83,34 @@ def prior_from_file(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return prior
 
 
-def write_estimate(path: Path, rig: str, ident: OnlineIdentifier) -> None:
+Identifier = OnlineIdentifier | ChainOnlineIdentifier
+
+
+def identifier(
+    profile: Profile, columns: Any, prior: Any, structure: Structure | None
+) -> Identifier:
+    """The online estimator of the profile's kind of machine: a `[chain]`'s base parameters
+    (estimator.chain_online), else the planar rigs' model families."""
+    if profile.chain is not None:
+        return ChainOnlineIdentifier(profile, columns)
+    return OnlineIdentifier(profile, columns, prior=prior, structure=structure)
+
+
+def write_estimate(path: Path, rig: str, ident: Identifier) -> None:
+    if isinstance(ident, ChainOnlineIdentifier):
+        est = ident.estimate()
+        models = {
+            MODEL: {
+                "names": est.names,
+                "theta": est.theta.tolist(),
+                "sigma_pct": [float(x) for x in est.sigma_pct],
+                "cov_diag": np.diag(est.cov).tolist(),
+                "residual_var": est.models[MODEL]["residual_var"],
+            }
+        }
+        write_param_file(path, rig, est.samples, models, None, warnings=est.warnings)
+        log.info("wrote %s (%d equations)", path, est.samples)
+        return
     models = {}
     ths = {}
     for c in ident.chains:
@@ -153,14 +182,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ProfileError as exc:
         log.error("%s", exc)
         return 2
-    if profile.chain is not None:
-        log.error(
-            "rig-estimator: profile '%s' describes a [chain] machine; the online estimator "
-            "models the planar rigs' families ([plant]) only: identify a chain from its "
-            "recording with `rigctl identify RUN` (estimator.chain_batch)",
-            profile.rig.id,
-        )
-        return 2
     if profile.realtime.cpu >= 0:
         # Off the loop's CPU however it was started (the unit says CPUAffinity=0, but
         # `rigctl identify` and a start by hand did not): on the loop's CPU its work delays the
@@ -171,7 +192,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = profile.estimator or EstimatorCfg()
     param_path = Path(args.param_file or cfg.param_file)
     prior = None
-    if cfg.resume and not args.no_resume and param_path.exists():
+    if profile.chain is not None:
+        if args.structure:
+            log.error("rig-estimator: --structure: a [chain] machine's model has no structure")
+            return 2
+        log.info("a [chain] machine: its base parameters, restarted (estimator.chain_online)")
+    elif cfg.resume and not args.no_resume and param_path.exists():
         try:
             prior = prior_from_file(param_path)
             log.info("resuming from %s", param_path)
@@ -221,9 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sockets.close()
         ctx.term()
         return 0 if flags.stop else 3
-    ident: OnlineIdentifier | None = OnlineIdentifier(
-        profile, first.header["columns"], prior=prior, structure=structure
-    )
+    ident: Identifier | None = identifier(profile, first.header["columns"], prior, structure)
     layout_id: Any = first.layout_id
     next_seq: int | None = None
     out_seq = 0
@@ -234,9 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         while not flags.stop and time.monotonic() < t_end:
             msg = sub.recv(timeout=0.05)  # malformed messages are counted and skipped there
             if isinstance(msg, Meta) and (ident is None or msg.layout_id != layout_id):
-                ident = OnlineIdentifier(
-                    profile, msg.header["columns"], prior=prior, structure=structure
-                )
+                ident = identifier(profile, msg.header["columns"], prior, structure)
                 layout_id, next_seq = msg.layout_id, None
                 log.info("layout %s: %d columns", layout_id, len(msg.names))
             elif isinstance(msg, SampleBatch) and ident is not None and msg.layout_id == layout_id:

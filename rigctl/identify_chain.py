@@ -7,9 +7,9 @@ and, on the simulator, its truth; every parameter the run does not measure flagg
 End to end, rig-daq runs the experiment recorded (`--experiment`, required: the shipped ones
 are experiments/excavator-multisine.toml and excavator-linkwise.toml) and, with
 `--validation E`, a second one; the identified model then predicts the validation run's
-actuator torques (the thesis's Figure 37), against the profile's nominal model.
-The online estimator (`rig-estimator`) models the planar rigs' families only, so it is not
-started on a chain."""
+actuator torques (the thesis's Figure 37), against the profile's nominal model. rig-estimator
+runs beside it (estimator.chain_online: the batch's equations accumulated window by window);
+its estimate of the identification run is the table's online column."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rigctl.identify_power import power_down, power_up
 from rigctl.identify_table import format_table, rows_from
 from rigctl.session import RigSession, SessionError
@@ -27,11 +29,14 @@ from rigctl.session import RigSession, SessionError
 CHAIN_EXPERIMENTS = ("experiments/excavator-multisine.toml", "experiments/excavator-linkwise.toml")
 
 
-def chain_table(b: Any) -> str:
-    """The parameter table (rigctl/identify_table.py's form, batch only) and the definitions
-    of the measured base parameters that are combinations of physical ones."""
-    rows = rows_from(b.names, None, b.theta, b.sigma_pct, b.truth, identifiable=b.measured)
-    lines = [format_table(rows, online=False)]
+def _rows(b: Any, online: Any) -> list[Any]:
+    return rows_from(b.names, online, b.theta, b.sigma_pct, b.truth, identifiable=b.measured)
+
+
+def chain_table(b: Any, online: tuple[np.ndarray, np.ndarray] | None = None) -> str:
+    """The parameter table (rigctl/identify_table.py's form) and the definitions of the
+    measured base parameters that are combinations of physical ones."""
+    lines = [format_table(_rows(b, online), online=online is not None)]
     combos = [
         f"  {n} = {d}"
         for n, d, ok in zip(b.names, b.definitions, b.measured, strict=True)
@@ -42,13 +47,14 @@ def chain_table(b: Any) -> str:
     return "\n".join(lines)
 
 
-def _result(b: Any, extra: dict[str, Any]) -> dict[str, Any]:
+def _result(
+    b: Any, extra: dict[str, Any], online: tuple[np.ndarray, np.ndarray] | None = None
+) -> dict[str, Any]:
     from estimator.chain_batch import as_dict
 
-    rows = rows_from(b.names, None, b.theta, b.sigma_pct, b.truth, identifiable=b.measured)
     return {
-        "parameters": [r.to_dict() for r in rows],
-        "table": chain_table(b),
+        "parameters": [r.to_dict() for r in _rows(b, online)],
+        "table": chain_table(b, online),
         "warnings": list(b.warnings) + extra.pop("warnings", []),
         "notes": list(b.notes),
         "chain": as_dict(b),
@@ -84,20 +90,30 @@ def end_to_end(
         if progress is not None:
             print(f"rigctl identify: {text}", file=progress, flush=True)
 
-    say(f"starting rig-daq ({out}; the online estimator does not model chains)")
+    say(f"starting rig-daq and rig-estimator ({out})")
     from daq.profile import load_profile
+    from estimator.chain_online import MODEL
+    from estimator.paramfile import read_param_file
 
     profile = load_profile(profile_path)
     val_run: Path | None = None
     fault_after: str | None = None
-    with RigSession(profile_path, out, virtual_time=args.virtual_time, estimator=False) as s:
+    with RigSession(profile_path, out, virtual_time=args.virtual_time) as s:
         power = power_up(s, profile, say)
         ident_run = Path(s.command("record_start", {"name": "identification"})["path"])
         say(f"running '{experiment.get('name', 'experiment')}' (recording {ident_run.name})")
         try:
-            s.run_experiment(experiment, timeout=3600.0)
+            status = s.run_experiment(experiment, timeout=3600.0)
         finally:
             s.request("record_stop")
+        last_seq = int(status["seq"])
+        say("waiting for the online estimator to catch up")
+        s.wait_estimate(
+            lambda e: e.get("data_seq", -1) >= last_seq,
+            timeout=600.0,
+            what="the estimator to consume the experiment",
+        )
+        s.stop_estimator()  # writes its parameter file; the validation run stays unseen
         if validation is not None:
             try:
                 val_run = Path(s.command("record_start", {"name": "validation"})["path"])
@@ -125,7 +141,13 @@ def end_to_end(
         rms = torque_rms(load_chain_run(val_run, profile_path), b)
         extra["validation"] = rms
         b.notes.append(validation_line(rms))
-    return _result(b, extra)
+    m = read_param_file(s.param_file)["models"][MODEL]
+    if list(m["names"]) != b.names:
+        raise ValueError(f"{s.param_file}: the online estimate's parameters are not the batch's")
+    extra["online_param_file"] = str(s.param_file)
+    extra["online_samples"] = read_param_file(s.param_file).get("samples")
+    online = (np.asarray(m["theta"], dtype=float), np.asarray(m["sigma_pct"], dtype=float))
+    return _result(b, extra, online)
 
 
 def validation_line(rms: dict[str, dict[str, float]]) -> str:

@@ -8,7 +8,6 @@ import json
 import math
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,6 @@ from estimator.report.runs import ReportError, load_run
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "hw_profiles" / "sim-excavator.toml"
-EXPERIMENT = ROOT / "experiments" / "excavator-multisine.toml"
 
 
 def test_the_white_noise_of_a_moving_channel_is_measured_from_its_fourth_differences() -> None:
@@ -73,20 +71,6 @@ def test_a_parameter_is_flagged_when_not_excited_or_when_its_3_sigma_reaches_zer
 def test_the_printed_sigma_is_the_upper_bound_of_its_monte_carlo_estimate() -> None:
     assert sigma_bound(40) == pytest.approx(1.0 + 2.0 / math.sqrt(78.0))
     assert sigma_bound(1000) < sigma_bound(40) < sigma_bound(10)
-
-
-@pytest.fixture(scope="module")
-def excavator_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The multisine identification experiment recorded through rig-daq (virtual time)."""
-    from rigctl.session import RigSession
-
-    out = tmp_path_factory.mktemp("excavator")
-    with RigSession(PROFILE, out, virtual_time=True, estimator=False) as s:
-        path = Path(s.command("record_start", {"name": "identification"})["path"])
-        status = s.run_experiment(tomllib.loads(EXPERIMENT.read_text()), timeout=600.0)
-        assert status["fault"] is None
-        s.command("record_stop")
-    return path
 
 
 @pytest.mark.slow
@@ -146,10 +130,11 @@ def test_a_planar_profile_is_refused_for_a_chain_run_and_the_reverse(excavator_r
         load_run(excavator_run)  # the profile stored in the run: the excavator's
 
 
-def test_the_online_estimator_refuses_a_chain_profile_naming_the_batch(
-    caplog: pytest.LogCaptureFixture,
+def test_the_online_estimator_refuses_a_structure_for_a_chain(
+    caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
+    """A chain's model has no structure to take from a batch (estimator.structure)."""
     from estimator.service import main
 
-    assert main(["--profile", str(PROFILE), "--connect-timeout", "1"]) == 2
-    assert "[chain] machine" in caplog.text and "rigctl identify RUN" in caplog.text
+    assert main(["--profile", str(PROFILE), "--structure", str(tmp_path / "x.toml")]) == 2
+    assert "a [chain] machine's model has no structure" in caplog.text
