@@ -285,14 +285,16 @@ class ChainOnlineIdentifier:
         # Each joint's residual variance (the weights are the raw pressure noise's; after the
         # filters each joint's equations keep a different share of it and of the angles'), and
         # the sandwich H (Σ_j s²_j Φ_jᵀWΦ_j) H, H = (ΦᵀWΦ)⁺ = P Pᵀ, as Σ_j (s_j P X_jᵀ)(…)ᵀ with
-        # X_j = R_j P̃ bounded (Σ_j X_jᵀX_j is a projection): positive whatever the conditioning.
-        scaled = self._D * theta
+        # X_j = R_j R⁺ bounded (Σ_j X_jᵀX_j is a projection): positive whatever the conditioning.
+        D = self._D
+        assert D is not None  # there are equations
+        scaled = D * theta
         s2 = (self._rss + float(np.sum((self._z - self._R @ scaled) ** 2))) / dof
         cov = np.zeros((r, r))
         for j in range(self.nj):
             rss_j = self._rssj[j] + float(np.sum((self._zj[j] - self._Rj[j] @ scaled) ** 2))
             # θ = P Qᵀ b and Q_j = (Φ_j/D) R⁻¹: joint j's share of Qᵀ Σ Q is s²_j X_jᵀX_j.
-            Xj = self._Rj[j] @ (self._D[:, None] * P)
+            Xj = self._Rj[j] @ (D[:, None] * P)
             Bj = math.sqrt(rss_j / (dof / self.nj)) * (P @ Xj.T)
             cov += Bj @ Bj.T
         e = [y - np.einsum("mnr,r->mn", A, theta) for y, A in self._recent]
