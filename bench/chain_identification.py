@@ -44,6 +44,7 @@ from controller.experiment import Experiment  # noqa: E402
 from controller.plant.chain.model import Chain  # noqa: E402
 from controller.plant.chain.profile import load_chain_profile  # noqa: E402
 from estimator.base_params import identifiability  # noqa: E402
+from estimator.chain_batch import flag_reasons, sigma_bound  # noqa: E402
 from estimator.chain_identify import (  # noqa: E402
     DEFAULT_CUTOFF_HZ,
     DEFAULT_PARALLEL_HZ,
@@ -191,8 +192,20 @@ def main() -> None:
     out["within_1pct_5psi"] = int(np.count_nonzero(within_1pct & nz))
     out["nonzero_true"] = int(np.count_nonzero(nz))
     out["within_3sigma_5psi"] = int(np.count_nonzero(within_3s))
-    # The promise per printed number: the share of parameter-runs within ±3σ.
+    # The promise per printed number: the share of parameter-runs within ±3σ, and among the
+    # numbers `rigctl identify` would print unflagged (its σ bound and flags, chain_batch).
     out["parameter_runs_within_3sigma_5psi"] = float(np.mean(np.abs(err_b) <= 3 * sig_run))
+    printed = sig_run * sigma_bound(args.draws)
+    measured = np.array(
+        [[n not in flag_reasons(bp.base_names, th, printed) for n in bp.base_names]
+         for th in est["better"]]
+    )  # fmt: skip
+    inside = np.abs(err_b) <= 3 * printed
+    out["unflagged_parameter_runs_5psi"] = int(measured.sum())
+    out["unflagged_within_3sigma_5psi"] = int((measured & inside).sum())
+    out["unflagged_parameters_5psi"] = sorted(
+        {bp.base_names[k] for k in np.flatnonzero(measured.any(axis=0))}
+    )
     out["error_ratio_25_vs_5psi_median"] = float(np.median(err_ratio))
     out["error_ratio_25_vs_5psi_range"] = [float(err_ratio.min()), float(err_ratio.max())]
     out["predicted_over_scatter_range"] = [float(ratio_pred.min()), float(ratio_pred.max())]
