@@ -60,8 +60,8 @@ class Conditioning:
     cutoff_hz: float = DEFAULT_CUTOFF_HZ
     decimation: int | None = None  # None: the largest keeping the corner (0.4 fs / f_p)
     #: The parallel filter's corner f_p (the decimation's low-pass, applied alike to the
-    #: regressor's columns and the torque): None = cutoff_hz.
-    parallel_hz: float | None = None
+    #: regressor's columns and the torque): None = cutoff_hz (one stage).
+    parallel_hz: float | None = DEFAULT_PARALLEL_HZ
 
     def __post_init__(self) -> None:
         for name in ("cutoff_hz", "parallel_hz"):
