@@ -6,8 +6,9 @@ and, on the simulator, its truth; every parameter the run does not measure flagg
 
 End to end, rig-daq runs the experiment recorded (`--experiment`, required: the shipped ones
 are experiments/excavator-multisine.toml and excavator-linkwise.toml) and, with
-`--validation E`, a second one; the identified model then predicts the validation run's
-actuator torques (the thesis's Figure 37), against the profile's nominal model. rig-estimator
+`--validation E`, a second one; the complete and the reduced model, each identified on the
+first run, then predict the validation run's actuator torques beside the profile's nominal
+model (the thesis's Figure 37). rig-estimator
 runs beside it (estimator.chain_online: the batch's equations accumulated window by window);
 its estimate of the identification run is the table's online column."""
 
@@ -137,8 +138,19 @@ def end_to_end(
         "warnings": [] if fault_after is None else [f"the rig faulted {fault_after}"],
     }
     if val_run is not None:
-        say("the identified model's actuator torques on the validation run")
-        rms = torque_rms(load_chain_run(val_run, profile_path), b)
+        # The thesis's Figure 37: both models, each identified on the same run, predict the
+        # validation run's torques, beside the profile's nominal model.
+        say("the complete and reduced models' actuator torques on the validation run")
+        other = identify_chain(load_chain_run(ident_run, profile_path), minor=args.reduced)
+        val = load_chain_run(val_run, profile_path)
+        complete, reduced = (other, b) if args.reduced else (b, other)
+        rc, rr = torque_rms(val, complete), torque_rms(val, reduced)
+        rms = {
+            "complete": rc["identified"],
+            "reduced": rr["identified"],
+            "nominal": rc["nominal"],
+            "measured": rc["measured"],
+        }
         extra["validation"] = rms
         b.notes.append(validation_line(rms))
     m = read_param_file(s.param_file)["models"][MODEL]
@@ -151,10 +163,13 @@ def end_to_end(
 
 
 def validation_line(rms: dict[str, dict[str, float]]) -> str:
-    """One line: per joint, the torque RMS error of the identified and the nominal model."""
-    parts = [f"{j} {rms['identified'][j]:.4g} / {rms['nominal'][j]:.4g}" for j in rms["identified"]]
+    """One line: per joint, the torque RMS error of the complete, reduced and nominal model."""
+    parts = [
+        f"{j} {rms['complete'][j]:.4g} / {rms['reduced'][j]:.4g} / {rms['nominal'][j]:.4g}"
+        for j in rms["nominal"]
+    ]
     return (
-        "validation: actuator torque RMS error, identified / nominal model (N·m; the "
+        "validation: actuator torque RMS error, complete / reduced / nominal model (N·m; the "
         "torque's own RMS in the JSON): " + ", ".join(parts)
     )
 

@@ -99,6 +99,8 @@ def test_rigctl_identify_runs_a_chain_end_to_end_with_both_estimators(tmp_path: 
     assert all(p["online"] is not None and math.isfinite(p["online"]) for p in rows)
     assert all(p["online_within_3sigma"] is not False for p in rows)
     val = out["validation"]
-    assert set(val) == {"identified", "nominal", "measured"}
-    assert all(val["identified"][j] < 0.05 * val["measured"][j] for j in val["measured"])
+    assert set(val) == {"complete", "reduced", "nominal", "measured"}
+    for model in ("complete", "reduced"):
+        assert all(val[model][j] < 0.05 * val["measured"][j] for j in val["measured"])
+    assert val["complete"] != val["reduced"]
     assert Path(out["online_param_file"]).is_file() and out["online_samples"] > 0
