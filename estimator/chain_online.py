@@ -48,7 +48,7 @@ from estimator.chain_identify import (
     observe,
 )
 from estimator.chain_regressor import ChainRegressor
-from estimator.datause import DataUse, blocks, classify
+from estimator.datause import DataUse, blocks, classify_stream
 from estimator.online import HEADER_CHECKS, Estimate, column_names
 
 #: The roles read per joint, in the buffer's column order (q, p⁺, p⁻ per joint).
@@ -152,22 +152,10 @@ class ChainOnlineIdentifier:
             raise ValueError(
                 f"rows must have shape (N, {self._width}) (the layout's columns), got {rows.shape}"
             )
-        cls = classify(
-            {c: rows[:, i] for c, i in self._header.items()},
-            1.0 / self.fs,
-            running_only=self.running_only,
-            previous=self._prev,
-        )
-        self._prev = (
-            float(rows[-1, self._header["t"]]) if "t" in self._header else np.nan,
-            float(rows[-1, self._header["seq"]]) if "seq" in self._header else np.nan,
-        )
-        d = self.data
-        d.rows += rows.shape[0]
-        d.not_running += cls.not_running
-        d.faulted += cls.faulted
-        d.gaps += cls.gaps
-        d.gap_s += cls.gap_s
+        cls, self._prev = classify_stream(
+            rows, self._header, 1.0 / self.fs, self.data,
+            running_only=self.running_only, previous=self._prev,
+        )  # fmt: skip
         self.gaps += cls.gaps
         done = 0
         for blk in blocks(cls.good, cls.breaks):

@@ -162,6 +162,36 @@ def classify(
     return RowClasses(good, breaks, not_running, faulted, gaps, gap_s)
 
 
+def classify_stream(
+    rows: np.ndarray,
+    header: Mapping[str, int],
+    period: float,
+    data: DataUse,
+    *,
+    running_only: bool,
+    previous: tuple[float, float],
+) -> tuple[RowClasses, tuple[float, float]]:
+    """`classify` for a streaming estimator's telemetry rows (header column → index in a row):
+    the classes, with `data`'s counters updated, and the (t, seq) of the last row — the next
+    call's `previous`."""
+    cls = classify(
+        {c: rows[:, i] for c, i in header.items()},
+        period,
+        running_only=running_only,
+        previous=previous,
+    )
+    last = (
+        float(rows[-1, header["t"]]) if "t" in header else np.nan,
+        float(rows[-1, header["seq"]]) if "seq" in header else np.nan,
+    )
+    data.rows += rows.shape[0]
+    data.not_running += cls.not_running
+    data.faulted += cls.faulted
+    data.gaps += cls.gaps
+    data.gap_s += cls.gap_s
+    return cls, last
+
+
 def blocks(good: np.ndarray, breaks: np.ndarray) -> list[slice]:
     """Maximal [i, j) of good rows with no break inside (a break at i itself is allowed).
 

@@ -33,7 +33,7 @@ from daq.profile.plant import known_params, plant_params
 from daq.profile.schema import Profile
 from estimator.angles import AngleFusion
 from estimator.chain import N_SIGNALS, TEMP_SLOT, ModelChain, unmeasured_oil_c
-from estimator.datause import DataUse, blocks, classify
+from estimator.datause import DataUse, blocks, classify_stream
 from estimator.models import LinearModel, load_models
 from estimator.rls import RlsConfig
 from estimator.segment_rows import FluidSpans, in_spans
@@ -275,22 +275,10 @@ class OnlineIdentifier:
         N = rows.shape[0]
         if N == 0:
             return 0
-        cls = classify(
-            {c: rows[:, i] for c, i in self._header.items()},
-            1.0 / self.fs,
-            running_only=self.running_only,
-            previous=self._prev,
-        )
-        self._prev = (
-            float(rows[-1, self._header["t"]]) if "t" in self._header else np.nan,
-            float(rows[-1, self._header["seq"]]) if "seq" in self._header else np.nan,
-        )
-        d = self.data
-        d.rows += N
-        d.not_running += cls.not_running
-        d.faulted += cls.faulted
-        d.gaps += cls.gaps
-        d.gap_s += cls.gap_s
+        cls, self._prev = classify_stream(
+            rows, self._header, 1.0 / self.fs, self.data,
+            running_only=self.running_only, previous=self._prev,
+        )  # fmt: skip
         self.gaps += cls.gaps
         if cls.gap_s > 0.0:  # the parameters drift on while rows are missing
             for c in self.chains:
