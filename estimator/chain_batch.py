@@ -89,9 +89,8 @@ def chain_recording(o: OpenedRun) -> ChainRecording:
     cols = {n: i for i, n in enumerate(o.run.columns)}
     rows = o.run.data[o.segment]
     blocks: dict[str, np.ndarray] = {}
-    steps: dict[str, np.ndarray] = {}
     for role in ROLES:
-        vals, step = [], []
+        vals = []
         for j in prof.joints:
             ch = prof.joint_channel(j.name, role)  # type: ignore[arg-type]
             if ch is None or f"eng.{ch.name}" not in cols:
@@ -106,16 +105,30 @@ def chain_recording(o: OpenedRun) -> ChainRecording:
                     f"{o.path.name}: channel {ch.name} has {bad.size} non-finite reading(s) in "
                     f"the analysed rows (first at row {o.segment.start + int(bad[0])})"
                 )
-            vals.append(x)
-            gain = abs(float(getattr(ch.scaling, "gain", 1.0)))
-            step.append((ch.converter.max - ch.converter.min) / 2**ch.converter.bits * gain)
+            # A resolver read through a wrapping converter jumps by 2π where the joint passes
+            # its ends: the differences need the angle itself.
+            vals.append(np.unwrap(x) if ch.converter.wraps else x)
         blocks[role] = np.stack(vals, axis=1)
-        steps[role] = np.asarray(step) / math.sqrt(12.0)
-    floor = ChannelNoise(steps["resolver"], steps["pressure_cap"], steps["pressure_rod"])
     return ChainRecording(
         o, 1.0 / prof.period, blocks["resolver"], blocks["pressure_cap"], blocks["pressure_rod"],
-        floor,
+        converter_floor(prof),
     )  # fmt: skip
+
+
+def converter_floor(prof: Profile) -> ChannelNoise:
+    """Each chain channel's converter step / √12 in engineering units, per joint: the noise a
+    quantised reading has at least."""
+    out = []
+    for role in ROLES:
+        step = []
+        for j in prof.joints:
+            ch = prof.joint_channel(j.name, role)  # type: ignore[arg-type]
+            if ch is None:
+                raise ValueError(f"joint {j.name} has no '{role}' channel")
+            gain = abs(float(getattr(ch.scaling, "gain", 1.0)))
+            step.append((ch.converter.max - ch.converter.min) / 2**ch.converter.bits * gain)
+        out.append(np.asarray(step) / math.sqrt(12.0))
+    return ChannelNoise(out[0], out[1], out[2])
 
 
 def white_noise_sigma(x: np.ndarray) -> np.ndarray:

@@ -37,7 +37,7 @@ import numpy as np
 
 from daq.profile.schema import Profile
 from estimator.base_params import identifiability
-from estimator.chain_batch import ChainRecording, flag_reasons, measured_noise
+from estimator.chain_batch import ChainRecording, converter_floor, flag_reasons, measured_noise
 from estimator.chain_identify import (
     DEFAULT_CUTOFF_HZ,
     DEFAULT_PARALLEL_HZ,
@@ -104,11 +104,16 @@ class ChainOnlineIdentifier:
                     )
                 idx.append(names.index(col))
         self._index = np.array(idx)
+        #: Resolvers read through a wrapping converter: unwrapped per window (a 2π offset
+        #: between windows is harmless, the regressor is periodic in q; a jump inside is not).
+        self._wraps = np.array(
+            [profile.joint_channel(j.name, "resolver").converter.wraps for j in profile.joints]  # type: ignore[union-attr]
+        )
         self._header = {c: names.index(c) for c in HEADER_CHECKS if c in names}
         self._t_col = names.index("t")
         self._width = len(names)
         self.running_only = running_only
-        self._floor = _floor(profile, self.nj)
+        self._floor = converter_floor(profile)
         r = self.bp.rank
         # The square-root information form: R (r, r) upper triangular and z with
         # ‖W^½(y − Φθ)‖² = ‖z − R D θ‖² + `_rss` over every equation so far, D a fixed column
@@ -214,6 +219,8 @@ class ChainOnlineIdentifier:
     def _window_equations(self, x: np.ndarray) -> int:
         n = self.nj
         q, pc, pr = x[:, :n], x[:, n : 2 * n], x[:, 2 * n :]
+        if self._wraps.any():
+            q = np.where(self._wraps, np.unwrap(q, axis=0), q)
         if self._w is None:
             rec = ChainRecording(None, self.fs, q, pc, pr, self._floor)  # type: ignore[arg-type]
             self._noise = measured_noise(rec)
@@ -338,20 +345,6 @@ def _qr_update(
     rhs = np.concatenate([z, b])
     z2 = Q.T @ rhs
     return R2, z2, max(0.0, float(rhs @ rhs - z2 @ z2))
-
-
-def _floor(profile: Profile, n: int) -> ChannelNoise:
-    """Each channel's converter step / √12 (`chain_batch.ChainRecording.floor`)."""
-    out = []
-    for role in ROLES:
-        vals = []
-        for j in profile.joints:
-            ch = profile.joint_channel(j.name, role)  # type: ignore[arg-type]
-            assert ch is not None  # checked with the layout
-            gain = abs(float(getattr(ch.scaling, "gain", 1.0)))
-            vals.append((ch.converter.max - ch.converter.min) / 2**ch.converter.bits * gain)
-        out.append(np.asarray(vals) / math.sqrt(12.0))
-    return ChannelNoise(out[0], out[1], out[2])
 
 
 def _kappa(e: np.ndarray) -> float:
