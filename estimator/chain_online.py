@@ -7,9 +7,9 @@ low-pass and differences, the 1 Hz parallel filter and decimation) on windows of
 rows, and accumulates each window's weighted normal equations: the estimate after any row is
 the weighted least squares of every decimated equation so far, as the batch's on the same
 rows would be (`estimator.chain_batch`). The observation's zero-phase filters need the samples
-on both sides of an equation: a window spans twice the observation's `trim` (its filters'
-start-up, 4 s each at 1 Hz) at each end around `step_s` of new equations, and moves on by that
-step, so the estimate runs `step_s` plus 8 s behind the rig. An RLS on a causal filter would not
+on both sides of an equation: a window spans the observation's `trim` (its filters' start-up,
+8 s at 1 Hz) at each end around `step_s` of new equations, and moves on by that step, so the
+estimate runs `step_s` plus 8 s behind the rig. An RLS on a causal filter would not
 lag, but its equations would not be the batch's, whose are the ones the σ was validated for.
 
 Rows as in `OnlineIdentifier`: only RUNNING rows without a fault or interlock flag are used;
@@ -85,11 +85,7 @@ class ChainOnlineIdentifier:
         nd = self.cond.nd
         self._m = max(1, round(step_s * self.fs / nd))  # new equations per window
         self._step = self._m * nd
-        # The zero-phase filters' start-up reaches past the observation's own `trim`: with
-        # only that dropped, a window's equations differed from the batch's on the same rows
-        # (θ up to 3.8 batch σ apart on an excavator run); one more trim each side, 0.5σ.
-        self._margin = self.cond.trim
-        self._window = (2 * self.cond.trim + 2 * self._margin + self._m) * nd
+        self._window = (2 * self.cond.trim + self._m) * nd
         names = column_names(layout_columns)
         self.nj = len(profile.joints)
         idx = []
@@ -226,8 +222,7 @@ class ChainOnlineIdentifier:
             self._noise = measured_noise(rec)
             self._w = joint_weights(self.reg, q, self._noise)
         obs = observe(self.reg, self.bp, q, pc, pr, self.cond)
-        e0 = self._margin
-        Phi, y = obs.Phi[e0 : e0 + self._m], obs.y[e0 : e0 + self._m]
+        Phi, y = obs.Phi[: self._m], obs.y[: self._m]
         self.windows += 1
         if self._frozen:
             return 0

@@ -24,7 +24,7 @@ from estimator.chain_batch import (
     torque_rms,
     white_noise_sigma,
 )
-from estimator.chain_identify import ChannelNoise
+from estimator.chain_identify import ChannelNoise, Conditioning
 from estimator.report.runs import ReportError, load_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,3 +138,11 @@ def test_the_online_estimator_refuses_a_structure_for_a_chain(
 
     assert main(["--profile", str(PROFILE), "--structure", str(tmp_path / "x.toml")]) == 2
     assert "a [chain] machine's model has no structure" in caplog.text
+
+
+def test_a_run_shorter_than_the_filters_start_up_is_refused_naming_the_length() -> None:
+    cond = Conditioning(200.0)
+    need = (2 * cond.trim + 1) * cond.nd
+    cond.check_length(need)
+    with pytest.raises(ValueError, match=r"start up for 8\.0 s at each end.*more than"):
+        cond.check_length(need - 1)

@@ -41,14 +41,14 @@ def test_the_online_estimate_is_the_least_squares_of_its_windows_equations(
     ident = ChainOnlineIdentifier(prof, run.columns)
     _feed(ident, run.data, 20)
     rec = load_chain_run(excavator_run, PROFILE)  # the RUNNING block: the rows it used
-    cond, nd, m, e0 = ident.cond, ident.cond.nd, ident._m, ident._margin
-    window = (2 * cond.trim + 2 * e0 + m) * nd
+    cond, nd, m = ident.cond, ident.cond.nd, ident._m
+    window = (2 * cond.trim + m) * nd
     phis, ys = [], []
     for a in range(0, rec.q.shape[0] - window + 1, m * nd):
         s = slice(a, a + window)
         obs = observe(ident.reg, ident.bp, rec.q[s], rec.p_cap[s], rec.p_rod[s], cond)
-        phis.append(obs.Phi[e0 : e0 + m])
-        ys.append(obs.y[e0 : e0 + m])
+        phis.append(obs.Phi[:m])
+        ys.append(obs.y[:m])
     assert len(phis) == ident.windows >= 5
     assert ident._w is not None
     Phi, y = np.concatenate(phis), np.concatenate(ys)
