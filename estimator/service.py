@@ -25,7 +25,7 @@ import signal
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgpack
 import numpy as np
@@ -36,7 +36,6 @@ from daq.profile.schema import Estimator as EstimatorCfg
 from daq.profile.schema import Profile
 from daq.telemetry.wire import Event, Meta, SampleBatch
 from estimator.blas import limit_blas_threads
-from estimator.chain_online import MODEL, ChainOnlineIdentifier
 from estimator.models_lin import lin_plant
 from estimator.online import Estimate, OnlineIdentifier
 from estimator.paramfile import read_param_file, write_param_file
@@ -83,7 +82,10 @@ def prior_from_file(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return prior
 
 
-Identifier = OnlineIdentifier | ChainOnlineIdentifier
+if TYPE_CHECKING:
+    from estimator.chain_online import ChainOnlineIdentifier
+
+    Identifier = OnlineIdentifier | ChainOnlineIdentifier
 
 
 def identifier(
@@ -92,12 +94,17 @@ def identifier(
     """The online estimator of the profile's kind of machine: a `[chain]`'s base parameters
     (estimator.chain_online), else the planar rigs' model families."""
     if profile.chain is not None:
+        # Imported here: a planar rig's estimator need not load the chain's modules.
+        from estimator.chain_online import ChainOnlineIdentifier
+
         return ChainOnlineIdentifier(profile, columns)
     return OnlineIdentifier(profile, columns, prior=prior, structure=structure)
 
 
 def write_estimate(path: Path, rig: str, ident: Identifier) -> None:
-    if isinstance(ident, ChainOnlineIdentifier):
+    if not isinstance(ident, OnlineIdentifier):  # a chain's (estimator.chain_online)
+        from estimator.chain_online import MODEL
+
         est = ident.estimate()
         models = {
             MODEL: {

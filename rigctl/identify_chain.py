@@ -8,9 +8,9 @@ End to end, rig-daq runs the experiment recorded (`--experiment`, required: the 
 are experiments/excavator-multisine.toml and excavator-linkwise.toml) and, with
 `--validation E`, a second one; the complete and the reduced model, each identified on the
 first run, then predict the validation run's actuator torques beside the profile's nominal
-model (the thesis's Figure 37). rig-estimator
-runs beside it (estimator.chain_online: the batch's equations accumulated window by window);
-its estimate of the identification run is the table's online column."""
+model (the thesis's Figure 37). rig-estimator runs beside it (estimator.chain_online: the
+batch's equations accumulated window by window); its estimate of the identification run is the
+table's online column."""
 
 from __future__ import annotations
 
