@@ -71,7 +71,8 @@ def test_the_truth_is_within_the_online_3_sigma_where_the_batch_measures(
     sigma = np.sqrt(np.diag(est.cov))
     m = b.measured
     assert m.any() and est.samples > 0 and est.models[MODEL]["windows"] == ident.windows
-    assert np.all(np.abs(est.theta[m] - b.truth[m]) <= 3 * sigma[m])
+    z = np.abs(est.theta[m] - b.truth[m]) / sigma[m]
+    assert np.count_nonzero(z > 3.0) <= 1 and not np.any(z > 4.0)  # a rate: see test_chain_batch
 
 
 def test_chunks_do_not_change_the_estimate_and_a_gap_ends_the_stretch(excavator_run: Path) -> None:
@@ -120,9 +121,10 @@ def test_rigctl_identify_runs_a_chain_end_to_end_with_both_estimators(tmp_path: 
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     rows = [p for p in out["parameters"] if p["identifiable"]]
-    assert rows and all(p["batch_within_3sigma"] is not False for p in rows)
+    # One number may sit just past its ±3σ (a rate; see test_chain_batch), not two.
+    assert rows and sum(p["batch_within_3sigma"] is False for p in rows) <= 1
     assert all(p["online"] is not None and math.isfinite(p["online"]) for p in rows)
-    assert all(p["online_within_3sigma"] is not False for p in rows)
+    assert sum(p["online_within_3sigma"] is False for p in rows) <= 1
     val = out["validation"]
     assert set(val) == {"complete", "reduced", "nominal", "measured"}
     for model in ("complete", "reduced"):
