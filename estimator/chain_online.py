@@ -42,7 +42,6 @@ from estimator.chain_identify import (
     DEFAULT_CUTOFF_HZ,
     DEFAULT_PARALLEL_HZ,
     RCOND,
-    ChannelNoise,
     Conditioning,
     joint_weights,
     observe,
@@ -128,7 +127,6 @@ class ChainOnlineIdentifier:
         #: The last windows' weighted torque (m, n) and regressor (m, n, r), for κ.
         self._recent: deque[tuple[np.ndarray, np.ndarray]] = deque(maxlen=KAPPA_WINDOWS)
         self._w: np.ndarray | None = None
-        self._noise: ChannelNoise | None = None
         self._buf = np.zeros((self._window + self._step, 3 * self.nj))
         self._n = 0
         self._prev = (np.nan, np.nan)
@@ -219,8 +217,7 @@ class ChainOnlineIdentifier:
             q = np.where(self._wraps, np.unwrap(q, axis=0), q)
         if self._w is None:
             rec = ChainRecording(None, self.fs, q, pc, pr, self._floor)  # type: ignore[arg-type]
-            self._noise = measured_noise(rec)
-            self._w = joint_weights(self.reg, q, self._noise)
+            self._w = joint_weights(self.reg, q, measured_noise(rec))
         obs = observe(self.reg, self.bp, q, pc, pr, self.cond)
         Phi, y = obs.Phi[: self._m], obs.y[: self._m]
         self.windows += 1

@@ -241,8 +241,8 @@ def predict_chain(
     notes.append(
         f"{bp.rank} base parameters of {reg.p} physical ones; σ from {draws} draws of the "
         f"declared noise (±{g.resolver_accuracy_deg}° resolvers, ±{g.pressure_accuracy_psi} psi "
-        f"pressures, uniform) through a {cond.cutoff_hz:g} Hz zero-phase filter and 1:{cond.nd} "
-        "decimation"
+        f"pressures, uniform) through the angles' {cond.cutoff_hz:g} Hz zero-phase filter and "
+        f"the 1:{cond.nd} decimation's {cond.f_p:g} Hz parallel filter"
     )
     return Prediction(prof.rig_id, exp.name, grade, [model], float(t[-1] + 1 / fs), notes)
 

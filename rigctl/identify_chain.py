@@ -129,7 +129,8 @@ def end_to_end(
             fault_after = fault_after or f"on disarm: {exc}"
         power += power_down(s, profile, say)
     say("batch identification of the recording (the chain's base parameters)")
-    b = identify_chain(load_chain_run(ident_run, profile_path), minor=not args.reduced)
+    rec = load_chain_run(ident_run, profile_path)
+    b = identify_chain(rec, minor=not args.reduced)
     extra: dict[str, Any] = {
         "identification_run": str(ident_run),
         "validation_run": None if val_run is None else str(val_run),
@@ -141,7 +142,7 @@ def end_to_end(
         # The thesis's Figure 37: both models, each identified on the same run, predict the
         # validation run's torques, beside the profile's nominal model.
         say("the complete and reduced models' actuator torques on the validation run")
-        other = identify_chain(load_chain_run(ident_run, profile_path), minor=args.reduced)
+        other = identify_chain(rec, minor=args.reduced)
         val = load_chain_run(val_run, profile_path)
         complete, reduced = (other, b) if args.reduced else (b, other)
         rc, rr = torque_rms(val, complete), torque_rms(val, reduced)
