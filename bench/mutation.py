@@ -243,6 +243,20 @@ TARGETS: dict[str, Target] = {
         ("tests/estimator/test_rls.py", "tests/estimator/test_random_walk.py"),
         ("estimator/rls.py", "if np.any(q > 0.0):", "if False:"),
     ),
+    # The chain machine's batch from a recording (estimator/chain_batch.py) on its fast tests
+    # (noise, floor, flags, σ bound): the slow tier's service recording costs ~1 min a mutant.
+    "chain_batch": Target(
+        ("estimator/chain_batch.py",),
+        ("tests/chain/test_chain_batch.py",),
+        ("estimator/chain_batch.py", "elif 3.0 * s >= abs(th):", "elif False:"),
+    ),
+    # The rows' classification and blocks every estimator uses (estimator/datause.py).
+    "datause": Target(
+        ("estimator/datause.py",),
+        ("tests/estimator/test_datause.py", "tests/estimator/test_online_chunks.py"),
+        ("estimator/datause.py", "ends = np.minimum(first_bad, next_start)", "ends = next_start"),
+        timeout_s=120.0,
+    ),
     "chain": Target(
         ("estimator/chain.py",),
         (

@@ -145,3 +145,34 @@ def test_a_run_shorter_than_the_filters_start_up_is_refused_naming_the_length() 
     cond.check_length(need)
     with pytest.raises(ValueError, match=r"start up for 8\.0 s at each end.*more than"):
         cond.check_length(need - 1)
+
+
+def test_the_quantisation_floor_is_each_converters_step_over_root_12() -> None:
+    """The excavator's 14-bit resolvers over 360° and 12-bit pressure A/Ds over ±10 V at
+    3.447379e6 Pa/V (hw_profiles/sim-excavator.toml)."""
+    from daq.profile import load_profile
+    from estimator.chain_batch import converter_floor
+
+    f = converter_floor(load_profile(PROFILE))
+    np.testing.assert_allclose(f.q, 2 * math.pi / 2**14 / math.sqrt(12.0), rtol=1e-9)
+    step_p = 20.0 / 2**12 * 3.447379e6 / math.sqrt(12.0)
+    np.testing.assert_allclose(f.p_cap, step_p, rtol=1e-9)
+    np.testing.assert_allclose(f.p_rod, step_p, rtol=1e-9)
+
+
+def test_a_run_too_short_for_the_base_parameters_is_refused_naming_what_it_needs() -> None:
+    """20 s at 1 kHz leave 10 decimated samples per joint after 8 s of start-up at each end:
+    40 equations for 62 base parameters (at least twice as many are asked for)."""
+    from types import SimpleNamespace
+
+    from daq.profile import load_profile
+
+    prof = load_profile(PROFILE)
+    n, N = len(prof.joints), 20_000
+    opened = SimpleNamespace(profile=prof, path=Path("short.rigrun"), notes=[])
+    rec = ChainRecording(opened, 1000.0, np.zeros((N, n)), np.zeros((N, n)), np.zeros((N, n)),
+                         ChannelNoise(np.ones(n), np.ones(n), np.ones(n)))  # type: ignore[arg-type]  # fmt: skip
+    with pytest.raises(ReportError, match=r"short\.rigrun: 20\.0 s of running data give 10 "
+                       r"decimated samples per joint .*8\.0 s each.*62 base parameters need at "
+                       r"least 71 decimated samples"):  # fmt: skip
+        identify_chain(rec)
