@@ -485,12 +485,12 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
     from estimator.report.analysis import choose_in_closed_loop
     from estimator.segment_rows import fluid_only_rows
     from estimator.sensor_sigma import channel_uncertainty
-    from estimator.sim_truth import family_truth
+    from estimator.sim_truth import family_truth, run_calibration
 
     prof = load_profile(profile)
     known = known_params(prof)
     run = load_run(result["identification_run"], prof)
-    truth = family_truth(prof, run.columns)
+    truth = family_truth(prof, run.columns, run_calibration(run.run.meta))
     spec = None if prof.estimator is None else prof.estimator.model
     online = {p["name"]: p for p in result["parameters"]}
     out: dict[str, Any] = {"models": {}}

@@ -6,7 +6,9 @@ input channel has a 1σ offset and gain uncertainty: the calibration's own σ wh
 recorded with a calibration in force (its header, daq/station), else the datasheet accuracy
 class the profile declares (`accuracy`). The batch propagates them by sensitivities: the
 model, as the batch chose it (shape and switch constants fixed), is refitted by plain WLS with
-one channel's column moved by its σ (offset: + σ_offset; gain: × (1 + σ_gain)), and the change
+one channel's column moved by its σ (offset: + σ_offset; gain: + σ_gain·(x − pivot), the pivot
+the true value a one-point calibration measured the offset at, daq.station.calfile; 0 for a
+zero made at zero load and for the datasheet's class), and the change
 of every parameter is that channel's share; the shares add in quadrature (independent sensors,
 first order):
 
@@ -42,6 +44,8 @@ class ChannelUncertainty:
     offset: float  # 1σ, engineering units
     gain: float  # 1σ, relative
     source: str  # "calibration" or "datasheet"
+    #: The true value the gain's error acts around (daq.station.calfile, "pivot").
+    pivot: float = 0.0
 
 
 def channel_uncertainty(
@@ -55,8 +59,9 @@ def channel_uncertainty(
         c = cal.get(ch.name)
         if c is not None:
             u = ChannelUncertainty(
-                float(c.get("sigma_offset", 0.0)), float(c.get("sigma_gain", 0.0)), "calibration"
-            )
+                float(c.get("sigma_offset", 0.0)), float(c.get("sigma_gain", 0.0)), "calibration",
+                float(c.get("pivot", 0.0)),
+            )  # fmt: skip
         elif ch.accuracy is not None:
             u = ChannelUncertainty(ch.accuracy.offset, ch.accuracy.gain, "datasheet")
         else:
@@ -87,7 +92,7 @@ def perturbed(
         if u.offset > 0:
             yield f"{name}.offset", {**columns, key: col + u.offset}
         if u.gain > 0:
-            yield f"{name}.gain", {**columns, key: col * (1.0 + u.gain)}
+            yield f"{name}.gain", {**columns, key: col + u.gain * (col - u.pivot)}
 
 
 @dataclass

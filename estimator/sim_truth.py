@@ -33,10 +33,13 @@ from estimator.datause import STATE_RUNNING
 from estimator.models_lin import EDGES, valve_coefficients
 
 
-def true_mean_oil_c(columns: Mapping[str, Any], profile: Profile) -> float | None:
+def true_mean_oil_c(
+    columns: Mapping[str, Any], profile: Profile, calibration: Mapping[str, Any] | None = None
+) -> float | None:
     """Mean true oil temperature (°C) over the RUNNING rows; None without a temperature
-    channel or RUNNING rows."""
-    true = _true_oil(columns, profile)
+    channel or RUNNING rows. `calibration`: the run's (its header's), which the recorded
+    reading carries."""
+    true = _true_oil(columns, profile, calibration=calibration)
     running = np.asarray(columns["state"]) == STATE_RUNNING
     if true is None or not running.any():
         return None
@@ -44,14 +47,21 @@ def true_mean_oil_c(columns: Mapping[str, Any], profile: Profile) -> float | Non
 
 
 def _true_oil(
-    columns: Mapping[str, Any], profile: Profile, noise: Mapping[str, np.ndarray] | None = None
+    columns: Mapping[str, Any],
+    profile: Profile,
+    noise: Mapping[str, np.ndarray] | None = None,
+    calibration: Mapping[str, Any] | None = None,
 ) -> np.ndarray | None:
-    """Per row, the true oil temperature (°C): the temperature channel's reading with its
-    simulated error (and, given, its noise) taken out; None without the channel."""
+    """Per row, the true oil temperature (°C): the temperature channel's reading with the run's
+    calibration undone (the recorded reading is corrected by it), then its simulated error
+    (and, given, its noise) taken out; None without the channel."""
     ch = profile.oil_temperature
     if ch is None or f"eng.{ch.name}" not in columns:
         return None
     reading = np.asarray(columns[f"eng.{ch.name}"], dtype=float)
+    cal = ((calibration or {}).get("channels") or {}).get(ch.name)
+    if cal:
+        reading = reading * float(cal.get("gain", 1.0)) + float(cal.get("offset", 0.0))
     if noise is not None and ch.name in noise:
         reading = reading - np.asarray(noise[ch.name])
     g, o = _sensor_error(ch, np.asarray(columns["t"], dtype=float))
@@ -80,6 +90,12 @@ FEEDBACK_ROLES = {
     "spool": "lvdt",
     "piston": "potentiometer",
 }
+
+
+def run_calibration(meta: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The calibration a run's header carries (None without one)."""
+    cal = meta.get("calibration")
+    return cal if isinstance(cal, dict) else None
 
 
 def true_sensors(
@@ -158,16 +174,20 @@ def field_noise(profile: Profile, noise: Mapping[str, np.ndarray]) -> dict[str, 
 def true_oil_c(
     columns: Mapping[str, Any], profile: Profile, row: int = 0,
     noise: Mapping[str, np.ndarray] | None = None,
+    calibration: Mapping[str, Any] | None = None,
 ) -> float | None:  # fmt: skip
-    """The true oil temperature (°C) at `row` (`_true_oil`: the reading less its simulated
-    error and, given, the run's noise); None without the channel."""
-    true = _true_oil(columns, profile, noise)
+    """The true oil temperature (°C) at `row` (`_true_oil`: the reading, the run's calibration
+    undone, less its simulated error and, given, the run's noise); None without the channel."""
+    true = _true_oil(columns, profile, noise, calibration)
     return None if true is None else float(true[row])
 
 
-def family_truth(profile: Profile, columns: Mapping[str, Any]) -> dict[str, float]:
+def family_truth(
+    profile: Profile, columns: Mapping[str, Any], calibration: Mapping[str, Any] | None = None
+) -> dict[str, float]:
     """Parameter name → the simulator's true value, for the reference models' and the
-    real-rig family's names; empty for a profile whose backend is not the simulator."""
+    real-rig family's names; empty for a profile whose backend is not the simulator.
+    `calibration`: the run's, which its recorded oil temperature carries."""
     from daq.profile.plant import plant_params, sim_plant
 
     if profile.backend.kind != "sim" or profile.backend.sim is None:
@@ -181,7 +201,7 @@ def family_truth(profile: Profile, columns: Mapping[str, Any]) -> dict[str, floa
         # the simulator shifts its null only with its thermal state on.
         shift_k = law.reference_c - eff.reference_c if eff.thermal else 0.0
     else:
-        oil = true_mean_oil_c(columns, profile) if eff.thermal else None
+        oil = true_mean_oil_c(columns, profile, calibration) if eff.thermal else None
         shift_k = 0.0 if oil is None else oil - eff.reference_c
     truth: dict[str, float] = dict(zip(true.mech_names(), true.theta_mech(), strict=True))
     truth.update(zip(true.fluid_names(), true.theta_fluid(), strict=True))

@@ -1,6 +1,7 @@
-"""`rigctl calibrate pressure-zero | pressure-span | pressure-shunt | position | valve-null
-[--apply]` (or with underscores, as the service names them): start a procedure in the service,
-follow its steps, print what it found against each sensor's declared accuracy."""
+"""`rigctl calibrate pressure-zero | pressure-span | pressure-shunt | position | valve-null |
+oil-temperature [--apply]` (or with underscores, as the service names them): start a procedure
+in the service, follow its steps, print what it found against each sensor's declared
+accuracy."""
 
 from __future__ import annotations
 
@@ -33,6 +34,11 @@ PROCEDURES = {
         "valve_null",
         "LVDT span at the spool stops, null by integral holds at several poses (low pressure)",
     ),
+    "oil-temperature": (
+        "oil_temperature",
+        "the temperature transmitter's offset against a reference thermometer's reading "
+        "(--reference-c); nothing moves",
+    ),
 }
 POLL_S = 0.2
 
@@ -46,8 +52,9 @@ def register(sub: Any, common: Any) -> None:
         )  # fmt: skip
         p.add_argument("--valve-volts", type=float, default=None, help="procedure's valve command")
         p.add_argument("--wait", type=float, default=1800.0, help="give up after this many s")
-        if cli_name == "pressure-shunt":
+        if cli_name in ("pressure-shunt", "oil-temperature"):
             p.add_argument("--window", type=float, default=None, help="each window, s (default 2)")
+        if cli_name == "pressure-shunt":
             p.add_argument(
                 "--settle", type=float, default=None, help="settling after a switch, s (0.5)"
             )
@@ -61,6 +68,16 @@ def register(sub: Any, common: Any) -> None:
                 "--reference-sigma-pa", type=float, default=None,
                 help="the gauge's 1σ (Pa; default 0.5 %% of the reading, a class 1.0 gauge)",
             )  # fmt: skip
+        if cli_name == "oil-temperature":
+            p.add_argument(
+                "--reference-c", type=float, required=True,
+                help="the oil temperature read now on a reference thermometer at the "
+                "transmitter (°C)",
+            )  # fmt: skip
+            p.add_argument(
+                "--reference-sigma-c", type=float, default=None,
+                help="the reference thermometer's 1σ (°C; default 0.1, a class AA probe)",
+            )  # fmt: skip
         common(p, _run)
         p.set_defaults(procedure=cli_name)
 
@@ -70,7 +87,7 @@ def _run(args: argparse.Namespace) -> int:
     cmd: dict[str, Any] = {"procedure": name, "apply": bool(args.apply)}
     if args.valve_volts is not None:
         cmd["valve_volts"] = args.valve_volts
-    for key in ("reference_pa", "reference_sigma_pa"):
+    for key in ("reference_pa", "reference_sigma_pa", "reference_c", "reference_sigma_c"):
         if getattr(args, key, None) is not None:
             cmd[key] = getattr(args, key)
     for key, attr in (("window_s", "window"), ("settle_s", "settle")):
@@ -140,6 +157,11 @@ def show(result: dict[str, Any]) -> None:
             f"  shunt on {name}: step {q['step']:.6g} (σ {q['sigma_step']:.3g}) for the "
             f"certificate's {q['equivalent_pa']:.6g} (σ {100 * q['sigma_equivalent_rel']:.2g} %); "
             f"unshunted {q['unshunted_before']:.6g} before, {q['unshunted_after']:.6g} after"
+        )
+    if t := result.get("temperature_point"):
+        print(
+            f"  {t['channel']} read {t['reading_c']:.3f} °C (σ {t['sigma_reading_c']:.2g}) "
+            f"against the reference {t['reference_c']:.3f} °C (σ {t['sigma_reference_c']:.2g})"
         )
     if result.get("applied"):
         print(f"applied: {result['calibration']['source']}")

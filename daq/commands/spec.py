@@ -251,10 +251,18 @@ COMMANDS: dict[str, Command] = {
             "reference_sigma_pa": Arg(
                 "finite number ≥ 0 (Pa, the gauge's 1σ)", _number, required=False
             ),
+            "reference_c": Arg(
+                "finite number (°C, the oil read on a reference thermometer)",
+                _number,
+                required=False,
+            ),
+            "reference_sigma_c": Arg(
+                "finite number ≥ 0 (°C, the reference thermometer's 1σ)", _number, required=False
+            ),
         },
         False,
         "start a calibration procedure (pressure_zero, pressure_span, pressure_shunt, "
-        "position, valve_null) from IDLE",
+        "position, valve_null, oil_temperature) from IDLE",
     ),
     "calibrate_status": Command({}, True, "the procedure's step and, at its end, its result"),
 }

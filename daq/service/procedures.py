@@ -46,6 +46,9 @@ publishes, as the recorder does. It starts only from IDLE, and ends disarmed.
   between the stops, as piston displacement.
 - pressure_shunt (daq.service.procedure_shunt): after the zero, each pressure transducer with
   a `shunt` in the profile spanned by its shunt calibration resistor, without hydraulic power.
+- oil_temperature (daq.service.procedure_temperature): the temperature transmitter's offset
+  against a reference thermometer's reading typed by the user (`reference_c`, its 1σ
+  `reference_sigma_c`); nothing moves, the power is not switched.
 
 Each result is checked against the channel's declared accuracy (`accuracy`, 1σ offset and
 gain): a residual above it, or an estimate farther than 5 σ of the class from the declared
@@ -72,7 +75,12 @@ from daq.station.power import Power, stage_pressure
 
 log = logging.getLogger(__name__)
 
-PROCEDURES = ("pressure_zero", "pressure_span", "pressure_shunt", "position", "valve_null")
+PROCEDURES = (
+    "pressure_zero", "pressure_span", "pressure_shunt", "position", "valve_null",
+    "oil_temperature",
+)  # fmt: skip
+#: Those that switch the hydraulic power and so need `[hydraulics]`.
+POWERED = PROCEDURES[:5]
 #: Where a pressure channel's offset in force comes from: the spans keep it (zero before span).
 ZEROED = ("pressure_zero", "pressure_span", "pressure_shunt")
 #: Loop-time limits (s) of the waits, so a stuck procedure ends with a reason.
@@ -198,7 +206,7 @@ class ProcedureRunner:
                     f"calibrate {name} refused in {state}: a procedure starts from IDLE "
                     "(stop and disarm first; reset a latched fault)",
                 )
-            if self.profile.hydraulics is None:
+            if self.profile.hydraulics is None and name in POWERED:
                 raise CommandError(
                     "rejected",
                     f"calibrate {name}: needs [hydraulics] (the procedure switches the power)",
@@ -270,7 +278,7 @@ class ProcedureRunner:
         if "valve_null_v" in self.status:
             result["valve_null_v"] = self.status.pop("valve_null_v")
             result["hydraulic_null"] = self.status.pop("hydraulic_null")
-        for key in ("span_points", "shunt_points"):
+        for key in ("span_points", "shunt_points", "temperature_point"):
             if key in self.status:
                 result[key] = self.status.pop(key)
         if apply and ok:
@@ -309,8 +317,12 @@ class ProcedureRunner:
         return acc.gain if acc is not None else 0.0
 
     def _oil(self, rows: np.ndarray) -> float | None:
+        """The oil temperature during `rows` as the loop reads it: through the calibration in
+        force (the oil_temperature procedure's, once it ran), not the declared scaling."""
         ch = self.profile.oil_temperature
-        return float(self._declared(rows, ch.name).mean()) if ch is not None else None
+        if ch is None:
+            return None
+        return float(rows[:, self.api.loop.layout.index(f"eng.{ch.name}")].mean())
 
     def _finding(self, name: str, cal: ChannelCal, scale: float = 1.0) -> Finding:
         """Check a result against the channel's declared accuracy class."""
@@ -568,6 +580,11 @@ class ProcedureRunner:
         from daq.service.procedure_shunt import pressure_shunt
 
         return pressure_shunt(self, args)
+
+    def _oil_temperature(self, args: dict[str, Any]) -> list[Finding]:
+        from daq.service.procedure_temperature import oil_temperature
+
+        return oil_temperature(self, args)
 
     # -------------------------------------------------------------- position
 

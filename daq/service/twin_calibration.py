@@ -16,12 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from daq.profile.schema import Profile
+from daq.service.procedure_temperature import DEFAULT_REFERENCE_SIGMA_C
 from daq.station.calfile import Calibration
 from daq.station.calstore import CalibrationStore
 
-#: The order a station runs them: zeros before spans, the valve null last (its balance reads the
-#: chamber pressures, zeroed and spanned by then).
-PROCEDURES = ("pressure_zero", "pressure_span", "position", "valve_null")
+#: The order a station runs them: the oil temperature first (every later one records the oil's
+#: temperature), zeros before spans, the valve null last (its balance reads the chamber
+#: pressures, zeroed and spanned by then). The oil temperature only where the profile has the
+#: channel.
+PROCEDURES = ("oil_temperature", "pressure_zero", "pressure_span", "position", "valve_null")
 
 
 def run_procedure(api: Any, procedure: str, **args: Any) -> dict[str, Any]:
@@ -53,7 +56,15 @@ def calibrate_twin(
     api = ControlApi(loop, calibration_dir=work)
     loop.start()
     try:
-        results = [run_procedure(api, p, apply=True) for p in procedures]
+        results = []
+        for p in procedures:
+            args: dict[str, Any] = {"apply": True}
+            if p == "oil_temperature":
+                if profile.oil_temperature is None:
+                    continue
+                # The user reads the reference thermometer and types its reading.
+                args["reference_c"] = sim.reference_thermometer_c(DEFAULT_REFERENCE_SIGMA_C)
+            results.append(run_procedure(api, p, **args))
     finally:
         loop.stop()
         loop.join(30.0)

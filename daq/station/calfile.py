@@ -22,6 +22,13 @@ applies the inverse, true = (declared − offset) / gain, in its scaling layer
     time_utc = "2026-11-25T18:39:12Z"
     oil_c = 22.4
     residual = 1250.0         # optional: the fit's RMS residual, engineering units
+    pivot = 0.0               # optional: the true value the offset was measured at
+
+The pivot says how the offset's and the gain's errors go together: an offset measured at one
+true value x₀ with the gain kept (a one-point calibration) absorbs the gain's error there, so a
+gain error δg moves a reading at x by δg·(x − x₀), not δg·x. It is 0 for a zero made at zero
+load; the oil_temperature procedure's is the reference temperature. Only the uncertainty
+propagation uses it (estimator.sensor_sigma); the correction the loop applies does not.
 
 A file for another rig, a channel the profile does not have (or an output), a gain outside
 0.8–1.25, a non-finite number: refused with the key named, and nothing is applied.
@@ -47,9 +54,11 @@ GAIN_MIN, GAIN_MAX = 0.8, 1.25
 FILE_KEYS = {"rig", "created_utc", "note", "channels"}
 CHANNEL_KEYS = {
     "offset", "gain", "sigma_offset", "sigma_gain", "method", "time_utc", "oil_c", "residual",
+    "pivot",
 }  # fmt: skip
 METHODS = (
-    "pressure_zero", "pressure_span", "pressure_shunt", "position", "valve_null", "manual",
+    "pressure_zero", "pressure_span", "pressure_shunt", "position", "valve_null",
+    "oil_temperature", "manual",
 )  # fmt: skip
 
 
@@ -67,6 +76,8 @@ class ChannelCal:
     time_utc: str = ""
     oil_c: float | None = None
     residual: float | None = None
+    #: The true value the offset was measured at (see the module's text).
+    pivot: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -96,6 +107,8 @@ class Calibration:
                 lines.append(f"oil_c = {c.oil_c!r}")
             if c.residual is not None:
                 lines.append(f"residual = {c.residual!r}")
+            if c.pivot != 0.0:
+                lines.append(f"pivot = {c.pivot!r}")
         return "\n".join(lines) + "\n"
 
     @property
@@ -227,9 +240,12 @@ def _channel(entry: dict[str, Any], where: str) -> ChannelCal:
     time_utc = entry.get("time_utc", "")
     if not isinstance(time_utc, str):
         raise CalibrationError(f"{where}.time_utc: expected a string")
+    pivot = num("pivot", 0.0)
+    assert pivot is not None
     return ChannelCal(
-        offset, gain, sig_o, sig_g, method, time_utc, num("oil_c", None), num("residual", None)
-    )
+        offset, gain, sig_o, sig_g, method, time_utc, num("oil_c", None), num("residual", None),
+        pivot,
+    )  # fmt: skip
 
 
 def load(path: str | Path, profile: Profile) -> Calibration:

@@ -347,16 +347,14 @@ def run_closed_loop_validation(
         if true_sensors:
             from estimator import sim_truth
 
-            cal = rd.run.meta.get("calibration")
-            frames = sim_truth.true_sensors(
-                rd.profile, rd.columns, cal if isinstance(cal, dict) else None
-            )
+            cal = sim_truth.run_calibration(rd.run.meta)
+            frames = sim_truth.true_sensors(rd.profile, rd.columns, cal)
             setup = replace(setup, sensors=frames)
             raw = sim_truth.noise_realization(rd.profile, rd.columns)
             if raw is not None:
                 noise = sim_truth.field_noise(rd.profile, raw)
             if oil_c is not None:
-                oil_c = sim_truth.true_oil_c(rd.columns, rd.profile, 0, raw)
+                oil_c = sim_truth.true_oil_c(rd.columns, rd.profile, 0, raw, cal)
         qd0 = _velocity_before(rd)
         with np.errstate(all="ignore"):  # a poor estimate may diverge: FIT shows it, no crash
             result = validate_closed_loop(

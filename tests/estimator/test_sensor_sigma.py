@@ -193,6 +193,25 @@ def test_each_channel_is_moved_by_its_own_sigma_and_only_by_a_nonzero_one() -> N
     np.testing.assert_array_equal(out["b.gain"]["eng.c"], col)  # one channel at a time
 
 
+def test_a_one_point_calibrations_gain_error_acts_around_its_pivot() -> None:
+    """An offset measured at x₀ with the gain kept absorbs the gain's error there: the gain's
+    σ moves a reading at x by σ·(x − x₀) (daq.station.calfile, "pivot"), so a temperature
+    calibrated at 22 °C is not moved 0.22 °C at 22 °C by a 1 % class."""
+    from estimator.sensor_sigma import perturbed
+
+    profile = _realistic()
+    oil = profile.oil_temperature
+    assert oil is not None
+    cal = {"channels": {oil.name: {"sigma_offset": 0.1, "sigma_gain": 0.01, "pivot": 22.0}}}
+    unc = channel_uncertainty(profile, cal)[oil.name]
+    assert unc == ChannelUncertainty(0.1, 0.01, "calibration", 22.0)
+    col = np.array([22.0, 25.0, 32.0])
+    out = dict(perturbed({f"eng.{oil.name}": col}, {oil.name: unc}, [oil.name]))
+    np.testing.assert_allclose(out[f"{oil.name}.gain"][f"eng.{oil.name}"] - col, [0, 0.03, 0.1])
+    # the datasheet's class has no pivot: its gain error acts on the whole reading
+    assert channel_uncertainty(profile, None)[oil.name].pivot == 0.0
+
+
 def test_a_failed_refit_is_skipped_and_the_others_still_counted() -> None:
     from estimator.sensor_sigma import propagate
 

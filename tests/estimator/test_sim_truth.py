@@ -14,7 +14,7 @@ from daq.profile import load_profile
 from daq.profile.plant import sim_plant
 from estimator.datause import STATE_RUNNING
 from estimator.models_lin import EDGES, lin_fluid_names, lin_mech_names, valve_coefficients
-from estimator.sim_truth import family_truth, true_mean_oil_c
+from estimator.sim_truth import family_truth, true_mean_oil_c, true_oil_c
 from rigctl.identify_table import rows_from
 from tests.conftest import PROFILES
 
@@ -38,6 +38,22 @@ def test_the_oil_reading_loses_its_simulated_error() -> None:
     true_c[:10] = 90.0  # an idle stretch that must not count
     expected = float(np.mean(true_c[10:]))
     assert true_mean_oil_c(_columns(prof, true_c), prof) == pytest.approx(expected, abs=1e-9)
+
+
+def test_a_calibrated_runs_oil_reading_is_undone_before_its_simulated_error() -> None:
+    """The recorded reading carries the run's calibration (the loop applies it); the truth
+    takes it out first, else a calibrated run's true oil is the sensor error off twice."""
+    prof = load_profile(REALISTIC)
+    true_c = np.linspace(24.0, 27.0, 1000)
+    cols = _columns(prof, true_c)
+    name = f"eng.{prof.oil_temperature.name}"  # type: ignore[union-attr]
+    gain, offset = 1.004, 0.62  # a calibration's correction: eng = (declared − offset) / gain
+    cols[name] = (cols[name] - offset) / gain
+    cal = {"channels": {prof.oil_temperature.name: {"gain": gain, "offset": offset}}}  # type: ignore[union-attr]
+    expected = float(np.mean(true_c[10:]))
+    assert true_mean_oil_c(cols, prof, cal) == pytest.approx(expected, abs=1e-9)
+    assert abs(true_mean_oil_c(cols, prof) - expected) > 0.5  # type: ignore[operator]
+    assert true_oil_c(cols, prof, 500, None, cal) == pytest.approx(true_c[500], abs=1e-9)
 
 
 def test_every_real_rig_parameter_has_the_simulators_value() -> None:

@@ -51,6 +51,17 @@ def test_a_good_file_round_trips_through_its_text() -> None:
     )  # fmt: skip
     again = parse(cal.dumps(), PROFILE)
     assert again == cal and again.sha256 == cal.sha256
+    assert c.pivot == 0.0 and "pivot" not in cal.dumps()  # a zero made at zero load
+
+
+def test_a_one_point_calibrations_pivot_round_trips_and_reaches_the_header() -> None:
+    text = GOOD.replace("oil_c = 22.5", "oil_c = 22.5\npivot = 22.5")
+    cal = parse(text, PROFILE)
+    assert cal.channels["p_cap_1"].pivot == 22.5
+    assert parse(cal.dumps(), PROFILE) == cal
+    assert cal.summary()["channels"]["p_cap_1"]["pivot"] == 22.5
+    with pytest.raises(CalibrationError, match=r"p_cap_1.pivot: expected a finite number"):
+        parse(GOOD.replace("oil_c = 22.5", "pivot = inf"), PROFILE)
 
 
 @pytest.mark.parametrize(

@@ -110,11 +110,17 @@ def test_a_calibrated_twin_is_in_force_for_the_plain_profile(tmp_path: Path) -> 
     plain = load_profile(PROFILES / REALISTIC)
     cal, path, results = calibrate_twin(plain, tmp_path)
     assert [r["procedure"] for r in results] == [
-        "pressure_zero", "pressure_span", "position", "valve_null"
+        "oil_temperature", "pressure_zero", "pressure_span", "position", "valve_null"
     ]  # fmt: skip
     assert cal.channels["spool_1"].method == "valve_null"
     # the profile's own channels, its supply transducer among them
-    assert {"p_supply", "p_cap_1", "piston_2", "q_1"} <= set(cal.channels)
+    assert {"p_supply", "p_cap_1", "piston_2", "q_1", "oil_temp"} <= set(cal.channels)
+    # the oil against the simulated reference thermometer (0.1 °C), not the channel's 0.75 °C
+    oil = results[0]["channels"]["oil_temp"]
+    assert oil["sigma_offset"] == pytest.approx(0.1, rel=0.01)
+    assert abs(oil["offset"] - 0.75) < 0.3  # 0.5 °C + 1 % of ~22 °C: the simulated error
+    # every later procedure records the oil as the calibrated channel reads it
+    assert results[1]["oil_c"] == pytest.approx(results[0]["oil_c"], abs=0.3)
     current = CalibrationStore(tmp_path, plain).current()
     assert current is not None and current[1] == path
 

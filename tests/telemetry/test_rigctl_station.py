@@ -94,3 +94,20 @@ def test_shunt_and_the_shunt_calibration_from_the_command_line(
     out = capsys.readouterr().out
     assert "pressure_shunt: oil" in out and "shunt on p_rod_2: step" in out and "applied:" in out
     assert loop.station.shunted() == [] and loop.state.name == "IDLE"
+
+
+def test_the_oil_temperature_calibration_from_the_command_line(
+    endpoint: tuple[str, Loop], capsys: Any
+) -> None:
+    ep, loop = endpoint
+    opts = ["--endpoint", ep, "--timeout", "30"]
+    assert main(["calibrate", "oil-temperature", *opts]) == 2  # the reference is not optional
+    assert "required: --reference-c" in capsys.readouterr().err
+    assert main(["calibrate", "oil-temperature", "--reference-c", "23.1",
+                 "--reference-sigma-c", "0.05", "--apply", *opts]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "oil_temperature: oil 23.1 °C" in out
+    assert "against the reference 23.100 °C (σ 0.05)" in out and "applied:" in out
+    assert main(["calibrate", "show", *opts]) == 0
+    assert "oil_temperature" in capsys.readouterr().out
+    assert loop.state.name == "IDLE" and loop.station.power.name == "OFF"  # nothing switched

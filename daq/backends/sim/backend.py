@@ -450,6 +450,17 @@ class SimBackend(Backend):
         """The oil temperature state T, °C (tests and benchmarks only)."""
         return float(self._x[5 * self._n])
 
+    #: The random stream of the reference thermometer's error.
+    THERMOMETER_STREAM = 0x7E
+
+    def reference_thermometer_c(self, sigma_c: float) -> float:
+        """What a reference thermometer in the oil reads now, °C: the user's instrument for the
+        `oil_temperature` calibration (daq.service.procedure_temperature), played by the
+        simulator as the world would. The true temperature plus the probe's own error, drawn
+        once from N(0, sigma_c) by the simulator's seed (a probe's error is fixed, not noise)."""
+        rng = np.random.default_rng([self._seed, self.THERMOMETER_STREAM])
+        return self.true_oil_temperature() + sigma_c * float(rng.standard_normal())
+
     def true_valve_balance(self, j: int) -> float:
         """The spool position u (the command's frame) at which joint j's valve, at the present
         supply and oil temperature, holds both chambers at one pressure with the piston still:
