@@ -371,6 +371,21 @@ TARGETS: dict[str, Target] = {
             "unsigned = fit.identifiable & (3.0 * total > 2.0 * np.abs(theta))",
         ),
     ),
+    "oil_temperature": Target(
+        ("daq/service/procedure_temperature.py",),
+        (
+            "tests/station/test_oil_temperature.py",
+            "tests/station/test_procedures.py",
+            "-k",
+            "oil or twin",
+        ),
+        (
+            "daq/service/procedure_temperature.py",
+            "offset=m.value - gain * ref,",
+            "offset=m.value - ref,",
+        ),
+        timeout_s=120.0,
+    ),
     "station": Target(
         ("daq/loop/station.py",),
         (

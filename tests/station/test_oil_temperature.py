@@ -102,3 +102,18 @@ def test_needs_a_temperature_channel_but_no_power_unit(tmp_path: Path) -> None:
     finally:
         st.loop.stop()
         assert st.loop.join(10.0)
+
+
+def test_the_gain_in_force_is_kept_and_the_offset_referred_to_it(station: Station) -> None:
+    """After a calibration that set the gain (here by hand, 2 %), the offset is the reading
+    less gain × reference, so the corrected reading is the reference at that temperature."""
+    cal = f'rig = "{station.profile.rig.id}"\n[channels.{OIL}]\ngain = 1.02\nsigma_gain = 0.002\n'
+    station.api.handle("calibration_apply", {"text": cal, "source": "by-hand.toml"})
+    true_c = station.sim.true_oil_temperature()
+    result = station.calibrate("oil_temperature", apply=True, reference_c=true_c,
+                               reference_sigma_c=0.0)  # fmt: skip
+    found = result["channels"][OIL]
+    offset, gain = station.truth(OIL)
+    assert found["gain"] == 1.02 and found["sigma_gain"] == 0.002  # kept, with its σ
+    assert found["offset"] == pytest.approx(offset + gain * true_c - 1.02 * true_c, abs=0.01)
+    assert _mean(station, OIL) == pytest.approx(station.sim.true_oil_temperature(), abs=0.02)
