@@ -68,6 +68,10 @@ def test_refusals_name_what_is_wrong(station: Station) -> None:
     assert "reference_sigma_c -0.1 °C must be within 0–5 °C" in err
     err = station.error("oil_temperature", reference_c=25.0, window_s=0.0)
     assert "window_s 0 must be > 0" in err
+    # the bounds themselves are allowed (a result, judged against the class; not an error)
+    for ref, sigma in ((5.0, 5.0), (90.0, 0.0)):
+        point = station.calibrate("oil_temperature", reference_c=ref, reference_sigma_c=sigma)
+        assert point["temperature_point"]["reference_c"] == ref and not point["ok"]
     # a reading 10 °C off its reference: beyond 5 × the class, reported and not applied
     true_c = station.sim.true_oil_temperature()
     result = station.calibrate("oil_temperature", apply=True, reference_c=true_c - 10.0)
