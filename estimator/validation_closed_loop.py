@@ -279,7 +279,7 @@ def validate_closed_loop(
 
 def control_setup(
     profile: Any,
-    experiment: Mapping[str, Any],
+    experiment: Mapping[str, Any] | Experiment,
     gains: Sequence[Mapping[str, float]] | None = None,
     controller_params: PlantParams | None = None,
 ) -> ControlSetup:
@@ -289,7 +289,7 @@ def control_setup(
     from daq.loop.feedback_map import FIELDS  # the loop's field ↔ role map
     from daq.sim_closed_loop import gains_limits  # the service's own builders
 
-    exp = Experiment.from_dict(dict(experiment))
+    exp = experiment if isinstance(experiment, Experiment) else Experiment.from_dict(experiment)
     base, limits = gains_limits(profile)
     if gains is not None:
         base = [replace(b, **dict(g)) for b, g in zip(base, gains, strict=True)]

@@ -228,3 +228,73 @@ def test_a_service_rig_prediction_passes_the_lvdt_noise_through_the_spool_fusion
     monkeypatch.setattr(spool, "valve_commands", lambda profile: None)
     raw = inv_b_sigma()
     assert fused < 0.8 * raw, (fused, raw)
+
+
+VALVE_SINE = (
+    '[[segments]]\nname = "vs"\nduration_s = 6.0\ntrajectory = { kind = "hold" }\n'
+    'controller = { kind = "valve_sine", amplitude_v = [0.15, 0.15], frequency_hz = [1.0, 1.0], '
+    "centering_v_per_rad = [1.0, 1.0] }\n"
+)
+
+
+def test_the_motion_predicted_along_is_the_closed_loop_simulated_with_the_plan(
+    tmp_path: Path,
+) -> None:
+    """`simulated_motion`: the experiment run by the profile's controller on the planning
+    parameters' plant, from rest at the first reference: it tracks the plan, not exactly (the
+    tracking error is what the plan misses), and it moves in a
+    valve-sine segment the plan has no angle for."""
+    import tomllib
+
+    from daq.param_set import planning_params
+    from daq.profile import load_profile
+    from estimator.predict import experiment_reference, simulated_motion
+    from tests.params.conftest import write_params
+
+    profile = load_profile(ROOT / "hw_profiles/sim-2dof.toml")
+    params = planning_params(profile, write_params(tmp_path / "plan.toml", "sim-2dof.toml"))
+    exp = Experiment.from_dict(tomllib.loads(SHORT_2DOF + VALVE_SINE))
+    motion = simulated_motion(profile, params, exp, 1000.0)
+    assert motion is not None
+    q, s, p_cap, p_rod, u = motion
+    assert q.shape == (18000, 2) and all(a.shape == q.shape for a in (s, p_cap, p_rod, u))
+    _, plan, _, _, skipped = experiment_reference(exp, 1000.0)
+    assert skipped == ["vs (valve_sine)"] and plan.shape == (12000, 2)
+    rms = np.sqrt(np.mean((plan - plan.mean(axis=0)) ** 2, axis=0))
+    miss = np.sqrt(np.mean((q[:12000] - plan) ** 2, axis=0))
+    assert np.all(miss < 0.5 * rms) and np.all(miss > 1e-3 * rms), miss / rms
+    assert np.all(np.ptp(q[12000:], axis=0) > np.radians(0.05))  # the valve sine moves it
+    assert np.all(np.isfinite(p_cap)) and np.all(np.isfinite(p_rod))
+    assert np.all(np.abs(u) <= 1.0)  # the spool's own travel, normalised
+
+
+@pytest.mark.slow
+def test_a_service_rig_prediction_counts_the_open_loop_segments_the_batch_fits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch fits every running row, a valve sine's too: predicted along the simulated
+    closed loop, a valve-sine segment added to the experiment narrows the flow gains' σ. If the
+    simulation diverges the prediction falls back to the plan, leaving the segment out, and
+    says both."""
+    import tomllib
+
+    import estimator.predict as predict
+    from tests.params.conftest import write_params
+
+    plan = write_params(tmp_path / "plan.toml", "sim-2dof.toml")
+    profile = ROOT / "hw_profiles/sim-2dof.toml"
+
+    def fluid(text: str) -> tuple[np.ndarray, list[str]]:
+        exp = Experiment.from_dict(tomllib.loads(text))
+        p = predict.predict_service_rig(profile, exp, draws=10, params_path=plan)
+        return p.models[1].sigma, p.notes
+
+    alone, notes = fluid(SHORT_2DOF)
+    with_sine, _ = fluid(SHORT_2DOF + VALVE_SINE)
+    assert any("simulated in closed loop" in n for n in notes)
+    assert np.all(with_sine[1:] < 0.9 * alone[1:]), with_sine / alone  # Cf of both joints
+    monkeypatch.setattr(predict, "simulated_motion", lambda *a: None)
+    planned, notes = fluid(SHORT_2DOF + VALVE_SINE)
+    assert "segment left out (open loop): vs (valve_sine)" in notes
+    assert any("diverged" in n for n in notes)
+    assert np.all(planned[1:] > 1.2 * with_sine[1:]), planned / with_sine
