@@ -414,11 +414,11 @@ def simulated_motion(
     None where that simulation diverges.
 
     Why not the planned reference: the batch fits the motion the closed loop makes, not the
-    plan. On sim-2dof the tracking error (0.2° RMS) carries the joint-2 inertia's information
-    and takes R12's: predicted along the plan M2's σ came out 1.8–2.3× the scatter of the
-    estimates over 20 runs and R12's 0.5–0.8×; along the simulated motion M2 1.97× and R12
-    0.62× smaller and larger than along the plan. And the open-loop segments the plan has no
-    angle for (a valve sine) excite the flow gains the batch fits on them."""
+    plan. On sim-2dof the tracking error (0.2° RMS) carries information on joint 2's inertia
+    and takes some of R12's: predicted along the plan, M2's σ came out 1.8–2.3× the scatter of
+    the estimates over 20 runs and R12's 0.5–0.8×; along this motion 0.86–0.91× and 0.87–0.96×
+    (`bench/predict_accuracy.py`). And the open-loop segments the plan has no angle for (a
+    valve sine) excite the flow gains the batch fits on them."""
     from controller.excitation import predicted_fluid_signals
     from controller.plant.dynamics import cylinder
     from estimator.validation_closed_loop import control_setup, simulate_closed_loop
