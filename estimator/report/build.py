@@ -35,7 +35,7 @@ from estimator.report.analysis import (
     run_validation,
 )
 from estimator.report.runs import ReportError, load_run
-from estimator.structure import Structure
+from estimator.structure import Structure, batch_structure
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def build_report(
     run) and return what was written. `profile` overrides the profile stored in the run(s).
     `batch`: the batch identification of `run` if the caller has it (not computed again);
     `online_structure`: the structure the online replay runs (estimator.structure; None: the
-    profile's).
+    one this batch chose, as `rigctl identify` hands it over, else the profile's).
     Raises `ReportError` (bad input, matplotlib missing) naming what is wrong."""
     figures.require_matplotlib()  # before minutes of computing
     run = Path(run)
@@ -161,6 +161,9 @@ def build_report(
             prog.step("online RLS replay", frac - last[0])
             last[0] = frac
 
+        if online_structure is None:
+            chosen = batch_structure(batch.fits, f"the batch of {ident.path.name}")
+            online_structure = None if chosen.empty() else chosen
         online, conv = online_replay(ident, dt, on_chunk, structure=online_structure)
         notes.append(f"online replay's structure: {online.structure}")
         notes += [f"warning: online: {w}" for w in online.warnings]

@@ -150,3 +150,44 @@ def test_user_model_report_without_validation(tmp_path: Path) -> None:
     assert "cannot drive the shared physics" in page
     for path in result.figures.values():
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f'src="{path.name}"' in page
+
+
+def test_the_online_replay_runs_on_the_structure_this_batch_chose(
+    sim_runs: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rigctl report` hands the batch's choice (Coulomb band, valve null and lap) to the
+    online replay as `rigctl identify` does; without a choice (or given one) it leaves it."""
+    from types import SimpleNamespace
+
+    import estimator.report.build as build
+    from estimator.structure import Structure
+
+    seen: list[object] = []
+
+    class Stop(Exception):
+        pass
+
+    def replay(*a: object, structure: object = None) -> None:
+        seen.append(structure)
+        raise Stop
+
+    monkeypatch.setattr(build, "online_replay", replay)
+    chose = SimpleNamespace(
+        shape_value=1.3e-3, switch_value=np.array([[0.007, -0.006], [-0.0066, -0.0072]])
+    )
+    none = SimpleNamespace(shape_value=None, switch_value=None)
+    ident, _ = sim_runs
+    for fits in ([none, chose], [none]):
+        batch = SimpleNamespace(data=SimpleNamespace(summary=lambda p: ""), notes=[], warnings=[],
+                                fits=fits)  # fmt: skip
+        with pytest.raises(Stop):
+            build_report(ident, None, tmp_path / "out", progress=False, batch=batch)  # type: ignore[arg-type]
+    given = Structure(2e-3, None, None, "given")
+    with pytest.raises(Stop):
+        build_report(ident, None, tmp_path / "out", progress=False, batch=batch,  # type: ignore[arg-type]
+                     online_structure=given)  # fmt: skip
+    first, second, third = seen
+    assert isinstance(first, Structure) and first.coulomb_band_m_s == 1.3e-3
+    assert first.valve_null_offset_v == (0.007, -0.006)
+    assert first.valve_lap_v == (-0.0066, -0.0072)
+    assert "the batch of" in first.source and second is None and third is given
