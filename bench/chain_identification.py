@@ -18,9 +18,14 @@ Figures (JSON on the last line):
   * `rigctl predict`'s σ from the plan (before anything moved) against the scatter of the
     estimates over the seeds, per parameter (target: within a factor 1.5);
   * complete vs reduced model: RMS of the predicted actuator torque/force against the
-    measured one on a validation run (another experiment), per joint (thesis Figure 37).
+    measured one on a validation run (another experiment), per joint (thesis Figure 37): each
+    model fitted freely, and each with the bodies' base parameters the run does not resolve
+    (flagged as `rigctl identify` flags them) held at a CAD model's values — the profile's,
+    each body parameter off by a uniform ±`--cad-error` (0: exactly the simulated bodies) —
+    and the rest (resolved bodies, friction, offsets) fitted around them.
 
     python bench/chain_identification.py [--seeds 20] [--experiment E] [--validation V]
+        [--cad-error 0.1]
 """
 
 from __future__ import annotations
@@ -49,12 +54,14 @@ from estimator.chain_identify import (  # noqa: E402
     DEFAULT_CUTOFF_HZ,
     DEFAULT_PARALLEL_HZ,
     Conditioning,
+    body_rows,
     joint_weights,
     observe,
     propagated_sigma,
     solve,
+    solve_fixed,
 )
-from estimator.chain_regressor import ChainRegressor  # noqa: E402
+from estimator.chain_regressor import BODY_PARAMS, ChainRegressor  # noqa: E402
 from estimator.chain_simdata import (  # noqa: E402
     TRACKING_BANDWIDTH_HZ,
     TRACKING_SUBSTEPS,
@@ -113,6 +120,11 @@ def main() -> None:
         help="track with the nominal chain's model feed-forward (the service's pid_ff) "
         "instead of the velocity feed-forward",
     )
+    ap.add_argument(
+        "--cad-error", type=float, default=0.0,
+        help="the CAD values' error for the Figure 37 variant with unresolved bodies held at "
+        "them: each body parameter of the profile × (1 + U(−e, e)), fixed draw",
+    )  # fmt: skip
     args = ap.parse_args()
     t_start = time.perf_counter()
     prof = load_chain_profile(PROFILE)
@@ -221,14 +233,34 @@ def main() -> None:
         feedforward=args.feedforward,
     )  # fmt: skip
     rms = {}
+    fixed_counts = {}
     for name, minor in (("complete", True), ("reduced", False)):
         rg = ChainRegressor(nominal, minor=minor)
         b = identifiability(rg.matrix, rg.names, chain_q_range(nominal, prof.home))
-        th, _ = fit(rg, b, r1.channels, prof.sensors["better"], cond)
+        th, o1 = fit(rg, b, r1.channels, prof.sensors["better"], cond)
         vo = observe(
             rg, b, vrun.channels["q"], vrun.channels["p_cap"], vrun.channels["p_rod"], cond
         )
-        rms[name] = np.sqrt(np.mean((vo.y - np.einsum("mnr,r->mn", vo.Phi, th)) ** 2, axis=0))
+
+        def err_rms(theta: np.ndarray, vo: object = vo) -> np.ndarray:
+            e = vo.y - np.einsum("mnr,r->mn", vo.Phi, theta)  # type: ignore[attr-defined]
+            return np.sqrt(np.mean(e**2, axis=0))
+
+        rms[name] = err_rms(th)
+        # The unresolved bodies at the CAD values: flagged as rigctl identify flags them.
+        sig = propagated_sigma(
+            rg, b, th, o1.q, o1.qd, o1.qdd, r1.channels["p_cap"], r1.channels["p_rod"],
+            prof.sensors["better"], cond, draws=args.draws,
+        ) * sigma_bound(args.draws)  # fmt: skip
+        flagged = flag_reasons(b.base_names, th, sig)
+        held = body_rows(rg, b) & np.array([n in flagged for n in b.base_names])
+        pi = np.asarray(rg.parameters(), dtype=float).copy()
+        n_body = len(rg.bodies) * len(BODY_PARAMS)  # the bodies' columns come first
+        pi[:n_body] *= 1.0 + args.cad_error * np.random.default_rng(5).uniform(-1, 1, n_body)
+        w1 = joint_weights(rg, r1.channels["q"], prof.sensors["better"])
+        th_cad = solve_fixed(o1.Phi, o1.y, w1, b.values(pi), held)
+        rms[f"{name}, unresolved bodies at CAD"] = err_rms(th_cad)
+        fixed_counts[name] = int(held.sum())
         if minor:
             th_nom = b.values(rg.parameters())
             rms["nominal"] = np.sqrt(
@@ -245,6 +277,18 @@ def main() -> None:
     }
     out["complete_better_joints"] = [
         nm for nm, c, r in zip(nominal.names, rms["complete"], rms["reduced"], strict=True) if c < r
+    ]
+    # The complete model with its unresolved bodies at CAD against the reduced one however it
+    # is fitted (freely or the same way).
+    best_reduced = np.minimum(rms["reduced"], rms["reduced, unresolved bodies at CAD"])
+    out["cad_error"] = args.cad_error
+    out["bodies_held_at_cad"] = fixed_counts
+    out["complete_at_cad_better_joints"] = [
+        nm
+        for nm, c, r in zip(
+            nominal.names, rms["complete, unresolved bodies at CAD"], best_reduced, strict=True
+        )
+        if c < r
     ]
     out["parameters"] = params
     up = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()

@@ -20,6 +20,15 @@ Flags. A number printed without one is a measurement within its ±3σ; the other
     excavator experiments most of the minor links' inertias end here: the regressor's
     column-normalised condition number along them is ~1e8 (docs/excavator.md).
 
+For prediction. Least squares gives the unresolved combinations whatever fits the run's noise,
+and those extrapolate: on another run the complete model predicted the actuator torques worse
+than the reduced one, the opposite of the thesis's Figure 37. `theta_held` is the model a CAD
+description completes: the bodies' base parameters the run does not resolve held at the
+profile's values (`chain_identify.body_rows`), everything else — resolved bodies, friction,
+transducer offsets, the armatures — fitted around them (`chain_identify.solve_fixed`). Friction
+and offsets are never held: no drawing gives them. The printed table stays the free fit's (its
+±3σ is the promise); `theta_held` is what `torque_rms` also predicts with.
+
 Truth. On the simulated backend the chain simulator's plant is the profile's chain
 (daq/backends/sim/chain_backend.py), its pressure transducers offset by their `sim_error`: the
 comparison column is the base parameters of that, as `rigctl identify` prints for every other
@@ -42,8 +51,10 @@ from estimator.chain_identify import (
     DEFAULT_PARALLEL_HZ,
     ChannelNoise,
     Conditioning,
+    body_rows,
     identify,
     observe,
+    solve_fixed,
 )
 from estimator.chain_regressor import ChainRegressor
 from estimator.report.runs import OpenedRun, ReportError, open_run
@@ -167,6 +178,9 @@ class ChainBatch:
     physical: int  # parameters of the model before reduction to the base ones
     classes: dict[str, str]  # physical parameter → identifiability class (base_params)
     rms_residual: np.ndarray  # per joint, of the decimated torque equations
+    #: The unresolved bodies at the profile's values, the rest refitted (module docstring).
+    theta_held: np.ndarray | None = None
+    held: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     #: What fitted it, for predicting another run's torques (`torque_rms`).
@@ -254,6 +268,10 @@ def identify_chain(
     )  # fmt: skip
     sigma = fit.sigma * sigma_bound(draws)
     flags = flag_reasons(fit.names, fit.theta, sigma)
+    nominal = np.asarray(bp.values(reg.parameters()))
+    held = body_rows(reg, bp) & np.array([n in flags for n in fit.names])
+    assert fit.observation is not None and fit.weights is not None
+    theta_held = solve_fixed(fit.observation.Phi, fit.observation.y, fit.weights, nominal, held)
     model = "complete" if minor else "reduced"
     notes = [
         *rec.opened.notes,
@@ -271,6 +289,12 @@ def identify_chain(
         + f"; σ from {draws} draws of it through the same pipeline, printed at the upper "
         f"95 % bound of that estimate (×{sigma_bound(draws):.2f})",
     ]
+    if held.any():
+        notes.append(
+            f"for prediction (theta_held, the torque comparisons): {int(held.sum())} unresolved "
+            "bodies' base parameters held at the profile's values, the other "
+            f"{bp.rank - int(held.sum())} refitted around them"
+        )
     warnings = []
     if flags:
         groups = {
@@ -294,7 +318,7 @@ def identify_chain(
         theta=fit.theta,
         sigma=sigma,
         flags=flags,
-        nominal=np.asarray(bp.values(reg.parameters())),
+        nominal=nominal,
         truth=simulated_truth(prof, reg, bp),
         noise=noise,
         cutoff_hz=cond.cutoff_hz,
@@ -302,6 +326,8 @@ def identify_chain(
         physical=reg.p,
         classes=dict(zip(reg.names, bp.classes, strict=True)),
         rms_residual=fit.rms_residual,
+        theta_held=theta_held,
+        held=[n for n, h in zip(fit.names, held, strict=True) if h],
         notes=notes,
         warnings=warnings,
         regressor=reg,
@@ -311,9 +337,10 @@ def identify_chain(
 
 
 def torque_rms(rec: ChainRecording, b: ChainBatch) -> dict[str, dict[str, float]]:
-    """Another run's measured actuator torques predicted by the identified base parameters and
-    by the profile's nominal ones, observed as `b` was: per joint, the RMS of each model's error
-    and of the torque itself (N·m; a jack joint's torque about its axis)."""
+    """Another run's measured actuator torques predicted by the identified base parameters
+    ("identified"; "held": `theta_held`) and by the profile's nominal ones, observed as `b`
+    was: per joint, the RMS of each model's error and of the torque itself ("measured"; N·m, a
+    jack joint's torque about its axis)."""
     assert b.regressor is not None and b.base is not None and b.conditioning is not None
     obs = observe(b.regressor, b.base, rec.q, rec.p_cap, rec.p_rod, b.conditioning)
     names = [j.name for j in rec.profile.joints]
@@ -321,11 +348,14 @@ def torque_rms(rec: ChainRecording, b: ChainBatch) -> dict[str, dict[str, float]
     def rms(x: np.ndarray) -> dict[str, float]:
         return {n: float(v) for n, v in zip(names, np.sqrt(np.mean(x**2, axis=0)), strict=True)}
 
-    return {
+    out = {
         "identified": rms(obs.y - np.einsum("mnr,r->mn", obs.Phi, b.theta)),
         "nominal": rms(obs.y - np.einsum("mnr,r->mn", obs.Phi, b.nominal)),
         "measured": rms(obs.y),
     }
+    if b.theta_held is not None:
+        out["held"] = rms(obs.y - np.einsum("mnr,r->mn", obs.Phi, b.theta_held))
+    return out
 
 
 def as_dict(b: ChainBatch) -> dict[str, Any]:
@@ -342,6 +372,8 @@ def as_dict(b: ChainBatch) -> dict[str, Any]:
                 "theta": float(t),
                 "sigma": float(s),
                 "nominal": float(nom),
+                "theta_held": None if b.theta_held is None else float(b.theta_held[i]),
+                "held": n in b.held,
                 "truth": None if b.truth is None else float(b.truth[i]),
                 "flag": b.flags.get(n),
             }

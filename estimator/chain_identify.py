@@ -28,14 +28,14 @@ run's σ.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.signal import butter, decimate, sosfiltfilt
 
 from controller.plant.chain.profile import PSI, SensorGrade
 from estimator.base_params import BaseParameters
-from estimator.chain_regressor import ChainRegressor
+from estimator.chain_regressor import BODY_PARAMS, ChainRegressor
 from estimator.observation import derivative
 
 #: Conditioning of the chain's observation (Hz at the recording's rate), in two stages. The
@@ -239,6 +239,24 @@ def solve(Phi: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np
     return pinv @ b, G
 
 
+def body_rows(reg: ChainRegressor, bp: BaseParameters) -> np.ndarray:
+    """(r,) True for a base parameter that combines only the bodies' barycentric parameters
+    (no friction, no transducer offset): the ones a CAD model gives a value for."""
+    n_body = len(reg.bodies) * len(BODY_PARAMS)
+    return ~np.any(np.abs(bp.matrix()[:, n_body:]) > 0.0, axis=1)
+
+
+def solve_fixed(
+    Phi: np.ndarray, y: np.ndarray, w: np.ndarray, prior: np.ndarray, fixed: np.ndarray
+) -> np.ndarray:
+    """`solve`'s θ with the parameters `fixed` held at `prior`: their part of every equation
+    taken out first, the others fitted to what is left (a constrained least squares)."""
+    theta = np.asarray(prior, dtype=float).copy()
+    rest = y - np.einsum("mnr,r->mn", Phi[..., fixed], theta[fixed])
+    theta[~fixed], _ = solve(Phi[..., ~fixed], rest, w)
+    return theta
+
+
 @dataclass
 class ChainFit:
     names: list[str]
@@ -246,6 +264,9 @@ class ChainFit:
     theta: np.ndarray
     sigma: np.ndarray  # from the declared noise propagated along this run (1σ; ∞: unexcited)
     rms_residual: np.ndarray  # per joint, N·m or N·m-equivalent
+    #: The equations it was fitted to and their weights (`solve_fixed` refits on them).
+    observation: Observation | None = field(default=None, repr=False)
+    weights: np.ndarray | None = field(default=None, repr=False)
 
 
 def identify(
@@ -266,7 +287,9 @@ def identify(
         reg, bp, theta, obs.q, obs.qd, obs.qdd, channels["p_cap"], channels["p_rod"], grade,
         cond, draws=draws, seed=seed,
     )  # fmt: skip
-    return ChainFit(bp.base_names, bp.definitions(), theta, sigma, np.sqrt(np.mean(res**2, axis=0)))
+    return ChainFit(
+        bp.base_names, bp.definitions(), theta, sigma, np.sqrt(np.mean(res**2, axis=0)), obs, w
+    )
 
 
 def _sensitivities(

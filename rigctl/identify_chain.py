@@ -148,7 +148,9 @@ def end_to_end(
         rc, rr = torque_rms(val, complete), torque_rms(val, reduced)
         rms = {
             "complete": rc["identified"],
+            "complete_held": rc["held"],
             "reduced": rr["identified"],
+            "reduced_held": rr["held"],
             "nominal": rc["nominal"],
             "measured": rc["measured"],
         }
@@ -164,14 +166,14 @@ def end_to_end(
 
 
 def validation_line(rms: dict[str, dict[str, float]]) -> str:
-    """One line: per joint, the torque RMS error of the complete, reduced and nominal model."""
-    parts = [
-        f"{j} {rms['complete'][j]:.4g} / {rms['reduced'][j]:.4g} / {rms['nominal'][j]:.4g}"
-        for j in rms["nominal"]
-    ]
+    """One line: per joint, the torque RMS error of the complete and the reduced model (each
+    fitted freely, and with its unresolved bodies at the profile's values) and the nominal."""
+    keys = ("complete", "complete_held", "reduced", "reduced_held", "nominal")
+    parts = [f"{j} " + " / ".join(f"{rms[k][j]:.4g}" for k in keys) for j in rms["nominal"]]
     return (
-        "validation: actuator torque RMS error, complete / reduced / nominal model (N·m; the "
-        "torque's own RMS in the JSON): " + ", ".join(parts)
+        "validation: actuator torque RMS error, complete / complete with its unresolved bodies "
+        "at the profile's values / reduced / reduced so / nominal model (N·m; the torque's own "
+        "RMS in the JSON): " + ", ".join(parts)
     )
 
 

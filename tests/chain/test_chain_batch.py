@@ -98,6 +98,16 @@ def test_every_measured_base_parameter_of_a_service_run_is_within_3_sigma(
     rms = torque_rms(rec, b)
     assert set(rms["identified"]) == {"swing", "boom", "stick", "bucket"}
     assert all(rms["identified"][j] < 0.01 * rms["measured"][j] for j in rms["measured"])
+    # The prediction model: the flagged bodies' combinations at the profile's values, never a
+    # friction or an offset; the rest refitted (on the simulator, whose bodies are the
+    # profile's, it fits its own run within a hair of the free fit).
+    assert b.held and set(b.held) <= set(b.flags) and b.theta_held is not None
+    assert not any(n.endswith((".fv", ".fva", ".o_cap", ".o_rod", ".Ia")) for n in b.held)
+    at = [b.names.index(n) for n in b.held]
+    np.testing.assert_array_equal(b.theta_held[at], b.nominal[at])
+    free = [i for i in range(len(b.names)) if b.names[i] not in b.held]
+    assert not np.allclose(b.theta_held[free], b.theta[free])
+    assert all(rms["held"][j] < 0.01 * rms["measured"][j] for j in rms["measured"])
 
 
 @pytest.mark.slow

@@ -108,3 +108,46 @@ def test_base_parameters_reproduce_the_torques_and_classes_follow_the_rank(
                                  for k in [bp.dependent[k]]}  # fmt: skip
     for nm, c in cls.items():
         assert (nm in used) == (c != UNIDENTIFIABLE), nm
+
+
+def test_body_rows_mark_the_base_parameters_a_cad_model_gives(excavator: ChainProfile) -> None:
+    """`body_rows`: a base parameter made of the bodies' barycentric parameters only; friction
+    and transducer offsets (which combine with nothing) are not."""
+    from estimator.chain_identify import body_rows
+
+    reg = ChainRegressor(excavator.chain)
+    bp = identifiability(reg.matrix, reg.names, _q_range(excavator), count=300)
+    from estimator.chain_regressor import BODY_PARAMS, EXTRA_MEANING
+
+    rows = body_rows(reg, bp)
+    k = bp.matrix()
+    for i, (name, body) in enumerate(zip(bp.base_names, rows, strict=True)):
+        parts = {reg.names[c].rsplit(".", 1)[1] for c in np.flatnonzero(k[i])}
+        if body:
+            assert parts <= set(BODY_PARAMS), (name, parts)
+        else:
+            assert parts & set(EXTRA_MEANING), (name, parts)
+    assert 0 < rows.sum() < bp.rank
+    assert not rows[bp.base_names.index("stick.fv")] and rows[bp.base_names.index("bucket.mx")]
+
+
+def test_a_constrained_fit_holds_its_fixed_parameters_and_fits_the_rest() -> None:
+    """`solve_fixed`: the held parameters stay at the prior; with the prior right the others
+    come out exact; with it wrong they absorb what they can of its error (not left alone)."""
+    from estimator.chain_identify import solve, solve_fixed
+
+    rng = np.random.default_rng(3)
+    phi = rng.normal(size=(200, 2, 5))
+    theta = np.array([2.0, -1.0, 0.5, 3.0, 0.1])
+    y = np.einsum("mnr,r->mn", phi, theta)
+    w = np.array([1.0, 4.0])
+    fixed = np.array([False, True, False, False, True])
+    prior = np.where(fixed, theta, 0.0)
+    got = solve_fixed(phi, y, w, prior, fixed)
+    np.testing.assert_allclose(got, theta, rtol=1e-12, atol=1e-12)
+    wrong = prior + np.where(fixed, 0.5, 0.0)
+    got = solve_fixed(phi, y, w, wrong, fixed)
+    assert np.array_equal(got[fixed], wrong[fixed])
+    rest = y - np.einsum("mnr,r->mn", phi[..., fixed], wrong[fixed])
+    np.testing.assert_allclose(got[~fixed], solve(phi[..., ~fixed], rest, w)[0], rtol=1e-12)
+    assert not np.allclose(got[~fixed], theta[~fixed], atol=1e-3)
