@@ -26,6 +26,10 @@ of the simulated sensors (`sim_error`), at the loop time it was measured:
   is unchanged by it): 1 + gain_error, reported with the error over the procedure's σ, beside
   the simulated resistor's own error against its certificate (which the σ must cover).
 
+- the oil temperature transmitter (oil_temperature, first, applied) against the simulator's
+  reference thermometer (0.1 °C, `SimBackend.reference_thermometer_c`): the corrected reading's
+  error at the true temperature, against the procedure's σ.
+
 JSON on the last line (per seed, worst over seeds, targets, pass flags); progress on stderr.
 """
 
@@ -48,6 +52,7 @@ from daq.loop import Loop  # noqa: E402
 from daq.profile.loader import load_profile  # noqa: E402
 from daq.profile.schema import Profile  # noqa: E402
 from daq.service.control_api import ControlApi, joint_gains, make_hold_runner  # noqa: E402
+from daq.service.procedure_temperature import DEFAULT_REFERENCE_SIGMA_C  # noqa: E402
 from daq.service.twin_calibration import run_procedure  # noqa: E402
 from daq.station.twin import with_station  # noqa: E402
 
@@ -91,6 +96,18 @@ def one_seed(base: Profile, seed: int, cal_dir: Path) -> dict[str, Any]:
     loop.start()
     out: dict[str, Any] = {"seed": seed}
     try:
+        oil_ch = profile.oil_temperature
+        if oil_ch is not None:
+            ref = sim.reference_thermometer_c(DEFAULT_REFERENCE_SIGMA_C)
+            temp = run_procedure(api, "oil_temperature", apply=True, reference_c=ref)
+            c = temp["channels"][oil_ch.name]
+            offset, gain = _truth(profile, oil_ch.name, loop.t)
+            true_c = sim.true_oil_temperature()
+            # The corrected reading at the true temperature, less the truth (°C).
+            out["oil_temperature_error_c"] = {
+                oil_ch.name: (gain * true_c + offset - c["offset"]) / c["gain"] - true_c
+            }
+            out["oil_temperature_sigma_c"] = {oil_ch.name: c["sigma_offset"]}
         zero = run_procedure(api, "pressure_zero", apply=True)
         t = loop.t
         out["pressure_offset_error_pa"] = {
@@ -215,7 +232,16 @@ def main(argv: Sequence[str] | None = None) -> int:
              for s in results for n in s["lvdt_zero_error_v"]),
             default=0.0,
         ),
+        "oil_temperature": max(
+            (abs(s["oil_temperature_error_c"][n]) / s["oil_temperature_sigma_c"][n]
+             for s in results for n in s.get("oil_temperature_error_c", {})),
+            default=0.0,
+        ),
     }  # fmt: skip
+    worst["oil_temperature_c"] = max(
+        (abs(v) for s in results for v in s.get("oil_temperature_error_c", {}).values()),
+        default=0.0,
+    )
     passed["sigma_covers_3"] = all(z <= 3.0 for z in zmax.values())
     print(json.dumps({
         "bench": "calibration", "profile": args.profile, "matched_edges": args.matched_edges,
