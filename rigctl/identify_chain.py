@@ -171,9 +171,10 @@ def validation_line(rms: dict[str, dict[str, float]]) -> str:
     keys = ("complete", "complete_held", "reduced", "reduced_held", "nominal")
     parts = [f"{j} " + " / ".join(f"{rms[k][j]:.4g}" for k in keys) for j in rms["nominal"]]
     return (
-        "validation: actuator torque RMS error, complete / complete with its unresolved bodies "
-        "at the profile's values / reduced / reduced so / nominal model (N·m; the torque's own "
-        "RMS in the JSON): " + ", ".join(parts)
+        "validation: actuator torque RMS error, complete / complete held / reduced / reduced "
+        "held / nominal model (held: the bodies' base parameters the run does not resolve at "
+        "the profile's values, the rest refitted; N·m; the torque's own RMS in the JSON): "
+        + ", ".join(parts)
     )
 
 
