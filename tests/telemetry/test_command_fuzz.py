@@ -100,6 +100,8 @@ DOC_COMMANDS: dict[str, dict[str, tuple[bool, Callable[[Any], bool]]]] = {
         "push_s": (False, _number),
         "reference_pa": (False, _number),
         "reference_sigma_pa": (False, _number),
+        "reference_c": (False, _number),
+        "reference_sigma_c": (False, _number),
     },
     "calibrate_status": {},
 }
