@@ -485,12 +485,12 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
     from estimator.report.analysis import choose_in_closed_loop
     from estimator.segment_rows import fluid_only_rows
     from estimator.sensor_sigma import channel_uncertainty
-    from estimator.sim_truth import family_truth, run_calibration
+    from estimator.sim_truth import family_truth
 
     prof = load_profile(profile)
     known = known_params(prof)
     run = load_run(result["identification_run"], prof)
-    truth = family_truth(prof, run.columns, run_calibration(run.run.meta))
+    truth = family_truth(prof, run.columns, run.calibration)
     spec = None if prof.estimator is None else prof.estimator.model
     online = {p["name"]: p for p in result["parameters"]}
     out: dict[str, Any] = {"models": {}}
@@ -502,8 +502,7 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
     ):
         # Every σ includes the sensors' calibration uncertainty (the run's calibration, else
         # the declared accuracy classes; estimator.sensor_sigma), the noise's share beside it.
-        cal = run.run.meta.get("calibration")
-        unc = channel_uncertainty(prof, cal if isinstance(cal, dict) else None)
+        unc = channel_uncertainty(prof, run.calibration)
         bres = identify_run(
             run.columns, known, profile=prof, models=models, linkwise=label == "profile",
             sensor_uncertainty=unc, fluid_only=fluid_only,

@@ -92,12 +92,6 @@ FEEDBACK_ROLES = {
 }
 
 
-def run_calibration(meta: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The calibration a run's header carries (None without one)."""
-    cal = meta.get("calibration")
-    return cal if isinstance(cal, dict) else None
-
-
 def true_sensors(
     profile: Profile, columns: Mapping[str, Any], calibration: Mapping[str, Any] | None
 ) -> dict[str, Any]:

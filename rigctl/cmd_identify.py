@@ -602,9 +602,9 @@ def _table_rows(batch: Any, data: Any, online: Any) -> list[ParameterRow]:
         # is derived from the simulator's plant (estimator.sim_truth).
         truth = batch.truth
         if truth is None:
-            from estimator.sim_truth import family_truth, run_calibration  # only here
+            from estimator.sim_truth import family_truth  # rigctl's other commands skip it
 
-            known = family_truth(data.profile, data.columns, run_calibration(data.run.meta))
+            known = family_truth(data.profile, data.columns, data.calibration)
             truth = np.array([known.get(n, math.nan) for n in batch.names]) if known else None
     return rows_from(
         batch.names,

@@ -347,7 +347,7 @@ def run_closed_loop_validation(
         if true_sensors:
             from estimator import sim_truth
 
-            cal = sim_truth.run_calibration(rd.run.meta)
+            cal = rd.calibration
             frames = sim_truth.true_sensors(rd.profile, rd.columns, cal)
             setup = replace(setup, sensors=frames)
             raw = sim_truth.noise_realization(rd.profile, rd.columns)
@@ -439,5 +439,4 @@ def _sensor_uncertainty(rd: RunData) -> dict[str, Any]:
     the profile's declared accuracy classes."""
     from estimator.sensor_sigma import channel_uncertainty
 
-    cal = rd.run.meta.get("calibration")
-    return dict(channel_uncertainty(rd.profile, cal if isinstance(cal, dict) else None))
+    return dict(channel_uncertainty(rd.profile, rd.calibration))

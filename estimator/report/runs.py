@@ -59,6 +59,12 @@ class RunData:
         return {n: rows[:, i] for i, n in enumerate(self.run.columns)}
 
     @property
+    def calibration(self) -> dict[str, Any] | None:
+        """The transducer calibration the run's header says was in force (None without)."""
+        cal = self.run.meta.get("calibration")
+        return cal if isinstance(cal, dict) else None
+
+    @property
     def oil_c(self) -> float | None:
         """Mean measured oil temperature (°C) of the analysed rows where an oil law uses it
         (`[plant.oil]` and a temperature channel), else None."""
