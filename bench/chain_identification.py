@@ -61,7 +61,7 @@ from estimator.chain_identify import (  # noqa: E402
     solve,
     solve_fixed,
 )
-from estimator.chain_regressor import BODY_PARAMS, ChainRegressor  # noqa: E402
+from estimator.chain_regressor import ChainRegressor  # noqa: E402
 from estimator.chain_simdata import (  # noqa: E402
     TRACKING_BANDWIDTH_HZ,
     TRACKING_SUBSTEPS,
@@ -255,17 +255,14 @@ def main() -> None:
         flagged = flag_reasons(b.base_names, th, sig)
         held = body_rows(rg, b) & np.array([n in flagged for n in b.base_names])
         pi = np.asarray(rg.parameters(), dtype=float).copy()
-        n_body = len(rg.bodies) * len(BODY_PARAMS)  # the bodies' columns come first
+        n_body = rg.n_body
         pi[:n_body] *= 1.0 + args.cad_error * np.random.default_rng(5).uniform(-1, 1, n_body)
         w1 = joint_weights(rg, r1.channels["q"], prof.sensors["better"])
         th_cad = solve_fixed(o1.Phi, o1.y, w1, b.values(pi), held)
         rms[f"{name}, unresolved bodies at CAD"] = err_rms(th_cad)
         fixed_counts[name] = int(held.sum())
         if minor:
-            th_nom = b.values(rg.parameters())
-            rms["nominal"] = np.sqrt(
-                np.mean((vo.y - np.einsum("mnr,r->mn", vo.Phi, th_nom)) ** 2, axis=0)
-            )
+            rms["nominal"] = err_rms(b.values(rg.parameters()))
             meas = np.sqrt(np.mean(vo.y**2, axis=0))
     out["validation"] = val.name
     out["force_rms"] = {

@@ -35,7 +35,7 @@ from scipy.signal import butter, decimate, sosfiltfilt
 
 from controller.plant.chain.profile import PSI, SensorGrade
 from estimator.base_params import BaseParameters
-from estimator.chain_regressor import BODY_PARAMS, ChainRegressor
+from estimator.chain_regressor import ChainRegressor
 from estimator.observation import derivative
 
 #: Conditioning of the chain's observation (Hz at the recording's rate), in two stages. The
@@ -242,8 +242,7 @@ def solve(Phi: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np
 def body_rows(reg: ChainRegressor, bp: BaseParameters) -> np.ndarray:
     """(r,) True for a base parameter that combines only the bodies' barycentric parameters
     (no friction, no transducer offset): the ones a CAD model gives a value for."""
-    n_body = len(reg.bodies) * len(BODY_PARAMS)
-    return ~np.any(np.abs(bp.matrix()[:, n_body:]) > 0.0, axis=1)
+    return ~np.any(np.abs(bp.matrix()[:, reg.n_body :]) > 0.0, axis=1)
 
 
 def solve_fixed(

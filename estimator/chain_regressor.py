@@ -184,6 +184,12 @@ class ChainRegressor:
         self.names: list[str] = names
         self.p = len(names)
 
+    @property
+    def n_body(self) -> int:
+        """The bodies' barycentric parameters: the first `n_body` of `names` (the joints'
+        friction, armatures and transducer offsets follow)."""
+        return len(self.bodies) * len(BODY_PARAMS)
+
     # ------------------------------------------------------------------ true parameters
 
     def parameters(
