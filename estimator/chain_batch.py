@@ -179,8 +179,8 @@ class ChainBatch:
     classes: dict[str, str]  # physical parameter → identifiability class (base_params)
     rms_residual: np.ndarray  # per joint, of the decimated torque equations
     #: The unresolved bodies at the profile's values, the rest refitted (module docstring).
-    theta_held: np.ndarray | None = None
-    held: list[str] = field(default_factory=list)
+    theta_held: np.ndarray
+    held: list[str]
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     #: What fitted it, for predicting another run's torques (`torque_rms`).
@@ -348,14 +348,12 @@ def torque_rms(rec: ChainRecording, b: ChainBatch) -> dict[str, dict[str, float]
     def rms(x: np.ndarray) -> dict[str, float]:
         return {n: float(v) for n, v in zip(names, np.sqrt(np.mean(x**2, axis=0)), strict=True)}
 
-    out = {
+    return {
         "identified": rms(obs.y - np.einsum("mnr,r->mn", obs.Phi, b.theta)),
+        "held": rms(obs.y - np.einsum("mnr,r->mn", obs.Phi, b.theta_held)),
         "nominal": rms(obs.y - np.einsum("mnr,r->mn", obs.Phi, b.nominal)),
         "measured": rms(obs.y),
     }
-    if b.theta_held is not None:
-        out["held"] = rms(obs.y - np.einsum("mnr,r->mn", obs.Phi, b.theta_held))
-    return out
 
 
 def as_dict(b: ChainBatch) -> dict[str, Any]:
@@ -372,7 +370,7 @@ def as_dict(b: ChainBatch) -> dict[str, Any]:
                 "theta": float(t),
                 "sigma": float(s),
                 "nominal": float(nom),
-                "theta_held": None if b.theta_held is None else float(b.theta_held[i]),
+                "theta_held": float(b.theta_held[i]),
                 "held": n in b.held,
                 "truth": None if b.truth is None else float(b.truth[i]),
                 "flag": b.flags.get(n),
