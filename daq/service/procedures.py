@@ -79,8 +79,8 @@ PROCEDURES = (
     "pressure_zero", "pressure_span", "pressure_shunt", "position", "valve_null",
     "oil_temperature",
 )  # fmt: skip
-#: Those that switch the hydraulic power and so need `[hydraulics]`.
-POWERED = PROCEDURES[:5]
+#: Those that never switch the hydraulic power, and so need no `[hydraulics]`.
+UNPOWERED = ("oil_temperature",)
 #: Where a pressure channel's offset in force comes from: the spans keep it (zero before span).
 ZEROED = ("pressure_zero", "pressure_span", "pressure_shunt")
 #: Loop-time limits (s) of the waits, so a stuck procedure ends with a reason.
@@ -206,7 +206,7 @@ class ProcedureRunner:
                     f"calibrate {name} refused in {state}: a procedure starts from IDLE "
                     "(stop and disarm first; reset a latched fault)",
                 )
-            if self.profile.hydraulics is None and name in POWERED:
+            if self.profile.hydraulics is None and name not in UNPOWERED:
                 raise CommandError(
                     "rejected",
                     f"calibrate {name}: needs [hydraulics] (the procedure switches the power)",
