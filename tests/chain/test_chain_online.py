@@ -133,9 +133,11 @@ def test_rigctl_identify_runs_a_chain_end_to_end_with_both_estimators(tmp_path: 
         assert all(val[model][j] < 0.05 * val["measured"][j] for j in val["measured"])
     assert val["complete"] != val["reduced"]
     # The service's bodies are the profile's: held there, the complete model's unresolved
-    # combinations stop extrapolating where they did most (the proximal joints: 49 → 35 and
-    # 145 → 30 N·m on one run), and nowhere is it much worse than fitted freely.
-    held, free = val["complete_held"], val["complete"]
-    assert held["swing"] < 0.9 * free["swing"] and held["boom"] < 0.9 * free["boom"], val
+    # combinations stop extrapolating. Fitted freely they do on most runs, most on the boom
+    # (88–224 N·m against the nominal model's 30–32; on one run of eight only 38
+    # against 36), so held the complete model comes down to the nominal model's floor on every
+    # joint and is nowhere much worse than fitted freely. (What is held and how: test_chain_batch.)
+    held, free, floor = val["complete_held"], val["complete"], val["nominal"]
+    assert all(held[j] < 1.15 * floor[j] for j in floor), val
     assert all(held[j] < 1.1 * free[j] for j in free), val
     assert Path(out["online_param_file"]).is_file() and out["online_samples"] > 0
