@@ -110,6 +110,11 @@ class LinearModel:
     #: Sentences every fit of this model carries as warnings: parameters the model's own
     #: construction biases beyond what their σ says (e.g. estimator.models_lin's stiction bumps).
     caveats: tuple[str, ...] = field(default=(), compare=False)
+    #: Heteroscedastic weights: per output equation, the parameters whose columns' summed |Φ|
+    #: is the row's speed (e.g. a joint's viscous columns). The batch then weights each
+    #: equation's rows by the residual σ of their speed octile, not one σ per equation
+    #: (estimator.wls.row_sigma). Empty: one σ per equation.
+    speed_params: tuple[tuple[str, ...], ...] = field(default=(), compare=False)
     #: Parameters the model fits as a shape, not a measurement (a caveat says why): every
     #: fit flags them not identifiable and keeps their value for the model's own use.
     shapes: tuple[str, ...] = field(default=(), compare=False)

@@ -456,6 +456,7 @@ def lin_mechanical_model(
         referred=tuple(nm for nm in names if nm.startswith("Fv")) if params.oil else (),
         caveats=(stiction_caveat(names, ref.cutoff_hz),),
         shapes=tuple(nm for nm in names if nm.startswith("dFs")),
+        speed_params=tuple((f"Fv+{i + 1}", f"Fv-{i + 1}") for i in range(n)),
         shape=ShapeSearch(
             label="Coulomb zero-velocity band v_ε",
             unit="mm/s",

@@ -293,6 +293,7 @@ def predict_service_rig(
     from estimator.models import load_models
     from estimator.observation import observation, sample_from
     from estimator.spool import CROSSOVER_HZ, valve_commands
+    from estimator.wls import row_sigma
 
     profile = load_profile(profile_path)
     params = planning_params(profile, params_path)
@@ -388,14 +389,16 @@ def predict_service_rig(
         for _ in range(draws):
             phi, y = obs(raw0 + noise())
             errs.append((y - y0) - np.einsum("mnr,r->mn", phi - phi0, th_n))
-        # The batch weights each output equation by 1/σ of its equation error
-        # (estimator.wls.fit_model); on a plant its model describes that error is the noise's,
-        # whose σ per output the draws give. Unweighted, R12's σ on sim-2dof came out at 0.50
-        # of the scatter of the estimates, weighted 0.77 (bench/predict_accuracy.py).
+        # The batch weights each output equation's rows by 1/σ of their equation error (one σ
+        # per equation, or per speed octile: estimator.wls.row_sigma); on a plant its model
+        # describes that error is the noise's, whose σ the draws give. Unweighted, R12's σ on
+        # sim-2dof came out at 0.50 of the scatter of the estimates, weighted 0.77
+        # (bench/predict_accuracy.py).
         de = np.array(errs)  # (draws, rows, outputs)
-        w = 1.0 / np.sqrt(np.mean(de**2, axis=(0, 1)))
-        pinv = np.linalg.pinv((phi0 * w[None, :, None]).reshape(-1, phi0.shape[-1]), rcond=1e-12)
-        out = np.array([pinv @ (e * w[None, :]).reshape(-1) for e in de])
+        rms = np.sqrt(np.mean(de**2, axis=0))  # (rows, outputs)
+        w = 1.0 / row_sigma(mdl, phi0, rms.T.reshape(-1)).reshape(rms.shape[1], -1).T
+        pinv = np.linalg.pinv((phi0 * w[:, :, None]).reshape(-1, phi0.shape[-1]), rcond=1e-12)
+        out = np.array([pinv @ (e * w).reshape(-1) for e in de])
         sigma = np.std(out, axis=0, ddof=1) * mdl.param_scale
         models.append(ModelPrediction(mdl.name, list(mdl.names), theta, sigma))
     notes.append(

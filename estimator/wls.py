@@ -202,6 +202,34 @@ def _equation_sigma(res: np.ndarray, r: int, m: int, n: int) -> np.ndarray:
     return np.where(sig_j > 0, sig_j, 1.0)
 
 
+#: Speed bins per equation for `LinearModel.speed_params` (equal row counts: octiles).
+SPEED_BINS = 8
+
+
+def row_sigma(model: LinearModel, Phi: np.ndarray, res: np.ndarray) -> np.ndarray:
+    """σ of every stacked row (grouped as `_stacked`) from the residual `res` (m·r): one per
+    output equation (eq. 20), or, for a model with `speed_params`, one per equation and
+    octile of the row's speed. Why: an equation's error need not be one σ. The friction
+    family's mechanical rows err most where the piston is slowest (its stiction region seen
+    through the velocity's low-pass): on the realistic plant 80–90 % of the residual's
+    energy lies in the quarter of rows with the lowest speed, 15–20× the RMS of the fastest.
+    One σ there lets those rows set the inertias as much as the clean ones (M2, R12 3–4 % off
+    at σ 2.5–3 %); weighting each by its own σ is WLS with the variance it has."""
+    r, m, n = Phi.shape
+    if not model.speed_params:
+        return np.repeat(_equation_sigma(res, r, m, n), r)
+    idx = {nm: k for k, nm in enumerate(model.names)}
+    out = np.empty(m * r)
+    e = res.reshape(m, r)
+    for j, cols in enumerate(model.speed_params):
+        speed = np.abs(Phi[:, j, [idx[c] for c in cols]]).sum(axis=1)
+        order = np.argsort(speed, kind="stable")
+        for part in np.array_split(order, SPEED_BINS):
+            s = np.sqrt(np.mean(e[j, part] ** 2) * r / max(r - n / m, 1.0)) if part.size else 0.0
+            out[j * r + part] = s if s > 0 else 1.0
+    return out
+
+
 def ls_residuals(model: LinearModel, Phi: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
     """(`residual_var`, `equation_sigma`) that `fit_model` without instruments would return
     for (Φ, y), and nothing else: the OLS start's residual, the same numbers by the same
@@ -252,8 +280,9 @@ def fit_model(
     # Weights from the equation errors: the LS residual understates them when the regressor
     # is noisy (LS fits part of the noise), the IV residual does not.
     th_0 = th_ls if Z is None else iv_solve(Z, W, Y)[0]
-    sig_j = _equation_sigma(Y - W @ th_0, r, m, n)
-    w = np.repeat(1.0 / sig_j, r)
+    res_0 = Y - W @ th_0
+    sig_j = _equation_sigma(res_0, r, m, n)
+    w = 1.0 / row_sigma(model, Phi, res_0)
     Ww, Yw = W * w[:, None], Y * w
     Zw = None if Z is None else Z * w[:, None]
     th_w, _, cov_w = _solve(Ww, Yw, Zw)

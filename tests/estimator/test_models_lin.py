@@ -201,6 +201,24 @@ def test_coulomb_columns_follow_the_piston_direction() -> None:
         assert Phi[2, i - 1, cp] == 0.0 and Phi[2, i - 1, cm] == 0.0
 
 
+def test_mechanical_rows_are_weighted_by_each_joints_speed() -> None:
+    """The mechanical model names, per joint equation, the columns whose |Φ| sum is that
+    joint's speed (estimator.wls.row_sigma): they grow with the joint's own speed only, and a
+    model remade by the band search keeps them."""
+    params, _ = _plant()
+    mech = lin_models(params)[0]
+    assert mech.speed_params == (("Fv+1", "Fv-1"), ("Fv+2", "Fv-2"))
+    names = list(mech.names)
+    q = np.full((3, 2), 0.6)
+    qd = np.array([[0.1, 0.0], [-0.3, 0.2], [0.0, -0.4]])
+    Phi, _ = evaluate(mech, _sample_kin(params, q, qd))
+    for j, cols in enumerate(mech.speed_params):
+        speed = np.abs(Phi[:, j, [names.index(c) for c in cols]]).sum(axis=1)
+        assert np.all(np.argsort(speed) == np.argsort(np.abs(qd[:, j]))), speed
+    assert mech.shape is not None
+    assert mech.shape.make(2 * SMOOTH_SIGN_M_S).speed_params == mech.speed_params
+
+
 def _sample_kin(params, q, qd) -> Sample:
     z = np.zeros_like(q)
     s, r = cylinder(params, q)

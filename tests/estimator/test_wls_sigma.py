@@ -5,11 +5,13 @@ threshold, a disagreement between equations widens σ, and the `still` / `rank_t
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from estimator.models import LinearModel
-from estimator.wls import correlation_factor, fit_model
+from estimator.wls import SPEED_BINS, correlation_factor, fit_model, row_sigma
 
 TRUE = np.array([2.0, -1.0, 0.5])
 
@@ -372,3 +374,39 @@ def test_a_whole_runs_rows_are_fitted_without_a_rows_by_rows_matrix() -> None:
     fit = fit_model(_model(), Phi, y)
     assert fit.identifiable.all()
     np.testing.assert_allclose(fit.theta, TRUE, atol=6 * float(np.sqrt(np.diag(fit.cov)).max()))
+
+
+def _speed_data(seed: int, r: int = 800):
+    """Two equations whose noise depends on the row's |Φ_a| (its "speed"): 0.5 below 0.5,
+    0.02 above — the friction family's slow rows (estimator.wls.row_sigma)."""
+    rng = np.random.default_rng(seed)
+    Phi = rng.standard_normal((r, 2, 3))
+    sd = np.where(np.abs(Phi[:, :, 0]) < 0.5, 0.5, 0.02)
+    return Phi, Phi @ TRUE + rng.standard_normal((r, 2)) * sd
+
+
+def test_rows_are_weighted_by_the_sigma_of_their_speed_octile() -> None:
+    sped = replace(_model(), speed_params=(("a",), ("a",)))
+    Phi, y = _speed_data(0)
+    r = Phi.shape[0]
+    res = (y - Phi @ TRUE).T.reshape(-1)
+    sig = row_sigma(sped, Phi, res).reshape(2, r).T
+    # Octiles wholly inside one noise level read that level; the one across the step between.
+    for j in range(2):
+        speed = np.abs(Phi[:, j, 0])
+        assert np.all(np.abs(sig[speed < 0.3, j] / 0.5 - 1) < 0.25), j
+        assert np.all(np.abs(sig[speed > 0.8, j] / 0.02 - 1) < 0.25), j
+        assert len(np.unique(sig[:, j])) == SPEED_BINS
+    # Without speed_params: one σ per equation, every row of it.
+    flat = row_sigma(_model(), Phi, res).reshape(2, r).T
+    assert np.all(flat == flat[0]) and np.all(flat[0] > 0.2)
+    # The fit: σ far below the one-σ-per-equation fit's, and still the truth's scatter.
+    z = []
+    for seed in range(60):
+        Phi, y = _speed_data(seed)
+        fit = fit_model(sped, Phi, y)
+        one = fit_model(_model(), Phi, y)
+        assert np.all(fit.sigma_pct < 0.3 * one.sigma_pct), (fit.sigma_pct, one.sigma_pct)
+        z.append((fit.theta - TRUE) / (fit.sigma_pct / 100 * np.abs(fit.theta)))
+    rms = np.sqrt(np.mean(np.square(z), axis=0))
+    assert np.all((rms > 0.75) & (rms < 1.3)), rms
