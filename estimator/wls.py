@@ -224,8 +224,10 @@ def row_sigma(model: LinearModel, Phi: np.ndarray, res: np.ndarray) -> np.ndarra
     for j, cols in enumerate(model.speed_params):
         speed = np.abs(Phi[:, j, [idx[c] for c in cols]]).sum(axis=1)
         order = np.argsort(speed, kind="stable")
-        for part in np.array_split(order, SPEED_BINS):
-            s = np.sqrt(np.mean(e[j, part] ** 2) * r / max(r - n / m, 1.0)) if part.size else 0.0
+        # No degrees-of-freedom factor: a factor common to every row cancels (the covariance
+        # takes σ² from the weighted residual, `_ls_solve`).
+        for part in np.array_split(order, min(SPEED_BINS, r)):
+            s = np.sqrt(np.mean(e[j, part] ** 2))
             out[j * r + part] = s if s > 0 else 1.0
     return out
 

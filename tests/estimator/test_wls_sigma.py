@@ -410,3 +410,20 @@ def test_rows_are_weighted_by_the_sigma_of_their_speed_octile() -> None:
         z.append((fit.theta - TRUE) / (fit.sigma_pct / 100 * np.abs(fit.theta)))
     rms = np.sqrt(np.mean(np.square(z), axis=0))
     assert np.all((rms > 0.75) & (rms < 1.3)), rms
+
+
+def test_a_speed_octile_fitted_exactly_is_weighted_not_divided_by_zero() -> None:
+    sped = replace(_model(), speed_params=(("a",), ("b",)))
+    Phi, _ = _speed_data(3)
+    y = Phi @ TRUE
+    y[:, 1] += np.where(np.abs(Phi[:, 1, 1]) > 1.0, 0.1, 0.0) * np.sign(Phi[:, 1, 2])
+    fit = fit_model(sped, Phi, y)
+    assert np.all(np.isfinite(fit.theta)) and np.all(np.isfinite(fit.cov))
+    # Equation 1 and the slow octiles of equation 2 are exact: weight 1, not 1/0.
+    res = (y - Phi @ TRUE).T.reshape(-1)
+    sig = row_sigma(sped, Phi, res).reshape(2, -1).T
+    assert np.all(sig[:, 0] == 1.0) and np.all(sig[np.abs(Phi[:, 1, 1]) < 0.5, 1] == 1.0)
+    assert np.all(sig[np.abs(Phi[:, 1, 1]) > 1.6, 1] < 1.0)
+    # Fewer rows than octiles: one row per bin, each its own |residual|.
+    few = row_sigma(sped, Phi[:4], np.arange(1.0, 9.0))
+    np.testing.assert_array_equal(few, np.arange(1.0, 9.0))
