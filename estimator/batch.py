@@ -287,6 +287,12 @@ def identify_run(
         if mdl.switches is not None:
             fit.switch_value = np.array(mdl.switches.value, dtype=float)
         notes += notes_m
+        if mdl.speed_params:
+            spread = ", ".join(f"×{x:.0f}" for x in fit.row_sigma_spread)
+            notes.append(
+                f"{mdl.name}: each equation's rows weighted by the residual σ of their speed "
+                f"octile (largest over smallest, per equation: {spread}; estimator.wls.row_sigma)"
+            )
         if sensor_uncertainty:
             from estimator.sensor_sigma import (
                 combine,

@@ -53,6 +53,9 @@ class ModelFit:
     warnings: list[str] = field(default_factory=list)
     #: κ of each output equation's residuals alone.
     output_correlation: list[float] = field(default_factory=list)
+    #: Per output equation, the largest over the smallest σ its rows were weighted by (1 with
+    #: one σ per equation; the speed octiles' spread with `LinearModel.speed_params`).
+    row_sigma_spread: np.ndarray = field(default_factory=lambda: np.zeros(0))
     #: Per parameter: disagreement between single-equation estimates in σ (`equation_disagreement`).
     disagreement_z: np.ndarray = field(default_factory=lambda: np.zeros(0))
     #: `cov` before the widening by equation disagreement (κ and jackknife in): the variance
@@ -284,7 +287,8 @@ def fit_model(
     th_0 = th_ls if Z is None else iv_solve(Z, W, Y)[0]
     res_0 = Y - W @ th_0
     sig_j = _equation_sigma(res_0, r, m, n)
-    w = 1.0 / row_sigma(model, Phi, res_0)
+    row_s = row_sigma(model, Phi, res_0).reshape(m, r)
+    w = 1.0 / row_s.reshape(-1)
     Ww, Yw = W * w[:, None], Y * w
     Zw = None if Z is None else Z * w[:, None]
     th_w, _, cov_w = _solve(Ww, Yw, Zw)
@@ -379,6 +383,7 @@ def fit_model(
         correlation=kappa,
         identifiable=free,
         output_correlation=kappa_j,
+        row_sigma_spread=row_s.max(axis=1) / row_s.min(axis=1),
         disagreement_z=zscore,
         method="WLS" if Z is None else "IV",
         cov_plain=cov_plain,

@@ -39,3 +39,24 @@ def test_the_real_rig_family_declares_its_stiction_bumps_as_shapes() -> None:
     model = lin_mechanical_model(params)
     assert model.shapes == ("dFs+1", "dFs-1", "dFs+2", "dFs-2")
     assert all(nm in model.caveats[0] for nm in model.shapes)
+
+
+def test_a_model_weighted_by_speed_says_so_and_by_how_much(sim1dof_run) -> None:
+    """A model with `speed_params` is fitted with one σ per speed octile
+    (estimator.wls.row_sigma) and the batch's notes say so with each equation's spread of
+    those σ; a model without them gets one σ per equation (spread 1) and no such note."""
+    profile, layout, rows = sim1dof_run
+    cols = {n: rows[:, i] for i, n in enumerate(layout.names)}
+    params = plant_params(profile)
+    models = reference_models(params)
+    plain = identify_run(cols, params, profile=profile, models=models, refine=False)
+    assert not any("speed octile" in n for n in plain.notes)
+    assert all(np.all(f.row_sigma_spread == 1.0) for f in plain.fits)
+    sped = [
+        dataclasses.replace(m, speed_params=(("Fv1",),)) if "Fv1" in m.names else m for m in models
+    ]
+    res = identify_run(cols, params, profile=profile, models=sped, refine=False)
+    fit = next(f for f in res.fits if "Fv1" in f.names)
+    assert fit.row_sigma_spread.shape == (1,) and fit.row_sigma_spread[0] > 1.0
+    note = next(n for n in res.notes if "speed octile" in n)
+    assert note.startswith(f"{fit.name}: ") and f"×{fit.row_sigma_spread[0]:.0f}" in note

@@ -407,6 +407,8 @@ def test_rows_are_weighted_by_the_sigma_of_their_speed_octile() -> None:
         fit = fit_model(sped, Phi, y)
         one = fit_model(_model(), Phi, y)
         assert np.all(fit.sigma_pct < 0.3 * one.sigma_pct), (fit.sigma_pct, one.sigma_pct)
+        # The octiles' σ span the two noise levels (0.5 / 0.02); one σ per equation spans none.
+        assert np.all(fit.row_sigma_spread > 10) and np.all(one.row_sigma_spread == 1.0)
         z.append((fit.theta - TRUE) / (fit.sigma_pct / 100 * np.abs(fit.theta)))
     rms = np.sqrt(np.mean(np.square(z), axis=0))
     assert np.all((rms > 0.75) & (rms < 1.3)), rms
