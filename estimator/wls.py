@@ -214,8 +214,8 @@ def row_sigma(model: LinearModel, Phi: np.ndarray, res: np.ndarray) -> np.ndarra
     output equation (eq. 20), or, for a model with `speed_params`, one per equation and
     octile of the row's speed. Why: an equation's error need not be one σ. The friction
     family's mechanical rows err most where the piston is slowest (its stiction region seen
-    through the velocity's low-pass): on the realistic plant 80–90 % of the residual's
-    energy lies in the quarter of rows with the lowest speed, 15–20× the RMS of the fastest.
+    through the velocity's low-pass): on the realistic plant about 80 % of the residual's
+    energy lies in the quarter of rows with the lowest speed, 5–7× the RMS of the fastest.
     One σ there lets those rows set the inertias as much as the clean ones (M2, R12 3–4 % off
     at σ 2.5–3 %); weighting each by its own σ is WLS with the variance it has."""
     r, m, n = Phi.shape
