@@ -54,7 +54,8 @@ from estimator.chain_identify import (  # noqa: E402
     DEFAULT_CUTOFF_HZ,
     DEFAULT_PARALLEL_HZ,
     Conditioning,
-    body_rows,
+    Observation,
+    held_bodies,
     joint_weights,
     observe,
     propagated_sigma,
@@ -242,8 +243,8 @@ def main() -> None:
             rg, b, vrun.channels["q"], vrun.channels["p_cap"], vrun.channels["p_rod"], cond
         )
 
-        def err_rms(theta: np.ndarray, vo: object = vo) -> np.ndarray:
-            e = vo.y - np.einsum("mnr,r->mn", vo.Phi, theta)  # type: ignore[attr-defined]
+        def err_rms(theta: np.ndarray, vo: Observation = vo) -> np.ndarray:
+            e = vo.y - np.einsum("mnr,r->mn", vo.Phi, theta)
             return np.sqrt(np.mean(e**2, axis=0))
 
         rms[name] = err_rms(th)
@@ -253,7 +254,7 @@ def main() -> None:
             prof.sensors["better"], cond, draws=args.draws,
         ) * sigma_bound(args.draws)  # fmt: skip
         flagged = flag_reasons(b.base_names, th, sig)
-        held = body_rows(rg, b) & np.array([n in flagged for n in b.base_names])
+        held = held_bodies(rg, b, flagged)
         pi = np.asarray(rg.parameters(), dtype=float).copy()
         n_body = rg.n_body
         pi[:n_body] *= 1.0 + args.cad_error * np.random.default_rng(5).uniform(-1, 1, n_body)

@@ -24,7 +24,7 @@ For prediction. Least squares gives the unresolved combinations whatever fits th
 and those extrapolate: on another run the complete model predicted the actuator torques worse
 than the reduced one, the opposite of the thesis's Figure 37. `theta_held` is the model a CAD
 description completes: the bodies' base parameters the run does not resolve held at the
-profile's values (`chain_identify.body_rows`), everything else — resolved bodies, friction,
+profile's values (`chain_identify.held_bodies`), everything else — resolved bodies, friction,
 transducer offsets, the armatures — fitted around them (`chain_identify.solve_fixed`). Friction
 and offsets are never held: no drawing gives them. The printed table stays the free fit's (its
 ±3σ is the promise); `theta_held` is what `torque_rms` also predicts with.
@@ -51,7 +51,7 @@ from estimator.chain_identify import (
     DEFAULT_PARALLEL_HZ,
     ChannelNoise,
     Conditioning,
-    body_rows,
+    held_bodies,
     identify,
     observe,
     solve_fixed,
@@ -269,7 +269,7 @@ def identify_chain(
     sigma = fit.sigma * sigma_bound(draws)
     flags = flag_reasons(fit.names, fit.theta, sigma)
     nominal = np.asarray(bp.values(reg.parameters()))
-    held = body_rows(reg, bp) & np.array([n in flags for n in fit.names])
+    held = held_bodies(reg, bp, flags)
     assert fit.observation is not None and fit.weights is not None
     theta_held = solve_fixed(fit.observation.Phi, fit.observation.y, fit.weights, nominal, held)
     model = "complete" if minor else "reduced"

@@ -28,6 +28,7 @@ run's σ.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -243,6 +244,12 @@ def body_rows(reg: ChainRegressor, bp: BaseParameters) -> np.ndarray:
     """(r,) True for a base parameter that combines only the bodies' barycentric parameters
     (no friction, no transducer offset): the ones a CAD model gives a value for."""
     return ~np.any(np.abs(bp.matrix()[:, reg.n_body :]) > 0.0, axis=1)
+
+
+def held_bodies(reg: ChainRegressor, bp: BaseParameters, flagged: Collection[str]) -> np.ndarray:
+    """(r,) True for a base parameter a prediction holds at the CAD (profile's) values: a
+    bodies-only one (`body_rows`) that the run does not resolve (its name among `flagged`)."""
+    return body_rows(reg, bp) & np.isin(bp.base_names, list(flagged))
 
 
 def solve_fixed(

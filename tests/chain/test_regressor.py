@@ -129,6 +129,13 @@ def test_body_rows_mark_the_base_parameters_a_cad_model_gives(excavator: ChainPr
             assert parts & set(EXTRA_MEANING), (name, parts)
     assert 0 < rows.sum() < bp.rank
     assert not rows[bp.base_names.index("stick.fv")] and rows[bp.base_names.index("bucket.mx")]
+    # Held for prediction: a bodies-only one the run flagged, never a friction.
+    from estimator.chain_identify import held_bodies
+
+    np.testing.assert_array_equal(held_bodies(reg, bp, bp.base_names), rows)
+    held = held_bodies(reg, bp, {"stick.fv", "bucket.mx"})
+    assert list(np.flatnonzero(held)) == [bp.base_names.index("bucket.mx")]
+    assert not held_bodies(reg, bp, ()).any()
 
 
 def test_a_constrained_fit_holds_its_fixed_parameters_and_fits_the_rest() -> None:
