@@ -31,7 +31,7 @@ def _mean(st: Station, name: str, seconds: float = 0.5) -> float:
     return float(rows[50:, st.loop.layout.index(f"eng.{name}")].mean())
 
 
-def test_shunt_finds_each_true_gain_within_3_sigma(station: Station) -> None:
+def test_shunt_finds_the_true_gains_within_their_sigma(station: Station) -> None:
     assert "run pressure_zero" in station.error("pressure_shunt")  # the zero comes first
     zero = station.calibrate("pressure_zero", apply=True)
     station.loop.drain_events()
@@ -39,17 +39,22 @@ def test_shunt_finds_each_true_gain_within_3_sigma(station: Station) -> None:
     assert result["ok"] and result["applied"], result
     chans = result["channels"]
     assert set(chans) == set(SHUNTED)
+    # Ten numbers each held to its own ±3σ would fail about one run in forty with every σ right:
+    # one may sit past 3σ, none past 4σ (the chain tests' convention).
+    z = {}
     for name in SHUNTED:
         _, gain = station.truth(name)
         found = chans[name]
-        assert abs(found["gain"] - gain) <= 3.0 * found["sigma_gain"], (name, found, gain)
+        z[f"{name} gain"] = (found["gain"] - gain) / found["sigma_gain"]
         # the certificate's 0.1 % dominates the σ; the windows' noise and drift add little
         assert found["gain"] * 0.001 <= found["sigma_gain"] < 0.0012, name
         assert found["offset"] == zero["channels"][name]["offset"]  # the zero is kept
         assert found["residual"] <= found["accuracy_offset"], name
         point = result["shunt_points"][name]
-        assert point["step"] == pytest.approx(gain * station.sim.true_shunt_equivalent(name),
-                                              abs=3.0 * point["sigma_step"])  # fmt: skip
+        true_step = gain * station.sim.true_shunt_equivalent(name)
+        z[f"{name} step"] = (point["step"] - true_step) / point["sigma_step"]
+    assert max(abs(v) for v in z.values()) <= 4.0, z
+    assert sum(abs(v) > 3.0 for v in z.values()) <= 1, z
     in_force = station.api.handle("calibration", {})["calibration"]["channels"]
     assert in_force["p_cap_2"]["method"] == "pressure_shunt"
     # Every relay open again, disarmed, power off; one event per switch.
