@@ -128,6 +128,14 @@ BAND_RANGE_M_S = (2.0e-4, 2.0e-2)
 STRIBECK_M_S = 1.0e-2
 
 
+#: Taps of the mechanical model's causal FIR online (estimator.chain; 20 Hz like the reference
+#: model, at the 1 kHz loop). Lin's friction is nonlinear in the velocity (smooth sign, Stribeck
+#: bump), and the regressor evaluates it on the conditioned signals: a filter that changes the
+#: motion's own band makes the filtered friction differ from the friction of the filtered
+#: velocity. 101 taps (the reference's) pass 10 Hz at 0.92 and 15 Hz at 0.75; 401 taps are flat
+#: to 15 Hz (1.000–1.003), as the batch's zero-phase Butterworth is to 10 Hz (0.996). The
+#: delay grows from 51 to 201 ms (docs/estimator.md, "Conditioning", for what it changed).
+LIN_MECH_TAPS = 401
 #: Mechanical parameters per joint: Fv±, Fc±, and the Stribeck bump heights dFs± = F_S± − F_C±.
 MECH_PER_JOINT = 6
 
@@ -451,7 +459,7 @@ def lin_mechanical_model(
         param_scale=scale,
         output_scale=ref.output_scale,
         cutoff_hz=ref.cutoff_hz,
-        taps=ref.taps,
+        taps=LIN_MECH_TAPS,
         truth=truth,
         referred=tuple(nm for nm in names if nm.startswith("Fv")) if params.oil else (),
         caveats=(stiction_caveat(names, ref.cutoff_hz),),
