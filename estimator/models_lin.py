@@ -136,6 +136,7 @@ STRIBECK_M_S = 1.0e-2
 #: to 15 Hz (1.000–1.003), as the batch's zero-phase Butterworth is to 10 Hz (0.996). The
 #: delay grows from 51 to 201 ms (docs/estimator.md, "Conditioning", for what it changed).
 LIN_MECH_TAPS = 401
+
 #: Mechanical parameters per joint: Fv±, Fc±, and the Stribeck bump heights dFs± = F_S± − F_C±.
 MECH_PER_JOINT = 6
 
