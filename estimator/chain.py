@@ -6,6 +6,8 @@ each; the oil temperature repeated per joint, so every signal has the same layou
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from controller.plant.params import NOMINAL_OIL_C, PlantParams
@@ -56,6 +58,11 @@ def sample_from(block: np.ndarray, nj: int, derivs: np.ndarray | None = None) ->
     )
 
 
+#: Prior variance (normalised units, as the RLS's P) of a held parameter: the information of
+#: any run's rows is many orders below its inverse, so the RLS leaves it where it was put.
+HELD_VARIANCE = 1.0e-12
+
+
 class ModelChain:
     def __init__(
         self,
@@ -100,6 +107,8 @@ class ModelChain:
         self._in_group = 0
         self._out = np.zeros((0, 3, N_SIGNALS * n_joints))
         self._sout = np.zeros((0, 1, m * n + m))
+        #: Parameters held at a given value (`hold`): not estimated, %σ NaN.
+        self.held = np.zeros(n, dtype=bool)
 
     @property
     def delay(self) -> int:
@@ -116,6 +125,29 @@ class ModelChain:
             # normalised equations have unit scale), so a prior is as strong as its variance.
         self.rls.reset(t, p)
         self._prior = (t, p)
+
+    def hold(self, values: Mapping[str, float]) -> list[str]:
+        """Hold this model's parameters named in `values` at those values (SI units) from now
+        on — the ones the batch flagged, with the values it used (estimator.structure) — by a
+        prior variance no run's rows can move (`HELD_VARIANCE`); the others keep their prior.
+        Their %σ is NaN (not measured), their random walk is off, and the jackknife solves for
+        the others alone. (With forgetting, λ < 1, their variance grows as every other's does
+        and the hold loosens in time.) Returns the names held."""
+        n = self.model.n_params
+        held = np.array([nm in values for nm in self.model.names])
+        if not held.any():
+            return []
+        t, p = self._prior
+        t = np.zeros(n) if t is None else t.copy()
+        p = np.full(n, self.rls.config.p0) if p is None else p.copy()
+        for k in np.flatnonzero(held):
+            t[k] = values[self.model.names[k]] / self.scale[k]
+            p[k] = HELD_VARIANCE
+        self.held = held
+        self.random_walk = np.where(held, 0.0, self.random_walk)
+        self.rls.reset(t, p)
+        self._prior = (t, p)
+        return [nm for nm, h in zip(self.model.names, held, strict=True) if h]
 
     def reset_to_prior(self) -> None:
         self.rls.reset(*self._prior)
@@ -225,7 +257,18 @@ class ModelChain:
         if len(self._A) < JACKKNIFE_GROUPS:
             return None
         A, b = merge_groups(np.stack(self._A), np.stack(self._b), JACKKNIFE_GROUPS)
-        return jackknife_from_normal(A, b)
+        if not self.held.any():
+            return jackknife_from_normal(A, b)
+        # The held parameters are known, not estimated: each group's equations for the others
+        # with the held columns' share moved to the right-hand side.
+        f, h = ~self.held, self.held
+        th = self.rls.theta[h]
+        var = jackknife_from_normal(A[:, f][:, :, f], b[:, f] - A[:, f][:, :, h] @ th)
+        if var is None:
+            return None
+        out = np.zeros(self.model.n_params)
+        out[f] = var
+        return out
 
     def correlation(self) -> float:
         """κ = B·Var(block means)/Var(residual) ≥ 1: how much the residuals' correlation
@@ -262,7 +305,7 @@ class ModelChain:
         return cov * np.outer(self.scale, self.scale)
 
     def sigma_pct(self) -> np.ndarray:
-        return sigma_pct(self.theta(), self.covariance())
+        return np.where(self.held, np.nan, sigma_pct(self.theta(), self.covariance()))
 
     def excitation(self) -> tuple[float, float]:
         """(smallest eigenvalue, condition number) of the normalised information matrix."""

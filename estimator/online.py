@@ -120,6 +120,7 @@ class OnlineIdentifier:
         cfg = profile.estimator if hasattr(profile, "estimator") else None
         self.structure = "the models as given"
         self.warnings: list[str] = []
+        from_batch = False
         if models is None:
             models = load_models(
                 getattr(cfg, "model", None), self.params, prior_params=known_params(profile)
@@ -151,6 +152,11 @@ class OnlineIdentifier:
             )
             for m, w in zip(models, walks, strict=True)
         ]
+        # The parameters the batch flagged, held at the values it used (estimator.structure).
+        if structure is not None and structure.held and from_batch:
+            held = structure.held_values()
+            for c in self.chains:
+                c.hold(held)
         names = column_names(layout_columns)
         self._index = self._map_columns(profile, names)
         self._fill = np.zeros(N_SIGNALS * self.nj)

@@ -173,9 +173,10 @@ def test_the_online_replay_runs_on_the_structure_this_batch_chose(
 
     monkeypatch.setattr(build, "online_replay", replay)
     chose = SimpleNamespace(
-        shape_value=1.3e-3, switch_value=np.array([[0.007, -0.006], [-0.0066, -0.0072]])
-    )
-    none = SimpleNamespace(shape_value=None, switch_value=None)
+        shape_value=1.3e-3, switch_value=np.array([[0.007, -0.006], [-0.0066, -0.0072]]),
+        names=[], theta=[], identifiable=[],
+    )  # fmt: skip
+    none = SimpleNamespace(shape_value=None, switch_value=None, names=[], theta=[], identifiable=[])
     ident, _ = sim_runs
     for fits in ([none, chose], [none]):
         batch = SimpleNamespace(data=SimpleNamespace(summary=lambda p: ""), notes=[], warnings=[],
