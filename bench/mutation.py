@@ -264,6 +264,7 @@ TARGETS: dict[str, Target] = {
             "tests/estimator/test_random_walk.py",
             "tests/estimator/test_online_chunks.py",
             "tests/estimator/test_identification.py",
+            "tests/estimator/test_structure.py",  # the batch's flagged parameters held
         ),
         ("estimator/chain.py", "self.age(N / self.fs)", "self.age(0.0)"),
         timeout_s=120.0,
