@@ -319,14 +319,18 @@ class ChannelSet:
     @staticmethod
     def estimate_message(h: Mapping[str, Any]) -> dict[str, Any]:
         """An estimator `estimate` header (docs/protocol.md) → the estimates channel's message;
-        σ from the covariance diagonal (from `sigma_pct` where there is no covariance)."""
+        σ from the covariance diagonal (from `sigma_pct` where there is no covariance). A NaN
+        `sigma_pct` is a parameter the estimator does not measure (one held at the batch's
+        value, estimator.structure): no σ and no band, whatever its tiny prior variance says."""
         names = [str(n) for n in h.get("names", [])]
         theta = [float(x) for x in h.get("theta", [])]
         cov = h.get("cov") or []
         pct = [float(x) for x in h.get("sigma_pct", [math.nan] * len(names))]
         sig = []
         for i, th in enumerate(theta):
-            if i < len(cov) and i < len(cov[i]) and float(cov[i][i]) >= 0:
+            if i < len(pct) and math.isnan(pct[i]):
+                sig.append(math.nan)
+            elif i < len(cov) and i < len(cov[i]) and float(cov[i][i]) >= 0:
                 sig.append(math.sqrt(float(cov[i][i])))
             else:
                 sig.append(abs(th) * pct[i] / 100.0 if i < len(pct) else math.nan)

@@ -38,17 +38,20 @@ def test_row_in_display_units_with_nan_as_null() -> None:
 
 def test_estimate_sigma_from_the_covariance_and_bands() -> None:
     msg = ChannelSet.estimate_message({
-        "seq": 3, "t": 1.5, "data_seq": 1500, "names": ["M1", "1/b", "Cf++1"],
-        "theta": [4.0, 4e-9, 6e-7], "sigma_pct": [5.0, 10.0, math.nan],
-        "cov": [[0.04, 0.0, 0.0], [0.0, 1.6e-19, 0.0], [0.0, 0.0, -1.0]],
+        "seq": 3, "t": 1.5, "data_seq": 1500, "names": ["M1", "1/b", "Cf++1", "dFs+1"],
+        "theta": [4.0, 4e-9, 6e-7, 98.6], "sigma_pct": [5.0, 10.0, math.nan, math.nan],
+        "cov": [[0.04, 0, 0, 0], [0, 1.6e-19, 0, 0], [0, 0, -1.0, 0], [0, 0, 0, 1e-20]],
     })  # fmt: skip
-    assert set(msg["theta"]) == {"M1", "inv_b", "Cfpp1"}
+    assert set(msg["theta"]) == {"M1", "inv_b", "Cfpp1", "dFsp1"}
     assert msg["sigma"]["M1"] == pytest.approx(0.2)
     assert msg["low_3sigma"]["M1"] == pytest.approx(3.4) and msg["high_3sigma"][
         "M1"
     ] == pytest.approx(4.6)
     assert msg["sigma"]["inv_b"] == pytest.approx(4e-10)
     assert msg["sigma"]["Cfpp1"] is None  # negative variance, NaN %: no σ rather than a wrong one
+    # Held at the batch's value (estimator.structure): a tiny variance, but not measured.
+    assert msg["sigma"]["dFsp1"] is None and msg["low_3sigma"]["dFsp1"] is None
+    assert msg["theta"]["dFsp1"] == pytest.approx(98.6)
     json.loads(dumps(msg))
 
 
