@@ -155,8 +155,14 @@ class OnlineIdentifier:
         # The parameters the batch flagged, held at the values it used (estimator.structure).
         if structure is not None and structure.held and from_batch:
             held = structure.held_values()
-            for c in self.chains:
-                c.hold(held)
+            taken = {nm for c in self.chains for nm in c.hold(held)}
+            unknown = [nm for nm in held if nm not in taken]
+            if unknown:
+                raise ValueError(
+                    f"{structure.source}: held_names {unknown} are no parameters of this "
+                    f"profile's models ({', '.join(c.model.name for c in self.chains)}): "
+                    "a batch parameter file of another rig or model family?"
+                )
         names = column_names(layout_columns)
         self._index = self._map_columns(profile, names)
         self._fill = np.zeros(N_SIGNALS * self.nj)

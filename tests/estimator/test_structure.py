@@ -139,6 +139,11 @@ def test_a_bad_structure_is_refused_by_name(tmp_path: Path) -> None:
     path.write_text('format = "hydrig-params/1"\n')
     with pytest.raises(ValueError, match="no \\[structure\\] table"):
         read_structure(path, 2)
+    path.write_text('[structure]\nheld_names = ["dFs+1", "Kx9"]\nheld_values = [1.0, 2.0]\n')
+    profile = load_profile(REALISTIC)
+    with pytest.raises(ValueError, match=r"held_names \['Kx9'\] are no parameters of this"):
+        OnlineIdentifier(profile, SampleLayout.from_profile(profile).names,
+                         structure=read_structure(path, 2))  # fmt: skip
     path.write_text("[structure]\ncoulomb_band = 0.001\n")
     with pytest.raises(ValueError, match="unknown key"):
         read_structure(path, 2)
