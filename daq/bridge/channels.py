@@ -325,10 +325,11 @@ class ChannelSet:
         names = [str(n) for n in h.get("names", [])]
         theta = [float(x) for x in h.get("theta", [])]
         cov = h.get("cov") or []
-        pct = [float(x) for x in h.get("sigma_pct", [math.nan] * len(names))]
+        given = [float(x) for x in h.get("sigma_pct") or []]
+        pct = given or [math.nan] * len(names)
         sig = []
         for i, th in enumerate(theta):
-            if i < len(pct) and math.isnan(pct[i]):
+            if i < len(given) and math.isnan(given[i]):
                 sig.append(math.nan)
             elif i < len(cov) and i < len(cov[i]) and float(cov[i][i]) >= 0:
                 sig.append(math.sqrt(float(cov[i][i])))
