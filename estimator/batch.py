@@ -35,6 +35,7 @@ from estimator.fit_warnings import STILL_DEG, fit_warnings, still_joints
 from estimator.model_fit import fit_blocks, prior_fit, with_chosen_shape, with_chosen_switches
 from estimator.models import LinearModel, reference_models
 from estimator.observation import observation, signals_from_columns, valid_rows
+from estimator.oil_span import oil_span_warning
 from estimator.repeats import PeriodicResult, find_repeats, periodic_fit
 from estimator.spool import INSTRUMENT_CROSSOVER_HZ, fuse_blocks
 from estimator.wls import ModelFit
@@ -345,6 +346,8 @@ def identify_run(
     oil_note, oil_warning = _oil_temperature(profile, params_known, raw, rows_used, nj, models)
     notes += oil_note
     warnings += oil_warning
+    if params_known.oil is not None and profile.oil_temperature is not None:
+        warnings += oil_span_warning(raw, rows_used, nj, models, fits, profile.oil_temperature.name)
     use.used = int(np.count_nonzero(rows_used))
     use.short_block = int(np.count_nonzero(good & ~rows_used))
     warnings += use.warnings(1.0 / fs)

@@ -458,3 +458,60 @@ def test_no_periodic_fit_without_a_period_its_reference_or_a_repeat(monkeypatch)
     stubs.found = False
     assert _periodic(_ref_columns(), _profile(2), *args) == []
     assert len(stubs.repeats_args) == 1
+
+
+# --- the oil's span over the data used (estimator.oil_span) ----------------------------------
+
+
+def _warming_run(monkeypatch, harness, span_k: float):
+    """identify_run on 3 s of rows (a block longer than 10 Hz's trims and 30 decimated rows) with
+    the oil measured from 30 °C up by span_k, two models (one referring to the oil's
+    temperature, one not) fitted as identifiable."""
+    harness.n = 3000
+    raw = np.zeros((harness.n, 6))
+    raw[:, TEMP_SLOT] = 30.0 + np.linspace(0.0, span_k, harness.n)
+    monkeypatch.setattr(batch, "signals_from_columns", lambda *a, **k: raw.copy())
+
+    def fitted(mdl):
+        fit = prior_fit(mdl, "stub")
+        fit.identifiable[:] = True
+        return fit
+
+    harness.fit_result = fitted
+    calls = harness.calls
+
+    def fit_blocks(mdl, raw_in, blks, **kw):  # the stub marks the rows it was given as used
+        calls.append({"model": mdl.name})
+        for b in blks:
+            kw["rows_used"][b] = True
+        return fitted(mdl), []
+
+    monkeypatch.setattr(batch, "fit_blocks", fit_blocks)
+    referring = LinearModel(**{**_model("lin_mech").__dict__, "referred": ("a",)})
+    return identify_run(
+        harness.columns(),
+        SimpleNamespace(oil=OIL),
+        profile=_profile(1, "oil_t"),
+        models=[referring, _model("plain")],
+    )
+
+
+def test_oil_that_warmed_past_the_limit_flags_the_referring_models_parameters(
+    monkeypatch, harness
+) -> None:
+    from estimator.oil_span import OIL_SPAN_LIMIT_K
+
+    got = _warming_run(monkeypatch, harness, OIL_SPAN_LIMIT_K + 0.5)
+    assert got.identifiable.tolist() == [False, False, True, True]
+    (warning,) = [w for w in got.warnings if "oil warmed" in w]
+    assert f"by {OIL_SPAN_LIMIT_K + 0.5:.1f} K" in warning
+    assert f"more than the {OIL_SPAN_LIMIT_K:g} K" in warning
+    assert "'lin_mech'" in warning and "'plain'" not in warning and "'oil_t'" in warning
+
+
+def test_oil_within_the_limit_leaves_every_parameter_as_fitted(monkeypatch, harness) -> None:
+    from estimator.oil_span import OIL_SPAN_LIMIT_K
+
+    got = _warming_run(monkeypatch, harness, OIL_SPAN_LIMIT_K - 0.5)
+    assert got.identifiable.all()
+    assert not [w for w in got.warnings if "oil warmed" in w]
