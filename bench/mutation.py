@@ -333,6 +333,15 @@ TARGETS: dict[str, Target] = {
             "candidates = all_blocks if not mdl.fluid else not_fluid_blocks",
         ),
     ),
+    "oil_span": Target(
+        ("estimator/oil_span.py",),
+        ("tests/estimator/test_oil_span.py", "tests/estimator/test_batch_paths.py"),
+        (
+            "estimator/oil_span.py",
+            "t = raw[used, TEMP_SLOT * nj]",
+            "t = raw[:, TEMP_SLOT * nj]",
+        ),
+    ),
     "segment_rows": Target(
         ("estimator/segment_rows.py",),
         ("tests/estimator/test_segment_rows.py",),

@@ -30,6 +30,12 @@ def test_only_the_rows_used_count() -> None:
     assert all(f.identifiable.all() for f in fits)
 
 
+def test_a_span_of_the_limit_itself_is_within_it() -> None:
+    raw, used, nj, models, fits = _case([25.0, 25.0 + OIL_SPAN_LIMIT_K], [True, True])
+    assert oil_span_warning(raw, used, nj, models, fits, "oil_t") == []
+    assert all(f.identifiable.all() for f in fits)
+
+
 def test_a_missing_reading_is_not_a_span() -> None:
     raw, used, nj, models, fits = _case([30.0, np.nan, 31.0], [True, True, True])
     assert oil_span_warning(raw, used, nj, models, fits, "oil_t") == []
