@@ -22,6 +22,7 @@ from estimator.chain import TEMP_SLOT
 from estimator.datause import STATE_RUNNING
 from estimator.model_fit import prior_fit
 from estimator.models import LinearModel
+from estimator.oil_span import OIL_SPAN_LIMIT_K
 from estimator.repeats import Repeats
 
 FS = 1000.0
@@ -477,11 +478,7 @@ def _warming_run(monkeypatch, harness, span_k: float):
         fit.identifiable[:] = True
         return fit
 
-    harness.fit_result = fitted
-    calls = harness.calls
-
     def fit_blocks(mdl, raw_in, blks, **kw):  # the stub marks the rows it was given as used
-        calls.append({"model": mdl.name})
         for b in blks:
             kw["rows_used"][b] = True
         return fitted(mdl), []
@@ -499,8 +496,6 @@ def _warming_run(monkeypatch, harness, span_k: float):
 def test_oil_that_warmed_past_the_limit_flags_the_referring_models_parameters(
     monkeypatch, harness
 ) -> None:
-    from estimator.oil_span import OIL_SPAN_LIMIT_K
-
     got = _warming_run(monkeypatch, harness, OIL_SPAN_LIMIT_K + 0.5)
     assert got.identifiable.tolist() == [False, False, True, True]
     (warning,) = [w for w in got.warnings if "oil warmed" in w]
@@ -510,8 +505,6 @@ def test_oil_that_warmed_past_the_limit_flags_the_referring_models_parameters(
 
 
 def test_oil_within_the_limit_leaves_every_parameter_as_fitted(monkeypatch, harness) -> None:
-    from estimator.oil_span import OIL_SPAN_LIMIT_K
-
     got = _warming_run(monkeypatch, harness, OIL_SPAN_LIMIT_K - 0.5)
     assert got.identifiable.all()
     assert not [w for w in got.warnings if "oil warmed" in w]
