@@ -37,7 +37,10 @@ IDIM-WLS of the recording, a validation run and the report). It reports, per see
 over seeds: the 16 parameters' truth, online and batch estimates with %σ and relative error;
 how many lie within ±3σ of the truth; the validation FIT ratios (from the report's FIT table)
 with the online, batch and true parameters; the experiment's rig time (the RUNNING block of the
-identification recording: no idle before it); targets and pass flags; wall time.
+identification recording: no idle before it); targets and pass flags; wall time. Realistic
+cases also: the parameters printed as measured whose truth lies outside their ±3σ
+(`unflagged_outside_3sigma`) and the oil's measured range over the analysed run (`oil_c`, what
+estimator.oil_span judges).
 JSON on the last line; progress on stderr.
 """
 
@@ -601,8 +604,23 @@ def realistic(result: dict[str, Any], profile: Path) -> dict[str, Any]:
         "fit_min_closed_loop_truth_pct": _closed_loop_min(result, "truth"),
         "fit_min_closed_loop_truth_noise_free_pct": _closed_loop_min(result, "truth_noise_free"),
         "reference_warnings": len(out["models"]["reference"]["warnings"]),
+        # The promise broken: parameters printed as measured whose truth is outside ±3σ.
+        "unflagged_outside_3sigma": [
+            r["name"] for r in prof_rows if r["identifiable"] and not r["batch_within_3sigma"]
+        ],
+        # The oil over the analysed run (°C, measured): the referral's span (estimator.oil_span).
+        "oil_c": _oil_range(run.columns, prof),
     }
     return out
+
+
+def _oil_range(columns: dict[str, Any], prof: Any) -> list[float] | None:
+    """[lowest, highest] reading of the profile's temperature channel, or None."""
+    ch = prof.oil_temperature
+    if ch is None or f"eng.{ch.name}" not in columns:
+        return None
+    values = [float(v) for v in columns[f"eng.{ch.name}"] if math.isfinite(float(v))]
+    return [round(min(values), 2), round(max(values), 2)] if values else None
 
 
 def judge(case: str, runs: list[dict[str, Any]]) -> dict[str, bool]:
