@@ -29,13 +29,12 @@ import numpy as np
 from controller.plant.params import PlantParams
 from daq.profile.schema import Profile
 from estimator.blas import blas_limited
-from estimator.chain import TEMP_SLOT
 from estimator.datause import STATE_RUNNING, DataUse, blocks, classify
 from estimator.fit_warnings import STILL_DEG, fit_warnings, still_joints
 from estimator.model_fit import fit_blocks, prior_fit, with_chosen_shape, with_chosen_switches
 from estimator.models import LinearModel, reference_models
 from estimator.observation import observation, signals_from_columns, valid_rows
-from estimator.oil_span import oil_span_warning
+from estimator.oil_span import oil_span_warning, used_temperatures
 from estimator.repeats import PeriodicResult, find_repeats, periodic_fit
 from estimator.spool import INSTRUMENT_CROSSOVER_HZ, fuse_blocks
 from estimator.wls import ModelFit
@@ -395,8 +394,7 @@ def _oil_temperature(
             f"{', '.join(referred)} are the ones at the run's (unmeasured) oil temperature, "
             f"not referred to {oil.reference_c:g} °C"
         ]
-    t = raw[used, TEMP_SLOT * nj]
-    t = t[np.isfinite(t)]
+    t = used_temperatures(raw, used, nj)
     if t.size == 0:
         return [], []
     return [

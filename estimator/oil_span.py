@@ -41,6 +41,13 @@ class _Flaggable(Protocol):
     identifiable: np.ndarray
 
 
+def used_temperatures(raw: np.ndarray, used: np.ndarray, nj: int) -> np.ndarray:
+    """The oil temperature readings (°C) of the rows `used` (`raw`'s temperature slot), the
+    missing ones left out."""
+    t = raw[used, TEMP_SLOT * nj]
+    return t[np.isfinite(t)]
+
+
 def oil_span_warning(
     raw: np.ndarray,
     used: np.ndarray,
@@ -53,8 +60,7 @@ def oil_span_warning(
     .referred`, fitted as `fits[k]`) when the measured oil (`raw`'s temperature slot over the
     rows `used`) spans more than `OIL_SPAN_LIMIT_K`; the warning naming the span, the limit and
     what to do, or nothing."""
-    t = raw[used, TEMP_SLOT * nj]
-    t = t[np.isfinite(t)]
+    t = used_temperatures(raw, used, nj)
     referred = [(m, f) for m, f in zip(models, fits, strict=True) if m.referred]
     if t.size == 0 or not referred:
         return []
