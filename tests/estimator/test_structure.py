@@ -131,6 +131,18 @@ def test_the_online_estimator_holds_the_flagged_parameters(tmp_path: Path) -> No
     np.testing.assert_allclose(jack[f], want, rtol=1e-9)
 
 
+def test_models_given_as_built_hold_nothing_of_a_structure(tmp_path: Path) -> None:
+    """`structure` is ignored when the models are given (OnlineIdentifier's docstring): its
+    held parameters too."""
+    profile = load_profile(REALISTIC)
+    names = SampleLayout.from_profile(profile).names
+    structure = read_structure(_batch_file(tmp_path), len(profile.joints))
+    models = [c.model for c in OnlineIdentifier(profile, names).chains]
+    given = OnlineIdentifier(profile, names, models=models, structure=structure)
+    assert not any(c.held.any() for c in given.chains)
+    assert any(c.held.any() for c in OnlineIdentifier(profile, names, structure=structure).chains)
+
+
 def test_a_bad_structure_is_refused_by_name(tmp_path: Path) -> None:
     path = tmp_path / "p.toml"
     path.write_text('format = "hydrig-params/1"\n[structure]\nvalve_lap_v = [0.1]\n')
